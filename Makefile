@@ -1,0 +1,46 @@
+# trainingjob-operator. `make demo` and `make test` are the two commands a fresh machine needs.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+CLUSTER ?= default
+
+.PHONY: help install components lint test test-unit test-integration demo demo-down cluster-up cluster-down clean
+
+help:  ## list targets
+	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)  ## create .venv and install the package with its test tools
+
+components: install  ## build the pinned control-plane binaries from their Go modules (first use only)
+	$(BIN)/tj cluster build
+
+lint: install  ## ruff
+	$(BIN)/ruff check src tests
+	$(BIN)/ruff format --check src tests
+
+test-unit: install  ## pure tests, no cluster
+	$(BIN)/python -m pytest tests/unit
+
+test-integration: components  ## tests against a real local control plane (started for the session)
+	$(BIN)/python -m pytest tests/integration
+
+test: lint components  ## everything CI runs: lint, unit and integration tests
+	$(BIN)/python -m pytest tests
+
+demo: components  ## local cluster up, then show its fake GPU nodes
+	$(BIN)/tj cluster up --name $(CLUSTER)
+	$(BIN)/tj cluster status --name $(CLUSTER)
+	eval "$$($(BIN)/tj cluster env --name $(CLUSTER))" && kubectl get nodes -L accelerator -L nvidia.com/gpu.present
+	@echo; echo "Next: eval \"\$$($(BIN)/tj cluster env --name $(CLUSTER))\" && kubectl get nodes; make demo-down to stop."
+
+demo-down:  ## stop the demo cluster and remove its state
+	$(BIN)/tj cluster down --name $(CLUSTER)
+
+clean: demo-down  ## remove the virtualenv too (built binaries stay cached in ~/.cache/trainingjob)
+	rm -rf $(VENV)

@@ -1,0 +1,17 @@
+"""The `tj` command: one entry point for the local cluster, the operator and (later) job management."""
+
+from __future__ import annotations
+
+import click
+
+from trainingjob import __version__
+from trainingjob.cli.cluster import cluster
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="tj")
+def main() -> None:
+    """trainingjob-operator: distributed ML training on Kubernetes."""
+
+
+main.add_command(cluster)

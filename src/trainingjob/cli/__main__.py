@@ -1,0 +1,5 @@
+"""`python -m trainingjob.cli` runs the `tj` command."""
+
+from trainingjob.cli import main
+
+main()

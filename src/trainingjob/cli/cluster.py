@@ -1,0 +1,110 @@
+"""`tj cluster …`: the local control plane used by tests, demos and benchmarks."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from trainingjob.cluster import control_plane
+from trainingjob.cluster.errors import ClusterError
+
+name_option = click.option(
+    "--name",
+    default=control_plane.DEFAULT_NAME,
+    show_default=True,
+    help="Cluster name; several clusters can run side by side.",
+)
+
+
+def fail(error: ClusterError) -> None:
+    click.echo(f"error: {error}", err=True)
+    sys.exit(1)
+
+
+def say(message: str) -> None:
+    click.echo(message, err=True)
+
+
+@click.group()
+def cluster() -> None:
+    """Run a real local Kubernetes control plane (etcd, kube-apiserver, controller-manager, scheduler, kwok)."""
+
+
+@cluster.command()
+@name_option
+@click.option("--nodes", default=4, show_default=True, type=click.IntRange(1, 1000), help="Fake GPU nodes (kwok).")
+@click.option(
+    "--apiserver-port",
+    type=click.IntRange(1, 65535),
+    default=None,
+    help="Port of kube-apiserver on 127.0.0.1 (default: any free port).",
+)
+def up(name: str, nodes: int, apiserver_port: int | None) -> None:
+    """Build components on first use, start the cluster and wait until it is ready (no-op if running)."""
+    try:
+        state = control_plane.up(name, nodes=nodes, apiserver_port=apiserver_port, say=say)
+    except ClusterError as error:
+        fail(error)
+    say("use it with:")
+    for line in control_plane.environment_lines(state):
+        click.echo(line)
+
+
+@cluster.command()
+def build() -> None:
+    """Build (or find cached) every pinned component and print where the binaries are."""
+    from trainingjob.cluster.build import ensure_binaries
+
+    try:
+        binaries = ensure_binaries(say)
+    except ClusterError as error:
+        fail(error)
+    for name, path in binaries.items():
+        click.echo(f"{name:<25}{path}")
+
+
+@cluster.command()
+@name_option
+def down(name: str) -> None:
+    """Stop every process of the cluster and remove its state."""
+    try:
+        control_plane.down(name, say=say)
+    except ClusterError as error:
+        fail(error)
+
+
+@cluster.command()
+@name_option
+def status(name: str) -> None:
+    """Report each component: pid, process and health. Exit 1 unless all are healthy."""
+    try:
+        rows = control_plane.status(name)
+    except ClusterError as error:
+        fail(error)
+    click.echo(f"{'COMPONENT':<25}{'VERSION':<10}{'PID':<9}{'PROCESS':<10}HEALTH")
+    for row in rows:
+        click.echo(f"{row['component']:<25}{row['version']:<10}{row['pid']:<9}{row['process']:<10}{row['health']}")
+    if any(row["health"] != "ok" for row in rows):
+        sys.exit(1)
+
+
+@cluster.command()
+@name_option
+def kubeconfig(name: str) -> None:
+    """Print the path of the cluster's admin kubeconfig."""
+    state = control_plane.ClusterState.load(name)
+    if state is None:
+        fail(ClusterError(f"no cluster {name!r}; start one with `tj cluster up`"))
+    click.echo(str(state.kubeconfig))
+
+
+@cluster.command()
+@name_option
+def env(name: str) -> None:
+    """Print the `export` lines for KUBECONFIG and PATH (eval "$(tj cluster env)")."""
+    state = control_plane.ClusterState.load(name)
+    if state is None:
+        fail(ClusterError(f"no cluster {name!r}; start one with `tj cluster up`"))
+    for line in control_plane.environment_lines(state):
+        click.echo(line)

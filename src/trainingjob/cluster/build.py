@@ -1,0 +1,190 @@
+"""Build the pinned upstream components with the machine's Go toolchain, once per version.
+
+Why: no prebuilt Kubernetes binary can be downloaded here, but the Go module proxy works. Our wrapper modules under
+tools/ pin exact versions (their go.sum makes the build reproducible); binaries go to a per-version cache directory
+outside the repo, so the second `tj cluster up` starts in seconds.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from trainingjob.cluster.errors import ClusterError, log_tail
+from trainingjob.cluster.paths import binaries_dir, cache_root, tools_dir
+
+
+@dataclass(frozen=True)
+class ComponentSet:
+    """One wrapper module and the binaries it builds (output name -> Go package path)."""
+
+    name: str
+    module: str
+    packages: dict[str, str]
+
+    @property
+    def wrapper_dir(self) -> Path:
+        return tools_dir() / self.name
+
+    @property
+    def version(self) -> str:
+        return required_version(self.wrapper_dir / "go.mod", self.module)
+
+    def ldflags(self) -> str:
+        """Strip symbols (smaller, faster links) and stamp Kubernetes versions so `kubectl version` tells the truth."""
+        flags = ["-s", "-w"]
+        if self.name == "kubernetes":
+            major, minor = self.version.lstrip("v").split(".")[:2]
+            for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+                flags += [
+                    f"-X {pkg}.gitVersion={self.version}",
+                    f"-X {pkg}.gitMajor={major}",
+                    f"-X {pkg}.gitMinor={minor}",
+                    f"-X {pkg}.gitTreeState=clean",
+                ]
+        return " ".join(flags)
+
+
+COMPONENT_SETS: tuple[ComponentSet, ...] = (
+    ComponentSet("etcd", "go.etcd.io/etcd/server/v3", {"etcd": "go.etcd.io/etcd/server/v3"}),
+    ComponentSet(
+        "kubernetes",
+        "k8s.io/kubernetes",
+        {
+            "kube-apiserver": "k8s.io/kubernetes/cmd/kube-apiserver",
+            "kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",
+            "kube-scheduler": "k8s.io/kubernetes/cmd/kube-scheduler",
+            "kubectl": "k8s.io/kubernetes/cmd/kubectl",
+        },
+    ),
+    ComponentSet("kwok", "sigs.k8s.io/kwok", {"kwok": "sigs.k8s.io/kwok/cmd/kwok"}),
+)
+
+COMPLETE_MARKER = ".complete"
+
+
+def required_version(go_mod: Path, module: str) -> str:
+    """The version a wrapper go.mod pins for `module` (the one place versions are written down)."""
+    match = re.search(rf"^\s*(?:require\s+)?{re.escape(module)}\s+(v\S+)", go_mod.read_text(), re.MULTILINE)
+    if not match:
+        raise ClusterError(f"{go_mod} does not require {module}")
+    return match.group(1)
+
+
+def minimum_go_version(go_mod: Path) -> tuple[int, ...]:
+    match = re.search(r"^go\s+(\d+(?:\.\d+)*)", go_mod.read_text(), re.MULTILINE)
+    return parse_go_version(match.group(1)) if match else (1, 0)
+
+
+def parse_go_version(text: str) -> tuple[int, ...]:
+    numbers = re.findall(r"\d+", text.removeprefix("go"))
+    return tuple(int(n) for n in numbers[:3])
+
+
+def check_go_toolchain(required: tuple[int, ...]) -> str:
+    """Fail clearly when Go is missing or older than the pinned modules need (never a confusing build error)."""
+    go = shutil.which("go")
+    if not go:
+        raise ClusterError(
+            "Go is not installed or not on PATH. The local control plane is built from source: "
+            f"install Go {'.'.join(map(str, required))} or newer."
+        )
+    result = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True, check=False)
+    found = parse_go_version(result.stdout.strip())
+    if result.returncode != 0 or found < required:
+        raise ClusterError(
+            f"Go {'.'.join(map(str, required))} or newer is needed, found {result.stdout.strip() or 'unknown'} at {go}."
+        )
+    return go
+
+
+def binary_path(component: str) -> Path:
+    """Path of a built component binary, whichever set builds it."""
+    for component_set in COMPONENT_SETS:
+        if component in component_set.packages:
+            return binaries_dir(component_set.name, component_set.version) / component
+    raise KeyError(component)
+
+
+def is_built(component_set: ComponentSet) -> bool:
+    return (binaries_dir(component_set.name, component_set.version) / COMPLETE_MARKER).exists()
+
+
+def build_component_set(component_set: ComponentSet, say: Callable[[str], None] = print) -> Path:
+    """Build one wrapper module's binaries into its versioned cache directory (atomic: a killed build leaves none)."""
+    target = binaries_dir(component_set.name, component_set.version)
+    if (target / COMPLETE_MARKER).exists():
+        return target
+    go = check_go_toolchain(minimum_go_version(component_set.wrapper_dir / "go.mod"))
+    staging = target.with_name(target.name + f".partial-{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    log = cache_root() / "logs" / f"build-{component_set.name}-{component_set.version}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    say(f"building {component_set.name} {component_set.version} from its Go module (first use only; log: {log})")
+    started = time.monotonic()
+    command = [
+        go,
+        "build",
+        "-trimpath",
+        "-buildvcs=false",
+        "-ldflags",
+        component_set.ldflags(),
+        "-o",
+        str(staging) + "/",
+        *component_set.packages.values(),
+    ]
+    env = {**os.environ, "CGO_ENABLED": "0", "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=readonly"}
+    with log.open("w") as log_file:
+        result = subprocess.run(
+            command,
+            cwd=component_set.wrapper_dir,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            env=env,
+            check=False,
+        )
+    if result.returncode != 0:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise ClusterError(
+            f"building {component_set.name} {component_set.version} failed "
+            f"(exit {result.returncode}); last lines of {log}:\n{log_tail(log)}"
+        )
+    rename_outputs(component_set, staging)
+    (staging / COMPLETE_MARKER).write_text(f"{component_set.version} built in {time.monotonic() - started:.0f}s\n")
+    shutil.rmtree(target, ignore_errors=True)
+    staging.rename(target)
+    say(f"built {component_set.name} {component_set.version} in {time.monotonic() - started:.0f}s")
+    return target
+
+
+def rename_outputs(component_set: ComponentSet, staging: Path) -> None:
+    """`go build -o dir/` names binaries after the package path (minus a /vN suffix); give them their real names."""
+    for name, package in component_set.packages.items():
+        parts = package.rstrip("/").split("/")
+        default_name = parts[-2] if re.fullmatch(r"v\d+", parts[-1]) else parts[-1]
+        produced = staging / default_name
+        if produced.name != name and produced.exists():
+            produced.rename(staging / name)
+
+
+def ensure_binaries(say: Callable[[str], None] = print) -> dict[str, Path]:
+    """Build whatever is missing (serialized across processes by a lock) and return every binary's path."""
+    lock_path = cache_root() / "bin" / ".build.lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with lock_path.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for component_set in COMPONENT_SETS:
+            build_component_set(component_set, say)
+    return {name: binary_path(name) for s in COMPONENT_SETS for name in s.packages}
+
+
+def pinned_versions() -> dict[str, str]:
+    return {s.name: s.version for s in COMPONENT_SETS}

@@ -1,0 +1,220 @@
+"""Command lines and health checks of each control-plane component, as pure functions of the cluster layout.
+
+Why pure: the flags are the part of the local cluster most worth reading and reviewing; keeping them free of
+process handling makes them easy to test and to compare with what envtest and kind do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+SERVICE_CIDR = "10.0.0.0/24"
+KUBERNETES_SERVICE_IP = "10.0.0.1"
+POD_CIDR = "10.244.0.1/16"
+SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
+# kwok renews node leases this often (seconds); the node lifecycle controller's grace period is 50 s.
+NODE_LEASE_SECONDS = 40
+# Client rate limits of the controllers; upstream defaults (20 QPS) are tuned for real nodes, not thousands of
+# fake pods created in seconds, and would make garbage collection the slowest part of every test.
+CONTROLLER_QPS = 200
+CONTROLLER_BURST = 400
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Files and ports of one cluster."""
+
+    root: Path
+    ports: dict[str, int]
+
+    @property
+    def pki(self) -> Path:
+        return self.root / "pki"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    def kubeconfig(self, user: str) -> Path:
+        return self.root / f"{user}.kubeconfig"
+
+    @property
+    def apiserver_url(self) -> str:
+        return f"https://127.0.0.1:{self.ports['kube-apiserver']}"
+
+    def cert(self, stem: str) -> tuple[str, str]:
+        return str(self.pki / f"{stem}.crt"), str(self.pki / f"{stem}.key")
+
+
+@dataclass(frozen=True)
+class HealthCheck:
+    """An HTTPS (or HTTP) endpoint that answers 200 once a component is ready."""
+
+    url: str
+    client_cert: str | None = None
+    verify_ca: bool = True
+
+
+def etcd_command(binary: Path, layout: Layout) -> list[str]:
+    client, peer = layout.ports["etcd"], layout.ports["etcd-peer"]
+    cert, key = layout.cert("etcd-server")
+    ca = str(layout.pki / "ca.crt")
+    return [
+        str(binary),
+        "--name=tj",
+        f"--data-dir={layout.root / 'etcd'}",
+        f"--listen-client-urls=https://127.0.0.1:{client}",
+        f"--advertise-client-urls=https://127.0.0.1:{client}",
+        f"--listen-peer-urls=https://127.0.0.1:{peer}",
+        f"--initial-advertise-peer-urls=https://127.0.0.1:{peer}",
+        f"--initial-cluster=tj=https://127.0.0.1:{peer}",
+        f"--cert-file={cert}",
+        f"--key-file={key}",
+        f"--trusted-ca-file={ca}",
+        "--client-cert-auth",
+        f"--peer-cert-file={cert}",
+        f"--peer-key-file={key}",
+        f"--peer-trusted-ca-file={ca}",
+        "--peer-client-cert-auth",
+        # A disposable local cluster: durability across power loss is worth less than fast tests.
+        "--unsafe-no-fsync",
+        "--log-level=warn",
+    ]
+
+
+def apiserver_command(binary: Path, layout: Layout, audit_policy: Path | None = None) -> list[str]:
+    cert, key = layout.cert("apiserver")
+    etcd_cert, etcd_key = layout.cert("apiserver-etcd-client")
+    pki = layout.pki
+    command = [
+        str(binary),
+        f"--etcd-servers=https://127.0.0.1:{layout.ports['etcd']}",
+        f"--etcd-cafile={pki / 'ca.crt'}",
+        f"--etcd-certfile={etcd_cert}",
+        f"--etcd-keyfile={etcd_key}",
+        "--bind-address=127.0.0.1",
+        "--advertise-address=127.0.0.1",
+        f"--secure-port={layout.ports['kube-apiserver']}",
+        f"--cert-dir={pki}",
+        f"--tls-cert-file={cert}",
+        f"--tls-private-key-file={key}",
+        f"--client-ca-file={pki / 'ca.crt'}",
+        f"--service-cluster-ip-range={SERVICE_CIDR}",
+        # No kubelets and no real network: nothing should try to reach the apiserver through the Service IP.
+        "--endpoint-reconciler-type=none",
+        "--authorization-mode=RBAC",
+        f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
+        f"--api-audiences={SERVICE_ACCOUNT_ISSUER}",
+        f"--service-account-key-file={pki / 'sa.pub'}",
+        f"--service-account-signing-key-file={pki / 'sa.key'}",
+        "--allow-privileged=true",
+        "--profiling=false",
+        "--v=1",
+    ]
+    if audit_policy is not None:
+        command += [
+            f"--audit-policy-file={audit_policy}",
+            f"--audit-log-path={layout.logs / 'audit.log'}",
+            "--audit-log-format=json",
+            "--audit-log-maxsize=500",
+        ]
+    return command
+
+
+def _served_component_flags(layout: Layout, name: str) -> list[str]:
+    """Flags shared by controller-manager and scheduler: their own TLS health port, delegated authn/z."""
+    kubeconfig = layout.kubeconfig(name)
+    return [
+        f"--kubeconfig={kubeconfig}",
+        f"--authentication-kubeconfig={kubeconfig}",
+        f"--authorization-kubeconfig={kubeconfig}",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={layout.ports[name]}",
+        f"--cert-dir={layout.root / name}",
+        "--v=1",
+    ]
+
+
+def controller_manager_command(binary: Path, layout: Layout) -> list[str]:
+    pki = layout.pki
+    return [
+        str(binary),
+        *_served_component_flags(layout, "kube-controller-manager"),
+        "--leader-elect=false",
+        "--use-service-account-credentials=true",
+        f"--service-account-private-key-file={pki / 'sa.key'}",
+        f"--root-ca-file={pki / 'ca.crt'}",
+        f"--cluster-signing-cert-file={pki / 'ca.crt'}",
+        f"--cluster-signing-key-file={pki / 'ca.key'}",
+        # Backs the default StorageClass: PVCs bind to hostPath volumes under /tmp of this machine.
+        "--enable-hostpath-provisioner=true",
+        f"--kube-api-qps={CONTROLLER_QPS}",
+        f"--kube-api-burst={CONTROLLER_BURST}",
+        "--concurrent-gc-syncs=40",
+    ]
+
+
+def scheduler_config(layout: Layout) -> str:
+    return (
+        "apiVersion: kubescheduler.config.k8s.io/v1\n"
+        "kind: KubeSchedulerConfiguration\n"
+        "clientConnection:\n"
+        f"  kubeconfig: {layout.kubeconfig('kube-scheduler')}\n"
+        f"  qps: {CONTROLLER_QPS}\n"
+        f"  burst: {CONTROLLER_BURST}\n"
+        "leaderElection:\n"
+        "  leaderElect: false\n"
+    )
+
+
+def scheduler_command(binary: Path, layout: Layout) -> list[str]:
+    return [
+        str(binary),
+        *_served_component_flags(layout, "kube-scheduler"),
+        f"--config={layout.root / 'kube-scheduler.yaml'}",
+    ]
+
+
+def kwok_config(layout: Layout, stages: list[str]) -> str:
+    """kwok's configuration plus our Stage documents (which replace kwok's built-in stages)."""
+    options = (
+        "apiVersion: config.kwok.x-k8s.io/v1alpha1\n"
+        "kind: KwokConfiguration\n"
+        "options:\n"
+        f"  cidr: {POD_CIDR}\n"
+        "  nodeIP: 10.96.0.2\n"
+        f"  nodeLeaseDurationSeconds: {NODE_LEASE_SECONDS}\n"
+        "  manageNodesWithAnnotationSelector: kwok.x-k8s.io/node=fake\n"
+        f"  serverAddress: 127.0.0.1:{layout.ports['kwok']}\n"
+        # kwok applies its defaults only when no config file is given, so every knob is spelled out here.
+        "  manageAllNodes: false\n"
+        "  enableDebuggingHandlers: false\n"
+        "  enableProfilingHandler: false\n"
+        "  enableContentionProfiling: false\n"
+        "  podPlayStageParallelism: 8\n"
+        "  nodePlayStageParallelism: 4\n"
+        "  nodeLeaseParallelism: 4\n"
+        "  podsOnNodeSyncParallelism: 2\n"
+        "  enablePodsOnNodeSyncListPager: true\n"
+        "  enablePodsOnNodeSyncStreamWatch: false\n"
+    )
+    return "---\n".join([options, *stages])
+
+
+def kwok_command(binary: Path, layout: Layout) -> list[str]:
+    return [str(binary), f"--kubeconfig={layout.kubeconfig('kwok')}", f"--config={layout.root / 'kwok.yaml'}"]
+
+
+def health_checks(layout: Layout) -> dict[str, HealthCheck]:
+    admin = str(layout.pki / "admin")
+    return {
+        "etcd": HealthCheck(f"https://127.0.0.1:{layout.ports['etcd']}/health", client_cert=admin),
+        "kube-apiserver": HealthCheck(f"{layout.apiserver_url}/readyz", client_cert=admin),
+        # Their serving certs are self-signed in their cert-dir; /healthz is readable without credentials.
+        "kube-controller-manager": HealthCheck(
+            f"https://127.0.0.1:{layout.ports['kube-controller-manager']}/healthz", verify_ca=False
+        ),
+        "kube-scheduler": HealthCheck(f"https://127.0.0.1:{layout.ports['kube-scheduler']}/healthz", verify_ca=False),
+        "kwok": HealthCheck(f"http://127.0.0.1:{layout.ports['kwok']}/healthz"),
+    }

@@ -1,0 +1,269 @@
+"""`tj cluster up|down|status`: bring a whole local control plane up in order, and take it down by pid."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import yaml
+
+from trainingjob.cluster import components as c
+from trainingjob.cluster.build import ensure_binaries, pinned_versions
+from trainingjob.cluster.errors import ClusterError
+from trainingjob.cluster.kubeconfig import write_kubeconfig
+from trainingjob.cluster.manifests import bootstrap_objects
+from trainingjob.cluster.paths import cluster_dir
+from trainingjob.cluster.pki import create_cluster_pki
+from trainingjob.cluster.process import free_port, is_running, port_in_use, probe, start, stop, wait_healthy
+
+DEFAULT_NAME = "default"
+# Start order; stop runs it backwards so etcd outlives its clients.
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+STARTUP_TIMEOUT = {
+    "etcd": 30,
+    "kube-apiserver": 90,
+    "kube-controller-manager": 60,
+    "kube-scheduler": 60,
+    "kwok": 60,
+}
+CLIENT_USERS = ("admin", "kube-controller-manager", "kube-scheduler", "kwok")
+
+
+@dataclass
+class ClusterState:
+    """What `up` records in state.json so `down`/`status` (another process, later) can find everything."""
+
+    name: str
+    root: Path
+    ports: dict[str, int]
+    binaries: dict[str, str]
+    pids: dict[str, int]
+    nodes: int
+    versions: dict[str, str]
+
+    @property
+    def layout(self) -> c.Layout:
+        return c.Layout(self.root, self.ports)
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.layout.kubeconfig("admin")
+
+    def save(self) -> None:
+        data = {k: v for k, v in self.__dict__.items() if k != "root"}
+        (self.root / "state.json").write_text(json.dumps(data, indent=2))
+
+    @classmethod
+    def load(cls, name: str) -> ClusterState | None:
+        path = cluster_dir(name) / "state.json"
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+        return cls(root=path.parent, **data)
+
+
+def component_running(state: ClusterState, name: str) -> bool:
+    pid = state.pids.get(name)
+    return pid is not None and is_running(pid, state.binaries[name])
+
+
+def is_up(state: ClusterState) -> bool:
+    """Every process alive and the API server ready."""
+    if not all(component_running(state, name) for name in COMPONENTS):
+        return False
+    check = c.health_checks(state.layout)["kube-apiserver"]
+    return probe(check, state.layout.pki / "ca.crt")[0]
+
+
+def allocate_ports(apiserver_port: int | None) -> dict[str, int]:
+    if apiserver_port is not None and port_in_use(apiserver_port):
+        raise ClusterError(
+            f"port {apiserver_port} on 127.0.0.1 is already in use; choose another --apiserver-port "
+            "or stop what listens there"
+        )
+    ports = {name: free_port() for name in ("etcd", "etcd-peer", *COMPONENTS[2:])}
+    ports["kube-apiserver"] = apiserver_port or free_port()
+    return ports
+
+
+def stage_documents() -> list[str]:
+    """Our kwok Stage files, shipped inside the package (docs/local-cluster.md explains each)."""
+    stage_dir = resources.files("trainingjob.cluster") / "stages"
+    return [
+        entry.read_text() for entry in sorted(stage_dir.iterdir(), key=lambda e: e.name) if entry.name.endswith(".yaml")
+    ]
+
+
+def write_configuration(state: ClusterState) -> None:
+    layout = state.layout
+    create_cluster_pki(layout.pki, state.name, c.KUBERNETES_SERVICE_IP)
+    for user in CLIENT_USERS:
+        write_kubeconfig(layout.kubeconfig(user), f"tj-{state.name}", layout.apiserver_url, layout.pki, user)
+    (layout.root / "kube-scheduler.yaml").write_text(c.scheduler_config(layout))
+    (layout.root / "kwok.yaml").write_text(c.kwok_config(layout, stage_documents()))
+
+
+def component_command(name: str, state: ClusterState, audit_policy: Path | None) -> list[str]:
+    binary = Path(state.binaries[name])
+    layout = state.layout
+    builders = {
+        "etcd": lambda: c.etcd_command(binary, layout),
+        "kube-apiserver": lambda: c.apiserver_command(binary, layout, audit_policy),
+        "kube-controller-manager": lambda: c.controller_manager_command(binary, layout),
+        "kube-scheduler": lambda: c.scheduler_command(binary, layout),
+        "kwok": lambda: c.kwok_command(binary, layout),
+    }
+    return builders[name]()
+
+
+def start_components(state: ClusterState, audit_policy: Path | None, say: Callable[[str], None]) -> None:
+    """etcd, then the API server, then the rest together (they only need the API server)."""
+    layout = state.layout
+    checks = c.health_checks(layout)
+    for group in (("etcd",), ("kube-apiserver",), COMPONENTS[2:]):
+        for name in group:
+            log_path = layout.logs / f"{name}.log"
+            state.pids[name] = start(name, component_command(name, state, audit_policy), log_path, layout.root)
+            state.save()
+        for name in group:
+            wait_healthy(
+                name,
+                state.pids[name],
+                state.binaries[name],
+                checks[name],
+                layout.pki / "ca.crt",
+                layout.logs / f"{name}.log",
+                STARTUP_TIMEOUT[name],
+            )
+            say(f"  {name} ready")
+
+
+def kubectl(state: ClusterState, *args: str, input_text: str | None = None, timeout: float = 120) -> str:
+    command = [state.binaries["kubectl"], f"--kubeconfig={state.kubeconfig}", *args]
+    try:
+        result = subprocess.run(command, input=input_text, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired as error:
+        raise ClusterError(f"kubectl {' '.join(args)} did not finish within {timeout:.0f}s") from error
+    if result.returncode != 0:
+        raise ClusterError(f"kubectl {' '.join(args)} failed: {result.stderr.strip()}")
+    return result.stdout
+
+
+def bootstrap(state: ClusterState, say: Callable[[str], None]) -> None:
+    """Fake nodes and the default StorageClass; return once nodes are Ready and pods can be admitted."""
+    documents = "\n---\n".join(yaml.safe_dump(o) for o in bootstrap_objects(state.nodes))
+    kubectl(state, "apply", "-f", "-", input_text=documents)
+    kubectl(state, "wait", "--for=condition=Ready", "node", "-l", "type=kwok", "--timeout=90s")
+    say(f"  {state.nodes} fake nodes Ready")
+    wait_for(lambda: _has_default_service_account(state), 60, "the default ServiceAccount to be created")
+
+
+def _has_default_service_account(state: ClusterState) -> bool:
+    try:
+        kubectl(state, "get", "serviceaccount", "default", "-n", "default", "-o", "name")
+    except ClusterError:
+        return False
+    return True
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.5)
+    raise ClusterError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def up(
+    name: str = DEFAULT_NAME,
+    nodes: int = 4,
+    apiserver_port: int | None = None,
+    audit_policy: Path | None = None,
+    say: Callable[[str], None] = print,
+) -> ClusterState:
+    """Start a cluster, or return the running one unchanged (idempotent); clean up stale state first."""
+    existing = ClusterState.load(name)
+    if existing is not None and is_up(existing):
+        say(f"cluster {name!r} is already running")
+        return existing
+    if existing is not None or cluster_dir(name).exists():
+        say(f"cleaning up stale state of cluster {name!r}")
+        down(name, say=lambda _: None)
+    binaries = {k: str(v) for k, v in ensure_binaries(say).items()}
+    root = cluster_dir(name)
+    root.mkdir(parents=True)
+    state = ClusterState(name, root, allocate_ports(apiserver_port), binaries, {}, nodes, pinned_versions())
+    write_configuration(state)
+    state.save()
+    started = time.monotonic()
+    say(f"starting cluster {name!r} ({', '.join(f'{k} {v}' for k, v in state.versions.items())})")
+    try:
+        start_components(state, audit_policy, say)
+        bootstrap(state, say)
+    except BaseException:
+        stop_components(state)
+        raise
+    say(f"cluster {name!r} is up in {time.monotonic() - started:.1f}s")
+    return state
+
+
+def stop_components(state: ClusterState) -> None:
+    for name in reversed(COMPONENTS):
+        pid = state.pids.get(name)
+        if pid is not None:
+            stop(pid, state.binaries.get(name))
+
+
+def down(name: str = DEFAULT_NAME, say: Callable[[str], None] = print) -> bool:
+    """Stop every process the cluster started (by pid) and remove its state. False if there was none."""
+    state = ClusterState.load(name)
+    root = cluster_dir(name)
+    if state is None and not root.exists():
+        say(f"no cluster {name!r}")
+        return False
+    if state is not None:
+        stop_components(state)
+    shutil.rmtree(root, ignore_errors=True)
+    say(f"cluster {name!r} removed")
+    return True
+
+
+def status(name: str = DEFAULT_NAME) -> list[dict[str, str]]:
+    """One row per component: pid, process state and health answer."""
+    state = ClusterState.load(name)
+    if state is None:
+        raise ClusterError(f"no cluster {name!r}; start one with `tj cluster up`")
+    checks = c.health_checks(state.layout)
+    rows = []
+    for component in COMPONENTS:
+        running = component_running(state, component)
+        healthy, answer = probe(checks[component], state.layout.pki / "ca.crt") if running else (False, "-")
+        rows.append(
+            {
+                "component": component,
+                "pid": str(state.pids.get(component, "-")),
+                "process": "running" if running else "stopped",
+                "health": "ok" if healthy else f"unhealthy ({answer})" if running else "-",
+                "version": _component_version(state, component),
+            }
+        )
+    return rows
+
+
+def _component_version(state: ClusterState, component: str) -> str:
+    key = {"etcd": "etcd", "kwok": "kwok"}.get(component, "kubernetes")
+    return state.versions.get(key, "?")
+
+
+def environment_lines(state: ClusterState) -> list[str]:
+    """What a shell needs to use the cluster with the kubectl we built."""
+    kubectl_dir = str(Path(state.binaries["kubectl"]).parent)
+    return [f"export KUBECONFIG={state.kubeconfig}", f'export PATH="{kubectl_dir}:$PATH"']

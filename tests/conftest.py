@@ -1,0 +1,70 @@
+"""Shared fixtures: one real local control plane per test session and a fresh namespace per test.
+
+Set TJ_USE_EXISTING_CLUSTER=true (with KUBECONFIG) to run against a cluster you already have, like envtest's
+USE_EXISTING_CLUSTER; set TJ_KEEP_CLUSTER=true to leave the session's cluster running for the next run.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.kube import Kube, wait_until
+
+TEST_CLUSTER_NAME = "pytest"
+
+
+@dataclass(frozen=True)
+class TestCluster:
+    kubeconfig: Path
+    kubectl: str
+    started_here: bool
+
+
+def _truthy(name: str) -> bool:
+    return os.environ.get(name, "").lower() in ("1", "true", "yes")
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[TestCluster]:
+    if _truthy("TJ_USE_EXISTING_CLUSTER"):
+        kubeconfig = os.environ.get("KUBECONFIG")
+        if not kubeconfig:
+            pytest.fail("TJ_USE_EXISTING_CLUSTER is set but KUBECONFIG is not")
+        yield TestCluster(Path(kubeconfig), os.environ.get("TJ_KUBECTL", "kubectl"), started_here=False)
+        return
+    from trainingjob.cluster import control_plane
+
+    already_running = control_plane.ClusterState.load(TEST_CLUSTER_NAME)
+    reuse = already_running is not None and control_plane.is_up(already_running)
+    state = control_plane.up(TEST_CLUSTER_NAME, nodes=4)
+    yield TestCluster(state.kubeconfig, state.binaries["kubectl"], started_here=not reuse)
+    if not reuse and not _truthy("TJ_KEEP_CLUSTER"):
+        control_plane.down(TEST_CLUSTER_NAME)
+
+
+@pytest.fixture(scope="session")
+def kube(cluster: TestCluster) -> Kube:
+    return Kube(cluster.kubeconfig)
+
+
+@pytest.fixture
+def namespace(kube: Kube) -> Iterator[str]:
+    """A namespace of its own for each test, enforcing PodSecurity `restricted`, deleted afterwards."""
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    kube.core.create_namespace(
+        {
+            "metadata": {
+                "name": name,
+                "labels": {"pod-security.kubernetes.io/enforce": "restricted", "ml.example.com/test": "true"},
+            }
+        }
+    )
+    wait_until(lambda: kube.has_service_account(name, "default"), 60, "the namespace's default ServiceAccount")
+    yield name
+    kube.core.delete_namespace(name)

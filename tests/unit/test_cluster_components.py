@@ -1,0 +1,154 @@
+"""Pure parts of the local control plane: flags, configuration, stages, node manifests, version parsing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from trainingjob.cluster import components as c
+from trainingjob.cluster.build import COMPONENT_SETS, parse_go_version, required_version
+from trainingjob.cluster.control_plane import stage_documents
+from trainingjob.cluster.manifests import bootstrap_objects, fake_node
+
+PORTS = {
+    "etcd": 2379,
+    "etcd-peer": 2380,
+    "kube-apiserver": 6443,
+    "kube-controller-manager": 10257,
+    "kube-scheduler": 10259,
+    "kwok": 10247,
+}
+LAYOUT = c.Layout(Path("/state"), PORTS)
+
+
+def flag_values(command: list[str]) -> dict[str, str]:
+    return dict(arg.removeprefix("--").split("=", 1) for arg in command[1:] if "=" in arg)
+
+
+def test_etcd_serves_tls_only_and_requires_client_certificates() -> None:
+    command = c.etcd_command(Path("/bin/etcd"), LAYOUT)
+    flags = flag_values(command)
+    assert flags["listen-client-urls"] == "https://127.0.0.1:2379"
+    assert flags["listen-peer-urls"].startswith("https://")
+    assert "--client-cert-auth" in command and "--peer-client-cert-auth" in command
+
+
+def test_apiserver_uses_rbac_tls_and_service_account_keys() -> None:
+    flags = flag_values(c.apiserver_command(Path("/bin/kube-apiserver"), LAYOUT))
+    assert flags["authorization-mode"] == "RBAC"
+    assert flags["etcd-servers"] == "https://127.0.0.1:2379"
+    assert flags["client-ca-file"] == "/state/pki/ca.crt"
+    assert flags["service-account-signing-key-file"] == "/state/pki/sa.key"
+    assert flags["bind-address"] == "127.0.0.1"
+    assert "audit-policy-file" not in flags
+
+
+def test_apiserver_audit_log_is_opt_in() -> None:
+    flags = flag_values(c.apiserver_command(Path("/bin/kube-apiserver"), LAYOUT, Path("/p.yaml")))
+    assert flags["audit-policy-file"] == "/p.yaml"
+    assert flags["audit-log-path"] == "/state/logs/audit.log"
+
+
+def test_controller_manager_runs_default_controllers_and_hostpath_provisioner() -> None:
+    command = c.controller_manager_command(Path("/bin/kcm"), LAYOUT)
+    flags = flag_values(command)
+    assert "controllers" not in flags  # default set: garbage collector, job, node lifecycle, ...
+    assert flags["enable-hostpath-provisioner"] == "true"
+    assert flags["use-service-account-credentials"] == "true"
+    assert flags["kubeconfig"] == "/state/kube-controller-manager.kubeconfig"
+
+
+def test_scheduler_config_points_at_its_own_kubeconfig() -> None:
+    config = yaml.safe_load(c.scheduler_config(LAYOUT))
+    assert config["kind"] == "KubeSchedulerConfiguration"
+    assert config["clientConnection"]["kubeconfig"] == "/state/kube-scheduler.kubeconfig"
+    assert config["leaderElection"]["leaderElect"] is False
+
+
+def test_kwok_config_carries_our_stages_and_manages_only_fake_nodes() -> None:
+    documents = list(yaml.safe_load_all(c.kwok_config(LAYOUT, stage_documents())))
+    options = documents[0]["options"]
+    assert options["manageNodesWithAnnotationSelector"] == "kwok.x-k8s.io/node=fake"
+    assert options["serverAddress"] == "127.0.0.1:10247"
+    assert options["nodeLeaseDurationSeconds"] > 0 and options["nodeLeaseParallelism"] > 0
+    stage_names = {d["metadata"]["name"] for d in documents[1:]}
+    assert stage_names == {
+        "tj-node-ready",
+        "tj-node-heartbeat",
+        "tj-pod-running",
+        "tj-pod-succeed",
+        "tj-pod-fail",
+        "tj-pod-evict",
+        "tj-pod-delete",
+    }
+
+
+def test_every_stage_reads_its_documented_annotations() -> None:
+    text = "".join(stage_documents())
+    docs = Path(__file__).resolve().parents[2] / "docs" / "local-cluster.md"
+    documented = docs.read_text()
+    for annotation in (
+        "start-delay",
+        "complete-after",
+        "fail",
+        "fail-after",
+        "exit-code",
+        "reason",
+        "message",
+        "evict",
+        "evict-after",
+        "delete-delay",
+    ):
+        assert f'"sim.ml.example.com/{annotation}"' in text
+        assert f"sim.ml.example.com/{annotation}`" in documented
+
+
+def test_health_checks_cover_every_component() -> None:
+    checks = c.health_checks(LAYOUT)
+    assert set(checks) == {"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"}
+    assert checks["kube-apiserver"].url == "https://127.0.0.1:6443/readyz"
+
+
+@pytest.mark.parametrize("index", [0, 3, 99])
+def test_fake_node_advertises_eight_gpus_and_is_managed_by_kwok(index: int) -> None:
+    node = fake_node(index)
+    assert node["metadata"]["name"] == f"tj-node-{index}"
+    assert node["metadata"]["annotations"]["kwok.x-k8s.io/node"] == "fake"
+    assert node["metadata"]["labels"]["accelerator"] == "nvidia-gpu"
+    assert node["status"]["allocatable"]["nvidia.com/gpu"] == "8"
+
+
+def test_bootstrap_objects_are_one_default_storage_class_and_n_nodes() -> None:
+    objects = bootstrap_objects(5)
+    assert [o["kind"] for o in objects] == ["StorageClass"] + ["Node"] * 5
+    annotations = objects[0]["metadata"]["annotations"]
+    assert annotations["storageclass.kubernetes.io/is-default-class"] == "true"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("go1.26.8", (1, 26, 8)),
+        ("go1.26", (1, 26)),
+        ("1.25.0", (1, 25, 0)),
+        ("go1.27rc1", (1, 27, 1)),
+    ],
+)
+def test_parse_go_version(text: str, expected: tuple[int, ...]) -> None:
+    assert parse_go_version(text) == expected
+
+
+def test_versions_are_pinned_in_the_wrapper_modules() -> None:
+    versions = {s.name: s.version for s in COMPONENT_SETS}
+    assert versions["etcd"].startswith("v3.6.")
+    assert versions["kubernetes"].startswith("v1.")
+    assert versions["kwok"].startswith("v0.")
+
+
+def test_required_version_reads_single_and_block_requires(tmp_path: Path) -> None:
+    go_mod = tmp_path / "go.mod"
+    go_mod.write_text("module x\n\ngo 1.26\n\nrequire (\n\tk8s.io/kubernetes v1.2.3\n)\nrequire a.b/c v0.1.0\n")
+    assert required_version(go_mod, "k8s.io/kubernetes") == "v1.2.3"
+    assert required_version(go_mod, "a.b/c") == "v0.1.0"

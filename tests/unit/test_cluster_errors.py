@@ -1,0 +1,110 @@
+"""Failures of the local control plane are reported clearly and quickly, never as a hang."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from trainingjob.cluster import build
+from trainingjob.cluster.components import HealthCheck
+from trainingjob.cluster.control_plane import allocate_ports
+from trainingjob.cluster.errors import ClusterError, log_tail
+from trainingjob.cluster.process import is_running, start, stop, wait_healthy
+
+
+def test_missing_go_is_reported_with_what_to_install(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(ClusterError, match="Go is not installed"):
+        build.check_go_toolchain((1, 26))
+
+
+def test_too_old_go_is_reported_with_the_version_found() -> None:
+    with pytest.raises(ClusterError, match=r"Go 99\.0 or newer is needed, found go\d"):
+        build.check_go_toolchain((99, 0))
+
+
+def test_failing_module_build_shows_the_log_tail(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    wrapper = tmp_path / "tools" / "broken"
+    wrapper.mkdir(parents=True)
+    (wrapper / "go.mod").write_text("module example.test/broken\n\ngo 1.21\n\nrequire example.test/nothing v1.0.0\n")
+    monkeypatch.setenv("TJ_TOOLS_DIR", str(tmp_path / "tools"))
+    monkeypatch.setenv("TJ_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("GOFLAGS", "-mod=mod")
+    monkeypatch.setenv("GOPROXY", "off")
+    broken = build.ComponentSet("broken", "example.test/nothing", {"nothing": "example.test/nothing/cmd"})
+    with pytest.raises(ClusterError) as error:
+        build.build_component_set(broken, say=lambda _: None)
+    message = str(error.value)
+    assert "building broken v1.0.0 failed" in message
+    assert "example.test/nothing" in message.split("last lines of", 1)[1]
+    assert not (tmp_path / "cache" / "bin" / "broken-v1.0.0").exists()
+
+
+def test_component_exiting_early_shows_its_log_tail(tmp_path: Path) -> None:
+    log = tmp_path / "c.log"
+    script = "import sys; print('bind: address already in use', flush=True); sys.exit(3)"
+    pid = start("component", [sys.executable, "-c", script], log, tmp_path)
+    with pytest.raises(ClusterError, match=r"exited during startup(.|\n)*address already in use"):
+        wait_healthy(
+            "component",
+            pid,
+            sys.executable,
+            HealthCheck("http://127.0.0.1:1/healthz"),
+            tmp_path / "ca",
+            log,
+            timeout=30,
+        )
+
+
+def test_readiness_timeout_is_an_error_not_a_hang(tmp_path: Path) -> None:
+    log = tmp_path / "slow.log"
+    pid = start("slow", [sys.executable, "-c", "import time; time.sleep(60)"], log, tmp_path)
+    started = time.monotonic()
+    try:
+        with pytest.raises(ClusterError, match="not ready within 1s"):
+            wait_healthy(
+                "slow",
+                pid,
+                sys.executable,
+                HealthCheck("http://127.0.0.1:1/healthz"),
+                tmp_path / "ca",
+                log,
+                timeout=1,
+            )
+        assert time.monotonic() - started < 10
+    finally:
+        stop(pid, sys.executable, grace_seconds=2)
+    assert not is_running(pid)
+
+
+def test_stop_leaves_a_pid_alone_that_runs_another_binary(tmp_path: Path) -> None:
+    pid = start("sleeper", [sys.executable, "-c", "import time; time.sleep(60)"], tmp_path / "s.log", tmp_path)
+    try:
+        stop(pid, "/usr/bin/not-our-binary", grace_seconds=1)
+        assert is_running(pid)
+    finally:
+        stop(pid, sys.executable, grace_seconds=2)
+    assert not is_running(pid)
+
+
+def test_requested_apiserver_port_in_use_is_reported() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(ClusterError, match=f"port {port} on 127.0.0.1 is already in use"):
+            allocate_ports(port)
+
+
+def test_log_tail_keeps_the_last_lines(tmp_path: Path) -> None:
+    log = tmp_path / "x.log"
+    log.write_text("".join(f"line {i}\n" for i in range(100)))
+    tail = log_tail(log, lines=3)
+    assert tail.splitlines() == ["    line 97", "    line 98", "    line 99"]
+    assert "no log" in log_tail(tmp_path / "missing.log")
+    assert os.path.exists(log)
