@@ -20,7 +20,7 @@ TEST_CLUSTER_NAME = "pytest"
 
 
 @dataclass(frozen=True)
-class TestCluster:
+class ClusterUnderTest:
     kubeconfig: Path
     kubectl: str
     started_here: bool
@@ -31,25 +31,25 @@ def _truthy(name: str) -> bool:
 
 
 @pytest.fixture(scope="session")
-def cluster() -> Iterator[TestCluster]:
+def cluster() -> Iterator[ClusterUnderTest]:
     if _truthy("TJ_USE_EXISTING_CLUSTER"):
         kubeconfig = os.environ.get("KUBECONFIG")
         if not kubeconfig:
             pytest.fail("TJ_USE_EXISTING_CLUSTER is set but KUBECONFIG is not")
-        yield TestCluster(Path(kubeconfig), os.environ.get("TJ_KUBECTL", "kubectl"), started_here=False)
+        yield ClusterUnderTest(Path(kubeconfig), os.environ.get("TJ_KUBECTL", "kubectl"), started_here=False)
         return
     from trainingjob.cluster import control_plane
 
     already_running = control_plane.ClusterState.load(TEST_CLUSTER_NAME)
     reuse = already_running is not None and control_plane.is_up(already_running)
     state = control_plane.up(TEST_CLUSTER_NAME, nodes=4)
-    yield TestCluster(state.kubeconfig, state.binaries["kubectl"], started_here=not reuse)
+    yield ClusterUnderTest(state.kubeconfig, state.binaries["kubectl"], started_here=not reuse)
     if not reuse and not _truthy("TJ_KEEP_CLUSTER"):
         control_plane.down(TEST_CLUSTER_NAME)
 
 
 @pytest.fixture(scope="session")
-def kube(cluster: TestCluster) -> Kube:
+def kube(cluster: ClusterUnderTest) -> Kube:
     return Kube(cluster.kubeconfig)
 
 
