@@ -53,6 +53,28 @@ def kube(cluster: ClusterUnderTest) -> Kube:
     return Kube(cluster.kubeconfig)
 
 
+@pytest.fixture(scope="session")
+def trainingjob_crd(kube: Kube) -> None:
+    """The TrainingJob CRD installed from the schema module (the single source of truth)."""
+    from tests.operator_harness import install_crd
+
+    install_crd(kube)
+
+
+@pytest.fixture(scope="session")
+def operator(cluster: ClusterUnderTest, kube: Kube, trainingjob_crd: None, tmp_path_factory: pytest.TempPathFactory):
+    """The operator running as a subprocess under the shipped RBAC (a ServiceAccount token, not admin)."""
+    from tests.operator_harness import REPO, apply_manifests, service_account_kubeconfig, start_operator
+
+    apply_manifests(cluster.kubectl, cluster.kubeconfig, REPO / "deploy" / "rbac")
+    directory = tmp_path_factory.mktemp("operator")
+    kubeconfig = service_account_kubeconfig(kube, directory / "operator.kubeconfig")
+    running = start_operator(kubeconfig, directory / "operator.log")
+    yield running
+    running.stop()
+    print(f"operator log: {running.log_path}")
+
+
 @pytest.fixture
 def namespace(kube: Kube) -> Iterator[str]:
     """A namespace of its own for each test, enforcing PodSecurity `restricted`, deleted afterwards."""

@@ -6,6 +6,7 @@ import click
 
 from trainingjob import __version__
 from trainingjob.cli.cluster import cluster
+from trainingjob.cli.operator import operator
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -15,3 +16,4 @@ def main() -> None:
 
 
 main.add_command(cluster)
+main.add_command(operator)

@@ -1,0 +1,170 @@
+"""A typed, read-only view of a TrainingJob body, with the schema's defaults applied again.
+
+Why re-apply defaults: the API server defaults every field on write, but the operator must never crash on an
+object written before a default existed (or by a test); reading through one typed view keeps `.get()` chains out
+of builders and the planner.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainingjob.api import constants as k
+
+
+@dataclass(frozen=True)
+class DataVolume:
+    claim_name: str
+    read_only: bool = True
+    mount_path: str = k.DEFAULT_DATA_MOUNT_PATH
+
+
+@dataclass(frozen=True)
+class Scheduling:
+    node_selector: dict[str, str] = field(default_factory=dict)
+    tolerations: list[dict[str, Any]] = field(default_factory=list)
+    affinity: dict[str, Any] | None = None
+    priority_class_name: str | None = None
+    scheduler_name: str | None = None
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """spec of a TrainingJob; field names follow the CRD (snake_case here)."""
+
+    framework: str
+    image: str
+    command: list[str]
+    args: list[str] = field(default_factory=list)
+    env: list[dict[str, Any]] = field(default_factory=list)
+    workers: int = 1
+    gpu_per_worker: int = 0
+    resources: dict[str, dict[str, Any]] = field(default_factory=dict)
+    data_volume: DataVolume | None = None
+    checkpoint_dir: str = k.DEFAULT_CHECKPOINT_DIR
+    checkpoint_interval: int = 1
+    hyperparameters: dict[str, Any] = field(default_factory=dict)
+    model: str | None = None
+    dataset: str | None = None
+    restart_policy: str = "OnFailure"
+    backoff_limit: int = 3
+    master_port: int = k.DEFAULT_MASTER_PORT
+    backend_override: str | None = None
+    scheduling: Scheduling = field(default_factory=Scheduling)
+    service_account_name: str | None = None
+    image_pull_secrets: list[dict[str, str]] = field(default_factory=list)
+    pod_labels: dict[str, str] = field(default_factory=dict)
+    pod_annotations: dict[str, str] = field(default_factory=dict)
+    volumes: list[dict[str, Any]] = field(default_factory=list)
+    volume_mounts: list[dict[str, Any]] = field(default_factory=list)
+    security_context: dict[str, Any] | None = None
+
+    @property
+    def backend(self) -> str:
+        """NCCL needs GPUs; without them gloo is the only backend that works."""
+        return self.backend_override or ("nccl" if self.gpu_per_worker > 0 else "gloo")
+
+    @property
+    def processes_per_worker(self) -> int:
+        return max(self.gpu_per_worker, 1)
+
+    @classmethod
+    def from_dict(cls, spec: Mapping[str, Any]) -> JobSpec:
+        networking = spec.get("networking") or {}
+        data_volume = spec.get("dataVolume")
+        scheduling = spec.get("scheduling") or {}
+        return cls(
+            framework=spec.get("framework", ""),
+            image=spec.get("image", ""),
+            command=list(spec.get("command") or []),
+            args=list(spec.get("args") or []),
+            env=[dict(e) for e in spec.get("env") or []],
+            workers=int(spec.get("workers", 1)),
+            gpu_per_worker=int(spec.get("gpuPerWorker", 0)),
+            resources={key: dict(value) for key, value in (spec.get("resources") or {}).items()},
+            data_volume=DataVolume(
+                claim_name=data_volume.get("claimName", ""),
+                read_only=data_volume.get("readOnly", True),
+                mount_path=data_volume.get("mountPath", k.DEFAULT_DATA_MOUNT_PATH),
+            )
+            if data_volume
+            else None,
+            checkpoint_dir=spec.get("checkpointDir", k.DEFAULT_CHECKPOINT_DIR),
+            checkpoint_interval=int(spec.get("checkpointInterval", 1)),
+            hyperparameters=dict(spec.get("hyperparameters") or {}),
+            model=spec.get("model"),
+            dataset=spec.get("dataset"),
+            restart_policy=spec.get("restartPolicy", "OnFailure"),
+            backoff_limit=int(spec.get("backoffLimit", 3)),
+            master_port=int(networking.get("masterPort", k.DEFAULT_MASTER_PORT)),
+            backend_override=networking.get("backend"),
+            scheduling=Scheduling(
+                node_selector=dict(scheduling.get("nodeSelector") or {}),
+                tolerations=[dict(t) for t in scheduling.get("tolerations") or []],
+                affinity=scheduling.get("affinity"),
+                priority_class_name=scheduling.get("priorityClassName"),
+                scheduler_name=scheduling.get("schedulerName"),
+            ),
+            service_account_name=spec.get("serviceAccountName"),
+            image_pull_secrets=[dict(s) for s in spec.get("imagePullSecrets") or []],
+            pod_labels=dict(spec.get("podLabels") or {}),
+            pod_annotations=dict(spec.get("podAnnotations") or {}),
+            volumes=[dict(v) for v in spec.get("volumes") or []],
+            volume_mounts=[dict(m) for m in spec.get("volumeMounts") or []],
+            security_context=spec.get("securityContext"),
+        )
+
+
+@dataclass(frozen=True)
+class TrainingJob:
+    """Identity, spec and last written status of one TrainingJob."""
+
+    namespace: str
+    name: str
+    uid: str
+    generation: int
+    spec: JobSpec
+    raw_spec: Mapping[str, Any]
+    status: Mapping[str, Any]
+    finalizers: tuple[str, ...] = ()
+    deletion_timestamp: str | None = None
+    creation_timestamp: str | None = None
+
+    @property
+    def deleting(self) -> bool:
+        return self.deletion_timestamp is not None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.namespace, self.name)
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> TrainingJob:
+        metadata = body.get("metadata") or {}
+        spec = body.get("spec") or {}
+        return cls(
+            namespace=metadata.get("namespace", ""),
+            name=metadata.get("name", ""),
+            uid=metadata.get("uid", ""),
+            generation=int(metadata.get("generation", 0)),
+            spec=JobSpec.from_dict(spec),
+            raw_spec=spec,
+            status=dict(body.get("status") or {}),
+            finalizers=tuple(metadata.get("finalizers") or ()),
+            deletion_timestamp=metadata.get("deletionTimestamp"),
+            creation_timestamp=metadata.get("creationTimestamp"),
+        )
+
+
+def format_time(moment: datetime.datetime) -> str:
+    """RFC 3339 in UTC with second precision, as Kubernetes writes timestamps."""
+    return moment.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(text: str | None) -> datetime.datetime | None:
+    if not text:
+        return None
+    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))

@@ -1,0 +1,82 @@
+"""The environment of a worker: framework contract, job identity, checkpoints, hyperparameters, user env."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from trainingjob.api import constants as k
+from trainingjob.api.names import worker_host
+from trainingjob.api.types import TrainingJob
+from trainingjob.frameworks.base import WorkerContext
+from trainingjob.frameworks.registry import framework_for
+
+
+def worker_context(job: TrainingJob, index: int) -> WorkerContext:
+    spec = job.spec
+    hosts = tuple(worker_host(job.name, job.namespace, i) for i in range(spec.workers))
+    return WorkerContext(
+        job_name=job.name,
+        namespace=job.namespace,
+        index=index,
+        workers=spec.workers,
+        hosts=hosts,
+        port=spec.master_port,
+        processes_per_worker=spec.processes_per_worker,
+        backend=spec.backend,
+    )
+
+
+def hyperparameter_env_name(key: str) -> str:
+    """learningRate -> HYPERPARAM_LEARNING_RATE; batch-size / batch.size -> HYPERPARAM_BATCH_SIZE."""
+    snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", key)
+    return "HYPERPARAM_" + re.sub(r"[^A-Za-z0-9]+", "_", snake).strip("_").upper()
+
+
+def hyperparameter_value(value: Any) -> str:
+    """Booleans as true/false (what shells and argparse users expect), numbers as JSON writes them."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return value
+    return json.dumps(value)
+
+
+def hyperparameter_env(hyperparameters: dict[str, Any]) -> dict[str, str]:
+    return {hyperparameter_env_name(key): hyperparameter_value(hyperparameters[key]) for key in sorted(hyperparameters)}
+
+
+def identity_env(job: TrainingJob, index: int, attempt: int) -> dict[str, str]:
+    spec = job.spec
+    env = {
+        "TRAININGJOB_NAME": job.name,
+        "TRAININGJOB_NAMESPACE": job.namespace,
+        "TRAININGJOB_FRAMEWORK": spec.framework,
+        "TRAININGJOB_WORKER_INDEX": str(index),
+        "TRAININGJOB_WORLD_SIZE": str(spec.workers),
+        "TRAININGJOB_RESTART_COUNT": str(attempt),
+        "TRAININGJOB_HYPERPARAMETERS_FILE": f"{k.CONFIG_MOUNT_PATH}/{k.HYPERPARAMETERS_FILE}",
+        "DISTRIBUTED_BACKEND": spec.backend,
+        "CHECKPOINT_DIR": spec.checkpoint_dir,
+        "CHECKPOINT_INTERVAL": str(spec.checkpoint_interval),
+        "RESUME_FROM_CHECKPOINT": "true" if attempt > 0 else "false",
+    }
+    if spec.data_volume is not None:
+        env["DATA_DIR"] = spec.data_volume.mount_path
+    if spec.model:
+        env["MODEL"] = spec.model
+    if spec.dataset:
+        env["DATASET"] = spec.dataset
+    return env
+
+
+def worker_env(job: TrainingJob, index: int, attempt: int) -> list[dict[str, Any]]:
+    """Ours first, the user's last: user values may then refer to ours with $(NAME) expansion."""
+    framework = framework_for(job.spec.framework)
+    ours = {
+        **framework.worker_env(worker_context(job, index)),
+        **identity_env(job, index, attempt),
+        **hyperparameter_env(job.spec.hyperparameters),
+    }
+    return [{"name": name, "value": value} for name, value in ours.items()] + list(job.spec.env)

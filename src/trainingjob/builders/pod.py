@@ -1,0 +1,122 @@
+"""The worker pod: one container `trainer`, the job's env contract, GPUs, volumes and restricted security.
+
+This is the single place where scheduling metadata is added to a worker (labels, annotations, node selection,
+scheduler name), so queueing and gang-scheduling integrations have one function to extend.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainingjob.api import constants as k
+from trainingjob.api.names import config_map_name, service_name, worker_pod_name
+from trainingjob.api.types import TrainingJob
+from trainingjob.builders.common import child_metadata, spec_hash
+from trainingjob.builders.env import worker_env
+from trainingjob.config import OperatorConfig
+
+RESTRICTED_CONTAINER_SECURITY = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "runAsNonRoot": True,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+RESTRICTED_POD_SECURITY = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def worker_labels(job: TrainingJob, index: int, attempt: int, fingerprint: str) -> dict[str, str]:
+    return {
+        **job.spec.pod_labels,
+        k.LABEL_ROLE: "worker",
+        k.LABEL_WORKER_INDEX: str(index),
+        k.LABEL_ATTEMPT: str(attempt),
+        k.LABEL_SPEC_HASH: fingerprint,
+    }
+
+
+def worker_resources(job: TrainingJob) -> dict[str, dict[str, Any]]:
+    """The user's requests/limits plus `nvidia.com/gpu` in both (extended resources need limits == requests)."""
+    requests = dict(job.spec.resources.get("requests") or {})
+    limits = dict(job.spec.resources.get("limits") or {})
+    if job.spec.gpu_per_worker > 0:
+        requests[k.GPU_RESOURCE] = limits[k.GPU_RESOURCE] = str(job.spec.gpu_per_worker)
+    return {key: value for key, value in (("requests", requests), ("limits", limits)) if value}
+
+
+def worker_volumes(job: TrainingJob) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(volumes, mounts): shared memory for dataloaders/NCCL, the job's ConfigMap, data, then the user's."""
+    volumes: list[dict[str, Any]] = [
+        {"name": "dshm", "emptyDir": {"medium": "Memory"}},
+        {"name": "tj-config", "configMap": {"name": config_map_name(job.name)}},
+    ]
+    mounts: list[dict[str, Any]] = [
+        {"name": "dshm", "mountPath": "/dev/shm"},
+        {"name": "tj-config", "mountPath": k.CONFIG_MOUNT_PATH, "readOnly": True},
+    ]
+    data = job.spec.data_volume
+    if data is not None:
+        volumes.append(
+            {"name": "data", "persistentVolumeClaim": {"claimName": data.claim_name, "readOnly": data.read_only}}
+        )
+        mounts.append({"name": "data", "mountPath": data.mount_path, "readOnly": data.read_only})
+    return volumes + job.spec.volumes, mounts + job.spec.volume_mounts
+
+
+def worker_placement(job: TrainingJob, config: OperatorConfig) -> dict[str, Any]:
+    """Node selection: cluster GPU defaults when GPUs are requested, the job's own settings on top."""
+    scheduling = job.spec.scheduling
+    wants_gpus = job.spec.gpu_per_worker > 0
+    node_selector = {**(config.gpu_node_selector if wants_gpus else {}), **scheduling.node_selector}
+    tolerations = (config.gpu_tolerations if wants_gpus else []) + scheduling.tolerations
+    placement: dict[str, Any] = {}
+    optional = {
+        "nodeSelector": node_selector,
+        "tolerations": tolerations,
+        "affinity": scheduling.affinity,
+        "priorityClassName": scheduling.priority_class_name,
+        "schedulerName": scheduling.scheduler_name,
+        "serviceAccountName": job.spec.service_account_name,
+        "imagePullSecrets": job.spec.image_pull_secrets,
+    }
+    for key, value in optional.items():
+        if value:
+            placement[key] = value
+    return placement
+
+
+def desired_worker_pod(job: TrainingJob, index: int, attempt: int, config: OperatorConfig) -> dict[str, Any]:
+    spec = job.spec
+    volumes, mounts = worker_volumes(job)
+    metadata = child_metadata(job, worker_pod_name(job.name, index), worker_labels(job, index, attempt, spec_hash(job)))
+    metadata["annotations"] = dict(spec.pod_annotations)
+    container: dict[str, Any] = {
+        "name": "trainer",
+        "image": spec.image,
+        "command": list(spec.command),
+        "env": worker_env(job, index, attempt),
+        "ports": [{"name": "dist", "containerPort": spec.master_port, "protocol": "TCP"}],
+        "volumeMounts": mounts,
+        "securityContext": spec.security_context or RESTRICTED_CONTAINER_SECURITY,
+    }
+    if spec.args:
+        container["args"] = list(spec.args)
+    resources = worker_resources(job)
+    if resources:
+        container["resources"] = resources
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": metadata,
+        "spec": {
+            # Restarts are the operator's decision (gang semantics, backoff, exit codes), never the kubelet's.
+            "restartPolicy": "Never",
+            "hostname": worker_pod_name(job.name, index),
+            "subdomain": service_name(job.name),
+            # Service links would add env vars for every Service in the namespace to thousands of pods.
+            "enableServiceLinks": False,
+            **({"securityContext": RESTRICTED_POD_SECURITY} if spec.security_context is None else {}),
+            "containers": [container],
+            "volumes": volumes,
+            **worker_placement(job, config),
+        },
+    }

@@ -1,0 +1,66 @@
+"""`tj operator`: run the TrainingJob controller against the cluster in KUBECONFIG (or in-cluster)."""
+
+from __future__ import annotations
+
+import click
+
+from trainingjob.config import OperatorConfig
+
+
+def parse_key_values(values: tuple[str, ...]) -> dict[str, str]:
+    pairs = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{item!r} is not KEY=VALUE")
+        pairs[key] = value
+    return pairs
+
+
+@click.command()
+@click.option("--namespace", "-n", "namespaces", multiple=True, help="Watch this namespace (repeatable).")
+@click.option("--all-namespaces", "-A", is_flag=True, help="Watch every namespace (the default without -n).")
+@click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option(
+    "--log-level",
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+    default="INFO",
+    show_default=True,
+)
+@click.option(
+    "--gpu-node-selector",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Node selector added to GPU workers (repeatable; default accelerator=nvidia-gpu).",
+)
+@click.option("--max-concurrent-reconciles", default=16, show_default=True, type=click.IntRange(1, 512))
+@click.option("--max-concurrent-creates", default=32, show_default=True, type=click.IntRange(1, 1024))
+@click.option(
+    "--liveness",
+    "liveness_endpoint",
+    default=None,
+    metavar="URL",
+    help="Serve Kopf's liveness probe, e.g. http://0.0.0.0:8080/healthz.",
+)
+def operator(
+    namespaces: tuple[str, ...],
+    all_namespaces: bool,
+    log_format: str,
+    log_level: str,
+    gpu_node_selector: tuple[str, ...],
+    max_concurrent_reconciles: int,
+    max_concurrent_creates: int,
+    liveness_endpoint: str | None,
+) -> None:
+    """Run the operator until interrupted."""
+    from trainingjob.operator.runner import run_operator
+
+    if all_namespaces and namespaces:
+        raise click.UsageError("use either --namespace or --all-namespaces")
+    defaults = OperatorConfig()
+    config = OperatorConfig(
+        gpu_node_selector=parse_key_values(gpu_node_selector) or defaults.gpu_node_selector,
+        max_concurrent_reconciles=max_concurrent_reconciles,
+        max_concurrent_creates=max_concurrent_creates,
+    )
+    run_operator(config, list(namespaces), log_format, log_level, liveness_endpoint)

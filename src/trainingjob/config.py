@@ -1,0 +1,23 @@
+"""Operator-wide settings that differ per cluster (not per job), with defaults for the local cluster."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainingjob.api.constants import GPU_RESOURCE
+
+
+def _default_gpu_tolerations() -> list[dict[str, Any]]:
+    # GPU node pools are commonly tainted with the resource name; tolerating it is harmless where they are not.
+    return [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}]
+
+
+@dataclass(frozen=True)
+class OperatorConfig:
+    """What `tj operator` is told about the cluster it runs in."""
+
+    gpu_node_selector: dict[str, str] = field(default_factory=lambda: {"accelerator": "nvidia-gpu"})
+    gpu_tolerations: list[dict[str, Any]] = field(default_factory=_default_gpu_tolerations)
+    max_concurrent_reconciles: int = 16
+    max_concurrent_creates: int = 32

@@ -1,0 +1,1 @@
+"""One module per ML framework: the environment and files its distributed launcher expects."""

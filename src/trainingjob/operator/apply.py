@@ -1,0 +1,159 @@
+"""All API writes of the operator: execute a Plan idempotently.
+
+Order matters: finalizer first (so cleanup is guaranteed), then status with a resourceVersion precondition (a plan
+made from a stale job is refused before any child is touched), then child creates/deletes with bounded concurrency.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import kopf
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from trainingjob.api import constants as k
+from trainingjob.api.types import TrainingJob
+from trainingjob.reconcile.actions import (
+    AddFinalizer,
+    CreateChild,
+    DeleteChild,
+    Plan,
+    RemoveFinalizer,
+    ReplaceChild,
+)
+
+logger = logging.getLogger(__name__)
+MERGE_PATCH = "application/merge-patch+json"
+
+
+@dataclass
+class ApplyResult:
+    """What the reconciler needs to know afterwards."""
+
+    stale: bool = False
+    rejections: list[str] = field(default_factory=list)
+    writes: int = 0
+
+
+def status_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+    """A JSON merge patch from old to new status: changed keys, and null for keys that went away."""
+    patch: dict[str, Any] = {key: value for key, value in new.items() if old.get(key) != value}
+    patch.update({key: None for key in old if key not in new})
+    return patch
+
+
+def is_invalid_child(error: ApiException) -> bool:
+    """Rejections caused by the user's spec (not by us, not transient): invalid pods, PodSecurity violations."""
+    body = error.body or ""
+    return error.status == 422 or (error.status == 403 and "violates PodSecurity" in str(body))
+
+
+class Applier:
+    def __init__(self, api: client.ApiClient, max_concurrent_writes: int) -> None:
+        self.core = client.CoreV1Api(api)
+        self.custom = client.CustomObjectsApi(api)
+        self.write_slots = asyncio.Semaphore(max_concurrent_writes)
+
+    async def apply(self, job: TrainingJob, body: Mapping[str, Any], plan: Plan) -> ApplyResult:
+        result = ApplyResult()
+        resource_version = body["metadata"]["resourceVersion"]
+        finalizer_actions = [a for a in plan.actions if isinstance(a, AddFinalizer | RemoveFinalizer)]
+        child_actions = [a for a in plan.actions if not isinstance(a, AddFinalizer | RemoveFinalizer)]
+        try:
+            for action in finalizer_actions:
+                if isinstance(action, AddFinalizer):
+                    resource_version = await self.set_finalizers(job, [*job.finalizers, k.FINALIZER], resource_version)
+                    result.writes += 1
+            must_check = any(isinstance(a, DeleteChild) for a in child_actions)
+            if not job.deleting and (plan.status != dict(job.status) or must_check):
+                await self.write_status(job, plan.status, resource_version)
+                result.writes += 1
+        except ApiException as error:
+            if error.status in (404, 409):
+                result.stale = True
+                return result
+            raise
+        for event in plan.events:
+            kopf.event(dict(body), type=event.type, reason=event.reason, message=event.message)
+        outcomes = await asyncio.gather(*(self.apply_child(job, a) for a in child_actions))
+        result.writes += sum(1 for o in outcomes if o is None)
+        result.rejections = [o for o in outcomes if o]
+        for action in finalizer_actions:
+            if isinstance(action, RemoveFinalizer):
+                await self.remove_finalizer(job)
+                result.writes += 1
+        return result
+
+    async def set_finalizers(self, job: TrainingJob, finalizers: list[str], resource_version: str) -> str:
+        patch = {"metadata": {"finalizers": finalizers, "resourceVersion": resource_version}}
+        updated = await self.custom.patch_namespaced_custom_object(
+            k.GROUP, k.VERSION, job.namespace, k.PLURAL, job.name, patch, _content_type=MERGE_PATCH
+        )
+        return updated["metadata"]["resourceVersion"]
+
+    async def remove_finalizer(self, job: TrainingJob) -> None:
+        remaining = [f for f in job.finalizers if f != k.FINALIZER]
+        try:
+            await self.custom.patch_namespaced_custom_object(
+                k.GROUP,
+                k.VERSION,
+                job.namespace,
+                k.PLURAL,
+                job.name,
+                {"metadata": {"finalizers": remaining or None}},
+                _content_type=MERGE_PATCH,
+            )
+        except ApiException as error:
+            if error.status != 404:
+                raise
+
+    async def write_status(self, job: TrainingJob, status: Mapping[str, Any], resource_version: str) -> None:
+        patch = {"metadata": {"resourceVersion": resource_version}, "status": status_patch(job.status, status)}
+        await self.custom.patch_namespaced_custom_object_status(
+            k.GROUP, k.VERSION, job.namespace, k.PLURAL, job.name, patch, _content_type=MERGE_PATCH
+        )
+
+    async def apply_child(self, job: TrainingJob, action: Any) -> str | None:
+        """Run one child action; returns a rejection message when the API server refused it as invalid."""
+        async with self.write_slots:
+            try:
+                await self._apply_child(job, action)
+            except ApiException as error:
+                if isinstance(action, CreateChild) and error.status == 409:
+                    return None  # AlreadyExists: the name is deterministic, so it is ours.
+                if isinstance(action, DeleteChild) and error.status in (404, 409):
+                    return None  # gone already, or a newer namesake (uid precondition failed)
+                if isinstance(action, CreateChild) and is_invalid_child(error):
+                    return f"{action.kind} {action.name} was rejected: {_api_message(error)}"
+                raise
+        return None
+
+    async def _apply_child(self, job: TrainingJob, action: Any) -> None:
+        ns = job.namespace
+        if isinstance(action, CreateChild):
+            create = {
+                "Pod": self.core.create_namespaced_pod,
+                "Service": self.core.create_namespaced_service,
+                "ConfigMap": self.core.create_namespaced_config_map,
+            }[action.kind]
+            await create(ns, action.manifest)
+        elif isinstance(action, DeleteChild):
+            options = client.V1DeleteOptions(
+                preconditions=client.V1Preconditions(uid=action.uid) if action.uid else None
+            )
+            await self.core.delete_namespaced_pod(action.name, ns, body=options)
+        elif isinstance(action, ReplaceChild):
+            await self.core.replace_namespaced_config_map(action.name, ns, action.manifest)
+
+
+def _api_message(error: ApiException) -> str:
+    try:
+        return json.loads(error.body).get("message", str(error.reason))
+    except (TypeError, ValueError):
+        return str(error.reason)

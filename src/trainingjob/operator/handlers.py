@@ -1,0 +1,102 @@
+"""The only Kopf glue: indexes (our informer caches) and event handlers that enqueue a job's key.
+
+No handler decides anything: every event, whether on the job or on one of its children, just schedules one
+reconcile of the owning job, which the Reconciler runs from the indexes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+import kopf
+from kubernetes_asyncio import client as k8s_client
+from kubernetes_asyncio import config as k8s_config
+
+from trainingjob.api import constants as k
+from trainingjob.api.names import config_map_name, service_name
+from trainingjob.operator.apply import Applier
+from trainingjob.operator.reconciler import Reconciler
+from trainingjob.reconcile.observed import pod_view
+
+OURS = {k.LABEL_MANAGED_BY: k.MANAGED_BY}
+IN_CLUSTER_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+
+
+def in_cluster() -> bool:
+    return "KUBERNETES_SERVICE_HOST" in os.environ and os.path.exists(IN_CLUSTER_TOKEN)
+
+
+@kopf.on.login()
+def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+    """Kopf's own credentials: the pod's ServiceAccount in a cluster, KUBECONFIG outside."""
+    if in_cluster():
+        return kopf.login_with_service_account(**kwargs)
+    return kopf.login_with_kubeconfig(**kwargs)
+
+
+@kopf.on.startup()
+async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any) -> None:
+    settings.persistence.finalizer = k.FINALIZER
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=k.GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=k.GROUP)
+    settings.posting.level = logging.INFO
+    # No CRD/namespace discovery: the resources are fixed, and it would need cluster-wide list permissions.
+    settings.scanning.disabled = True
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    settings.networking.request_timeout = 60
+    if in_cluster():
+        k8s_config.load_incluster_config()
+    else:
+        await k8s_config.load_kube_config()
+    memo.api = k8s_client.ApiClient()
+    indexes = {
+        name: kwargs[name] for name in ("trainingjob_bodies", "worker_pods", "worker_services", "job_config_maps")
+    }
+    memo.reconciler = Reconciler(indexes, Applier(memo.api, memo.config.max_concurrent_creates), memo.config)
+    memo.reconciler.start()
+
+
+@kopf.on.cleanup()
+async def cleanup(memo: kopf.Memo, **_: Any) -> None:
+    await memo.reconciler.stop()
+    await memo.api.close()
+
+
+@kopf.index(k.GROUP, k.VERSION, k.PLURAL)
+async def trainingjob_bodies(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict:
+    return {(namespace, name): dict(body)}
+
+
+@kopf.index("", "v1", "pods", labels=OURS)
+async def worker_pods(namespace: str, labels: kopf.Labels, body: kopf.Body, **_: Any) -> dict | None:
+    job = labels.get(k.LABEL_JOB_NAME)
+    return {(namespace, job): pod_view(body)} if job else None
+
+
+@kopf.index("", "v1", "services", labels=OURS)
+async def worker_services(namespace: str, name: str, labels: kopf.Labels, **_: Any) -> dict | None:
+    job = labels.get(k.LABEL_JOB_NAME)
+    return {(namespace, job): name} if job and name == service_name(job) else None
+
+
+@kopf.index("", "v1", "configmaps", labels=OURS)
+async def job_config_maps(namespace: str, name: str, labels: kopf.Labels, body: kopf.Body, **_: Any) -> dict | None:
+    job = labels.get(k.LABEL_JOB_NAME)
+    return {(namespace, job): dict(body.get("data") or {})} if job and name == config_map_name(job) else None
+
+
+@kopf.on.event(k.GROUP, k.VERSION, k.PLURAL)
+async def trainingjob_changed(namespace: str, name: str, memo: kopf.Memo, **_: Any) -> None:
+    memo.reconciler.enqueue((namespace, name))
+
+
+@kopf.on.event("", "v1", "pods", labels=OURS)
+@kopf.on.event("", "v1", "services", labels=OURS)
+@kopf.on.event("", "v1", "configmaps", labels=OURS)
+async def child_changed(namespace: str, labels: kopf.Labels, memo: kopf.Memo, **_: Any) -> None:
+    job = labels.get(k.LABEL_JOB_NAME)
+    if job:
+        memo.reconciler.enqueue((namespace, job))

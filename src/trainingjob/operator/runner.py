@@ -1,0 +1,42 @@
+"""Start Kopf with our handlers, settings and configuration (what `tj operator` runs)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import kopf
+
+from trainingjob.config import OperatorConfig
+
+LOG_FORMATS = {"json": kopf.LogFormat.JSON, "text": kopf.LogFormat.FULL}
+
+
+def run_operator(
+    config: OperatorConfig,
+    namespaces: list[str],
+    log_format: str = "text",
+    log_level: str = "INFO",
+    liveness_endpoint: str | None = None,
+) -> None:
+    """Block until the operator is stopped (SIGINT/SIGTERM)."""
+    import trainingjob.operator.handlers  # noqa: F401  (registers the Kopf handlers)
+
+    level = getattr(logging, log_level.upper())
+    kopf.configure(
+        debug=level <= logging.DEBUG,
+        verbose=level <= logging.INFO,
+        quiet=level >= logging.WARNING,
+        log_format=LOG_FORMATS[log_format],
+        log_refkey="job",
+    )
+    logging.getLogger().setLevel(level)
+    asyncio.run(
+        kopf.operator(
+            standalone=True,
+            clusterwide=not namespaces,
+            namespaces=namespaces,
+            memo=kopf.Memo(config=config),
+            liveness_endpoint=liveness_endpoint,
+        )
+    )

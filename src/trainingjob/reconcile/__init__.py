@@ -1,0 +1,1 @@
+"""The brain: a pure planner from (job, observed children, now) to (actions, status), and its helpers."""

@@ -1,0 +1,75 @@
+"""What the planner asks the apply layer to do. Plain data: the planner never performs I/O itself."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class CreateChild:
+    """Create a child; AlreadyExists counts as success (names are deterministic)."""
+
+    manifest: dict[str, Any]
+
+    @property
+    def kind(self) -> str:
+        return self.manifest["kind"]
+
+    @property
+    def name(self) -> str:
+        return self.manifest["metadata"]["name"]
+
+
+@dataclass(frozen=True)
+class DeleteChild:
+    """Delete a child; NotFound counts as success. `uid` guards against deleting a newer namesake."""
+
+    kind: str
+    name: str
+    uid: str | None = None
+
+
+@dataclass(frozen=True)
+class ReplaceChild:
+    """Put a child back as the planner wants it (e.g. a ConfigMap someone edited); a full replace, not a merge."""
+
+    manifest: dict[str, Any]
+
+    @property
+    def kind(self) -> str:
+        return self.manifest["kind"]
+
+    @property
+    def name(self) -> str:
+        return self.manifest["metadata"]["name"]
+
+
+@dataclass(frozen=True)
+class AddFinalizer:
+    pass
+
+
+@dataclass(frozen=True)
+class RemoveFinalizer:
+    pass
+
+
+@dataclass(frozen=True)
+class Event:
+    type: str
+    reason: str
+    message: str
+
+
+Action = CreateChild | DeleteChild | ReplaceChild | AddFinalizer | RemoveFinalizer
+
+
+@dataclass
+class Plan:
+    """The planner's answer: actions to apply, the status the job should have, events to record."""
+
+    actions: list[Action] = field(default_factory=list)
+    status: dict[str, Any] = field(default_factory=dict)
+    events: list[Event] = field(default_factory=list)
+    requeue_after: float | None = None

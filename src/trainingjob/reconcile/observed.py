@@ -1,0 +1,109 @@
+"""What the operator's caches hold about a job's children, reduced to the facts the planner decides on.
+
+Indexes store these small views instead of whole pod bodies: memory stays flat at thousands of pods, and the
+planner cannot come to depend on fields it was never meant to read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from trainingjob.api import constants as k
+
+
+@dataclass(frozen=True)
+class PodView:
+    name: str
+    index: int
+    attempt: int
+    spec_hash: str
+    phase: str
+    deleting: bool = False
+    node_name: str | None = None
+    exit_code: int | None = None
+    reason: str | None = None
+    message: str | None = None
+    restart_count: int = 0
+    disrupted: bool = False
+    unschedulable_message: str | None = None
+    uid: str = ""
+
+    @property
+    def live(self) -> bool:
+        return not self.deleting
+
+    @property
+    def active(self) -> bool:
+        return self.live and self.phase in ("Pending", "Running")
+
+
+def _terminated_state(status: Mapping[str, Any]) -> Mapping[str, Any]:
+    for container in status.get("containerStatuses") or []:
+        terminated = (container.get("state") or {}).get("terminated")
+        if terminated:
+            return terminated
+    return {}
+
+
+def _condition(status: Mapping[str, Any], condition_type: str) -> Mapping[str, Any] | None:
+    return next((c for c in status.get("conditions") or [] if c.get("type") == condition_type), None)
+
+
+def pod_view(body: Mapping[str, Any]) -> PodView:
+    """Reduce a pod to what the planner needs (exit code and reason of a failed worker, disruption, placement)."""
+    metadata = body.get("metadata") or {}
+    labels = metadata.get("labels") or {}
+    status = body.get("status") or {}
+    terminated = _terminated_state(status)
+    disruption = _condition(status, "DisruptionTarget")
+    scheduled = _condition(status, "PodScheduled")
+    unschedulable = (
+        scheduled.get("message")
+        if scheduled and scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable"
+        else None
+    )
+    return PodView(
+        name=metadata.get("name", ""),
+        index=int(labels.get(k.LABEL_WORKER_INDEX, -1)),
+        attempt=int(labels.get(k.LABEL_ATTEMPT, -1)),
+        spec_hash=labels.get(k.LABEL_SPEC_HASH, ""),
+        phase=status.get("phase") or "Pending",
+        deleting=metadata.get("deletionTimestamp") is not None,
+        node_name=(body.get("spec") or {}).get("nodeName"),
+        exit_code=terminated.get("exitCode"),
+        reason=terminated.get("reason") or status.get("reason"),
+        message=terminated.get("message") or status.get("message"),
+        restart_count=sum(c.get("restartCount", 0) for c in status.get("containerStatuses") or []),
+        disrupted=bool(disruption and disruption.get("status") == "True") or status.get("reason") == "Evicted",
+        unschedulable_message=unschedulable,
+        uid=metadata.get("uid", ""),
+    )
+
+
+@dataclass(frozen=True)
+class ObservedChildren:
+    """A job's children as the caches see them right now."""
+
+    pods: tuple[PodView, ...] = ()
+    service_exists: bool = False
+    config_data: Mapping[str, str] | None = None
+    # Messages of child writes the API server refused as invalid (e.g. a pod PodSecurity rejects).
+    rejections: tuple[str, ...] = ()
+
+    @classmethod
+    def from_cache(
+        cls,
+        pods: Iterable[PodView],
+        services: Iterable[Any],
+        config_maps: Iterable[Mapping[str, str]],
+        rejections: Iterable[str] = (),
+    ) -> ObservedChildren:
+        config_maps = list(config_maps)
+        return cls(
+            pods=tuple(sorted(pods, key=lambda p: (p.index, p.name))),
+            service_exists=any(True for _ in services),
+            config_data=config_maps[0] if config_maps else None,
+            rejections=tuple(rejections),
+        )

@@ -1,0 +1,104 @@
+"""Phase, conditions and worker statuses as pure functions of what the pods show."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from trainingjob.api.names import job_selector
+from trainingjob.api.types import TrainingJob
+from trainingjob.reconcile.conditions import DesiredCondition, merge_conditions
+from trainingjob.reconcile.observed import PodView
+
+TERMINAL_PHASES = ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The phase a job is in, and why (reason/message feed conditions and events)."""
+
+    phase: str
+    reason: str
+    message: str
+
+
+def worker_status(pod: PodView) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "workerId": pod.index,
+        "podName": pod.name,
+        "phase": pod.phase,
+        "restartCount": pod.restart_count,
+    }
+    optional = {"exitCode": pod.exit_code, "reason": pod.reason, "nodeName": pod.node_name}
+    entry.update({key: value for key, value in optional.items() if value is not None})
+    return entry
+
+
+def failure_message(pod: PodView) -> str:
+    detail = f"exit code {pod.exit_code}" if pod.exit_code is not None else "no exit code"
+    reason = f" ({pod.reason})" if pod.reason else ""
+    return f"worker {pod.index} (pod {pod.name}) failed with {detail}{reason}"
+
+
+def pods_outcome(job: TrainingJob, current: Mapping[int, PodView], restarting: bool) -> Outcome:
+    """Decide the phase from the current attempt's pods (one per worker index)."""
+    workers = job.spec.workers
+    failed = sorted((p for p in current.values() if p.phase == "Failed" and not p.disrupted), key=lambda p: p.index)
+    if failed:
+        return Outcome("Failed", "WorkerFailed", failure_message(failed[0]))
+    phases = [current[i].phase if i in current else None for i in range(workers)]
+    if all(phase == "Succeeded" for phase in phases):
+        return Outcome("Succeeded", "AllWorkersSucceeded", f"all {workers} workers succeeded")
+    running = sum(phase in ("Running", "Succeeded") for phase in phases)
+    if running == workers:
+        return Outcome("Running", "AllWorkersRunning", f"{workers}/{workers} workers running")
+    message = f"{running}/{workers} workers running"
+    unschedulable = next((p.unschedulable_message for p in current.values() if p.unschedulable_message), None)
+    if unschedulable:
+        message += f"; cannot schedule: {unschedulable}"
+    if restarting:
+        return Outcome("Restarting", "Restarting", message)
+    return Outcome("Pending", "WorkersPending", message)
+
+
+def desired_conditions(outcome: Outcome, ever_restarted: bool) -> list[DesiredCondition]:
+    phase = outcome.phase
+    conditions = [DesiredCondition("Running", phase == "Running", outcome.reason, outcome.message)]
+    if ever_restarted or phase == "Restarting":
+        conditions.append(DesiredCondition("Restarting", phase == "Restarting", outcome.reason, outcome.message))
+    if phase == "Succeeded":
+        conditions.append(DesiredCondition("Succeeded", True, outcome.reason, outcome.message))
+    if phase == "Failed":
+        conditions.append(DesiredCondition("Failed", True, outcome.reason, outcome.message))
+    return conditions
+
+
+def build_status(
+    job: TrainingJob,
+    outcome: Outcome,
+    current: Mapping[int, PodView],
+    counters: Mapping[str, int],
+    now: str,
+) -> dict[str, Any]:
+    """The whole status object; callers compare it with the stored one and write only on a difference."""
+    previous = job.status
+    ever_restarted = counters.get("attempt", 0) > 0
+    status: dict[str, Any] = {
+        "phase": outcome.phase,
+        "message": outcome.message,
+        "conditions": merge_conditions(
+            previous.get("conditions") or [], desired_conditions(outcome, ever_restarted), now, job.generation
+        ),
+        "workerStatuses": [worker_status(current[i]) for i in sorted(current)],
+        "observedGeneration": job.generation,
+        "selector": job_selector(job.name),
+        "workers": len(current),
+        **counters,
+    }
+    start_time = previous.get("startTime") or (now if outcome.phase == "Running" else None)
+    if start_time:
+        status["startTime"] = start_time
+    if outcome.phase in TERMINAL_PHASES:
+        status["completionTime"] = previous.get("completionTime") or now
+    return status

@@ -1,0 +1,138 @@
+"""Run the real operator as a subprocess, authenticated as the ServiceAccount we ship (deploy/rbac/)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+from kubernetes.client.exceptions import ApiException
+
+from tests.kube import Kube, wait_until
+
+REPO = Path(__file__).resolve().parents[1]
+OPERATOR_NAMESPACE = "trainingjob-system"
+OPERATOR_ACCOUNT = "trainingjob-operator"
+
+
+def install_crd(kube: Kube) -> None:
+    """Create or replace the TrainingJob CRD from the schema module, then wait until it is served."""
+    from trainingjob.api.schema import crd_manifest
+
+    manifest = crd_manifest()
+    name = manifest["metadata"]["name"]
+    try:
+        kube.extensions.create_custom_resource_definition(manifest)
+    except ApiException as error:
+        if error.status != 409:
+            raise
+        current = kube.extensions.read_custom_resource_definition(name)
+        manifest["metadata"]["resourceVersion"] = current.metadata.resource_version
+        kube.extensions.replace_custom_resource_definition(name, manifest)
+    wait_until(lambda: _established(kube, name), 60, f"CRD {name} to be Established")
+
+
+def _established(kube: Kube, name: str) -> bool:
+    conditions = kube.extensions.read_custom_resource_definition(name).status.conditions or []
+    return any(c.type == "Established" and c.status == "True" for c in conditions)
+
+
+def apply_manifests(kubectl: str, kubeconfig: Path, directory: Path) -> None:
+    subprocess.run(
+        [kubectl, f"--kubeconfig={kubeconfig}", "apply", "-f", str(directory)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def service_account_kubeconfig(kube: Kube, path: Path) -> Path:
+    """A kubeconfig holding a TokenRequest token of the operator's ServiceAccount (no admin certificate)."""
+    wait_until(lambda: kube.has_service_account(OPERATOR_NAMESPACE, OPERATOR_ACCOUNT), 30, "operator account")
+    token = kube.core.create_namespaced_service_account_token(
+        OPERATOR_ACCOUNT, OPERATOR_NAMESPACE, {"spec": {"expirationSeconds": 6 * 3600}}
+    ).status.token
+    base = kube.api.configuration
+    document = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "local", "cluster": {"server": base.host, "certificate-authority": base.ssl_ca_cert}}],
+        "users": [{"name": OPERATOR_ACCOUNT, "user": {"token": token}}],
+        "contexts": [{"name": "operator", "context": {"cluster": "local", "user": OPERATOR_ACCOUNT}}],
+        "current-context": "operator",
+    }
+    path.write_text(yaml.safe_dump(document))
+    path.chmod(0o600)
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class RunningOperator:
+    process: subprocess.Popen
+    log_path: Path
+    kubeconfig: Path
+    health_url: str
+
+    def log_tail(self, lines: int = 40) -> str:
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    def stop(self, hard: bool = False) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL if hard else signal.SIGTERM)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+
+
+def start_operator(kubeconfig: Path, log_path: Path, *extra_args: str) -> RunningOperator:
+    port = free_port()
+    health_url = f"http://127.0.0.1:{port}/healthz"
+    command = [
+        sys.executable,
+        "-m",
+        "trainingjob.cli",
+        "operator",
+        "--all-namespaces",
+        "--log-format",
+        "json",
+        "--liveness",
+        health_url,
+        *extra_args,
+    ]
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
+    with log_path.open("ab") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
+    running = RunningOperator(process, log_path, kubeconfig, health_url)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"operator exited with {process.returncode}:\n{running.log_tail()}")
+        if _healthy(health_url):
+            return running
+        time.sleep(0.2)
+    running.stop()
+    raise AssertionError(f"operator not healthy within 60s:\n{running.log_tail()}")
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1) as response:
+            return response.status == 200
+    except OSError:
+        return False
