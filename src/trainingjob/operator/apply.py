@@ -7,22 +7,24 @@ made from a stale job is refused before any child is touched), then child create
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 import logging
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import kopf
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from trainingjob.api import constants as k
-from trainingjob.api.types import TrainingJob
+from trainingjob.api.types import TrainingJob, format_time
 from trainingjob.reconcile.actions import (
     AddFinalizer,
     CreateChild,
     DeleteChild,
+    Event,
     Plan,
     RemoveFinalizer,
     ReplaceChild,
@@ -79,8 +81,7 @@ class Applier:
                 result.stale = True
                 return result
             raise
-        for event in plan.events:
-            kopf.event(dict(body), type=event.type, reason=event.reason, message=event.message)
+        await asyncio.gather(*(self.record_event(job, event) for event in plan.events))
         outcomes = await asyncio.gather(*(self.apply_child(job, a) for a in child_actions))
         result.writes += sum(1 for o in outcomes if o is None)
         result.rejections = [o for o in outcomes if o]
@@ -89,6 +90,28 @@ class Applier:
                 await self.remove_finalizer(job)
                 result.writes += 1
         return result
+
+    async def record_event(self, job: TrainingJob, event: Event) -> None:
+        """A core/v1 Event on the job (what `kubectl describe tj` shows); losing one must not fail a reconcile."""
+        now = datetime.datetime.now(datetime.UTC)
+        manifest = {
+            "metadata": {"name": f"{job.name}.{uuid.uuid4().hex[:16]}", "namespace": job.namespace},
+            "involvedObject": {"apiVersion": k.API_VERSION, "kind": k.KIND, "name": job.name,
+                               "namespace": job.namespace, "uid": job.uid},
+            "type": event.type,
+            "reason": event.reason,
+            "message": event.message[:1024],
+            "source": {"component": k.MANAGED_BY},
+            "reportingComponent": k.MANAGED_BY,
+            "firstTimestamp": format_time(now),
+            "lastTimestamp": format_time(now),
+            "count": 1,
+        }
+        try:
+            await self.core.create_namespaced_event(job.namespace, manifest)
+        except ApiException as error:
+            logger.warning("could not record event %s on %s/%s: %s", event.reason, job.namespace, job.name,
+                           error.reason)
 
     async def set_finalizers(self, job: TrainingJob, finalizers: list[str], resource_version: str) -> str:
         patch = {"metadata": {"finalizers": finalizers, "resourceVersion": resource_version}}

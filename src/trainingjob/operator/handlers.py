@@ -38,7 +38,8 @@ def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
 
 @kopf.on.startup()
 async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any) -> None:
-    settings.persistence.finalizer = k.FINALIZER
+    # Kopf removes "its" finalizer from objects that need no Kopf deletion handler; it must never be ours.
+    settings.persistence.finalizer = f"{k.GROUP}/kopf-finalizer"
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=k.GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=k.GROUP)
     settings.posting.level = logging.INFO

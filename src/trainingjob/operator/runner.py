@@ -31,6 +31,8 @@ def run_operator(
         log_refkey="job",
     )
     logging.getLogger().setLevel(level)
+    # Kopf logs every handler call at INFO; with an event per pod change that is noise, not information.
+    logging.getLogger("kopf.objects").setLevel(max(level, logging.WARNING))
     asyncio.run(
         kopf.operator(
             standalone=True,
