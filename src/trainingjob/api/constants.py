@@ -25,6 +25,7 @@ MANAGED_BY = "trainingjob-operator"
 LABEL_SPEC_HASH = f"{GROUP}/spec-hash"
 LABEL_ATTEMPT = f"{GROUP}/attempt"
 CONFIG_MOUNT_PATH = "/etc/trainingjob"
+SHM_MOUNT_PATH = "/dev/shm"
 HYPERPARAMETERS_FILE = "hyperparameters.json"
 HOSTFILE = "hostfile"
 

@@ -1,0 +1,233 @@
+"""The schema of TrainingJob.spec: what a user may ask for, with defaults and the checks the API server enforces.
+
+Pod-level knobs (env, resources, scheduling, volumes, security) live in schema_pod.py; this module holds the
+training-specific fields and the rules that span several fields.
+"""
+
+from __future__ import annotations
+
+from trainingjob.api import constants as c
+from trainingjob.api.schema_builders import Schema, array, boolean, cel_list, integer, node, obj, rule, string
+from trainingjob.api.schema_pod import ABSOLUTE_PATH, MAX_PATH_LENGTH, pod_fields
+
+# Paths the operator mounts into every worker, besides dataVolume.mountPath.
+_OPERATOR_MOUNTS = (c.SHM_MOUNT_PATH, c.CONFIG_MOUNT_PATH)
+HYPERPARAMETER_KEY = r"^[A-Za-z_][A-Za-z0-9_.-]*$"
+MAX_HYPERPARAMETERS = 64
+MAX_BACKOFF_LIMIT = 100
+MIN_MASTER_PORT = 1024
+
+
+def _framework() -> Schema:
+    return string(
+        "The training framework: decides the launcher environment the operator injects into every worker "
+        f"(one of {', '.join(c.FRAMEWORKS)}). Immutable: workers of one framework cannot be turned into another.",
+        enum=list(c.FRAMEWORKS),
+        rules=[rule("self == oldSelf", "framework is immutable; create a new TrainingJob to change it")],
+    )
+
+
+def _training_fields() -> dict[str, Schema]:
+    return {
+        "framework": _framework(),
+        "image": string("Container image every worker runs, e.g. registry.example/train:1.", min_length=1),
+        "command": array(
+            "Entrypoint of every worker's container (the image's ENTRYPOINT is not used). At least one element.",
+            string("One element of the command."),
+            min_items=1,
+        ),
+        "args": array(
+            "Arguments appended to command in every worker (the image's CMD is not used).",
+            string("One argument."),
+        ),
+        "model": string("Free-form name or URI of the model to train; passed to workers as MODEL."),
+        "dataset": string("Free-form name or URI of the dataset; passed to workers as DATASET."),
+        "hyperparameters": _hyperparameters(),
+    }
+
+
+def _hyperparameters() -> Schema:
+    value = node(
+        None,
+        "A hyperparameter value: a string, a number or a boolean, stored with its JSON type (objects and lists are "
+        "rejected; a null value is dropped).",
+        preserve_unknown=True,
+        # Bounds that no object and no list can satisfy, while strings, numbers and booleans are not affected.
+        min_properties=1,
+        max_properties=0,
+        min_items=1,
+        max_items=0,
+    )
+    return node(
+        "object",
+        "Hyperparameters handed to the training code, keyed by name: each value is a string, number or boolean "
+        "and keeps its type (0.001 stays a number). The operator writes them as JSON to the file named by "
+        "TRAININGJOB_HYPERPARAMETERS_FILE and as HYPERPARAM_<KEY> environment variables. Keys match "
+        f"{HYPERPARAMETER_KEY} and are at most 63 characters (checked by the operator); at most "
+        f"{MAX_HYPERPARAMETERS} entries.",
+        max_properties=MAX_HYPERPARAMETERS,
+        additional_properties=value,
+    )
+
+
+def _scale_fields() -> dict[str, Schema]:
+    return {
+        "workers": integer(
+            f"Number of worker pods, started and restarted together as one gang (1 to {c.MAX_WORKERS}). Also "
+            "changed by `kubectl scale`; changing it restarts the gang with the new size.",
+            minimum=1,
+            maximum=c.MAX_WORKERS,
+            default=1,
+        ),
+        "gpuPerWorker": integer(
+            f"GPUs ({c.GPU_RESOURCE}) requested and limited for each worker, 0 to {c.MAX_GPUS_PER_WORKER}; "
+            "0 runs on CPU. Set GPUs here, never in resources.",
+            minimum=0,
+            maximum=c.MAX_GPUS_PER_WORKER,
+            default=0,
+        ),
+    }
+
+
+def _data_volume() -> Schema:
+    return obj(
+        "A PersistentVolumeClaim with the training data, mounted into every worker; its path is passed as DATA_DIR.",
+        {
+            "claimName": string("Name of a PersistentVolumeClaim in the job's namespace.", min_length=1),
+            "readOnly": boolean("Mount the data read-only. Defaults to true.", default=True),
+            "mountPath": string(
+                f"Absolute path where the data is mounted. Defaults to {c.DEFAULT_DATA_MOUNT_PATH}; must differ "
+                f"from checkpointDir and from {', '.join(_OPERATOR_MOUNTS)}.",
+                default=c.DEFAULT_DATA_MOUNT_PATH,
+                pattern=ABSOLUTE_PATH,
+                max_length=MAX_PATH_LENGTH,
+                rules=[
+                    rule(
+                        f"!(self in {cel_list(_OPERATOR_MOUNTS)})",
+                        "dataVolume.mountPath must differ from the paths the operator mounts: "
+                        f"{', '.join(_OPERATOR_MOUNTS)}",
+                    )
+                ],
+            ),
+        },
+        required=["claimName"],
+    )
+
+
+def _checkpoint_fields() -> dict[str, Schema]:
+    return {
+        "dataVolume": _data_volume(),
+        "checkpointDir": string(
+            "Absolute path in every worker where training saves checkpoints and resumes from them after a restart "
+            "(CHECKPOINT_DIR). Mount persistent storage there (volumes and volumeMounts) to keep checkpoints when "
+            f"pods are re-created. Defaults to {c.DEFAULT_CHECKPOINT_DIR}; must differ from dataVolume.mountPath.",
+            default=c.DEFAULT_CHECKPOINT_DIR,
+            pattern=ABSOLUTE_PATH,
+            max_length=MAX_PATH_LENGTH,
+        ),
+        "checkpointInterval": integer(
+            "Save a checkpoint every this many epochs (CHECKPOINT_INTERVAL); at least 1, defaults to 1.",
+            minimum=1,
+            default=1,
+        ),
+    }
+
+
+def _failure_fields() -> dict[str, Schema]:
+    return {
+        "restartPolicy": string(
+            "What happens when a worker fails. OnFailure (default): restart all workers, up to backoffLimit times. "
+            "Never: the job fails at the first worker failure. ExitCode: restart only for retryable exit codes "
+            "(128 and above: killed by a signal, e.g. 137 OOMKilled or 143 SIGTERM) and fail at once for "
+            "application errors (1-127).",
+            enum=list(c.RESTART_POLICIES),
+            default="OnFailure",
+        ),
+        "backoffLimit": integer(
+            f"How many times the workers may be restarted after failures before the job is marked Failed "
+            f"(0 to {MAX_BACKOFF_LIMIT}, default 3).",
+            minimum=0,
+            maximum=MAX_BACKOFF_LIMIT,
+            default=3,
+        ),
+    }
+
+
+def _networking() -> Schema:
+    return obj(
+        "How workers reach each other. Defaults apply even when the field is omitted.",
+        {
+            "masterPort": integer(
+                f"TCP port of the rendezvous on worker 0 (MASTER_PORT and the framework's equivalents), "
+                f"{MIN_MASTER_PORT} to 65535. Defaults to {c.DEFAULT_MASTER_PORT}.",
+                minimum=MIN_MASTER_PORT,
+                maximum=65535,
+                default=c.DEFAULT_MASTER_PORT,
+            ),
+            "backend": string(
+                "Collective communication backend (DISTRIBUTED_BACKEND): nccl needs GPUs (gpuPerWorker > 0), gloo "
+                "runs anywhere. Unset, the operator picks nccl when the job has GPUs and gloo otherwise.",
+                enum=list(c.BACKENDS),
+            ),
+        },
+        default={},
+    )
+
+
+def _mount_rules() -> list[Schema]:
+    """volumeMounts must name a volume the pod will have, at a path the operator does not mount itself; else
+    the API server would refuse every worker pod."""
+    known = (
+        f"m.name in {cel_list(c.RESERVED_VOLUME_NAMES)}"
+        " || (has(self.volumes) && self.volumes.exists(v, v.name == m.name))"
+    )
+    return [
+        rule(
+            f"!has(self.volumeMounts) || self.volumeMounts.all(m, {known})",
+            "every volumeMounts[].name must name an entry of spec.volumes",
+            field_path=".volumeMounts",
+        ),
+        rule(
+            f"!has(self.volumeMounts) || self.volumeMounts.all(m, !(m.mountPath in {cel_list(_OPERATOR_MOUNTS)})"
+            " && (!has(self.dataVolume) || m.mountPath != self.dataVolume.mountPath))",
+            "volumeMounts[].mountPath must differ from the paths the operator mounts: "
+            f"{', '.join(_OPERATOR_MOUNTS)} and dataVolume.mountPath",
+            field_path=".volumeMounts",
+        ),
+    ]
+
+
+def _cross_field_rules() -> list[Schema]:
+    """Rules that compare fields of spec with each other (each field's own limits sit on the field)."""
+    return [
+        rule(
+            "!has(self.networking) || !has(self.networking.backend) || self.networking.backend != 'nccl'"
+            " || (has(self.gpuPerWorker) && self.gpuPerWorker > 0)",
+            "networking.backend nccl needs GPUs: set gpuPerWorker > 0, use gloo, or leave backend unset",
+            field_path=".networking.backend",
+        ),
+        rule(
+            "!has(self.dataVolume) || !has(self.checkpointDir) || self.dataVolume.mountPath != self.checkpointDir",
+            "dataVolume.mountPath must differ from checkpointDir: checkpoints are not written into the training data",
+            field_path=".dataVolume.mountPath",
+        ),
+        *_mount_rules(),
+    ]
+
+
+def spec_schema() -> Schema:
+    """TrainingJob.spec."""
+    return obj(
+        "The desired training run: what to run, on how many workers with how many GPUs, with which data, and how "
+        "to react to failures.",
+        {
+            **_training_fields(),
+            **_scale_fields(),
+            **_checkpoint_fields(),
+            **_failure_fields(),
+            "networking": _networking(),
+            **pod_fields(),
+        },
+        required=["framework", "image", "command"],
+        rules=_cross_field_rules(),
+    )

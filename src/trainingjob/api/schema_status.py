@@ -1,0 +1,109 @@
+"""The schema of TrainingJob.status, written only by the operator.
+
+It is fully typed (no x-kubernetes-preserve-unknown-fields), so a status the operator misspells is pruned or
+rejected instead of silently stored, and `kubectl explain` documents every field users read.
+"""
+
+from __future__ import annotations
+
+from trainingjob.api import constants as c
+from trainingjob.api.schema_builders import Schema, array, integer, obj, string
+
+# metav1.Condition's own limits, so conditions written with the standard helpers always fit.
+CONDITION_TYPE = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
+)
+CONDITION_REASON = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
+
+
+def _timestamp(description: str) -> Schema:
+    return string(description, format="date-time")
+
+
+def _condition() -> Schema:
+    return obj(
+        "One aspect of the job's state, in the standard metav1.Condition shape.",
+        {
+            "type": string(
+                "Condition type in CamelCase, e.g. Created, Running, Succeeded, Failed.",
+                pattern=CONDITION_TYPE,
+                max_length=316,
+            ),
+            "status": string("True, False or Unknown.", enum=["True", "False", "Unknown"]),
+            "reason": string(
+                "Machine-readable CamelCase reason for the last transition, e.g. InvalidSpec or BackoffLimitExceeded.",
+                pattern=CONDITION_REASON,
+                min_length=1,
+                max_length=1024,
+            ),
+            "message": string("Human-readable details of the last transition.", max_length=32768),
+            "lastTransitionTime": _timestamp("When status last changed."),
+            "observedGeneration": integer(
+                "metadata.generation of the spec this condition was computed from.", minimum=0
+            ),
+        },
+        required=["type", "status", "reason", "message", "lastTransitionTime"],
+    )
+
+
+def _worker_status() -> Schema:
+    return obj(
+        "The observed state of one worker pod.",
+        {
+            "workerId": integer("Index of the worker, 0 to workers-1 (its RANK); worker 0 is the master.", minimum=0),
+            "podName": string("Name of the worker's current pod."),
+            "phase": string("Phase of the pod: Pending, Running, Succeeded, Failed or Unknown."),
+            "restartCount": integer("Container restarts of this worker in the current attempt.", minimum=0),
+            "exitCode": integer("Exit code of the worker's container once it terminated."),
+            "reason": string("Why the pod or its container is in this phase, e.g. OOMKilled or Evicted."),
+            "message": string("Human-readable details from the pod or its container."),
+            "nodeName": string("Node the pod is bound to."),
+        },
+        required=["workerId"],
+    )
+
+
+def _counters() -> dict[str, Schema]:
+    return {
+        "observedGeneration": integer("metadata.generation of the spec the operator last acted on.", minimum=0),
+        "workers": integer("Worker pods that currently exist (the scale subresource's status.replicas).", minimum=0),
+        "restartCount": integer(
+            "Times the workers were restarted because of failures; compared with spec.backoffLimit.", minimum=0
+        ),
+        "disruptionCount": integer(
+            "Times the workers were restarted because of disruptions (eviction, preemption, node loss) rather "
+            "than failures of the training code.",
+            minimum=0,
+        ),
+        "attempt": integer(
+            "How many times the gang of workers has been (re)created: 0 for the first set of pods.", minimum=0
+        ),
+    }
+
+
+def status_schema() -> Schema:
+    """TrainingJob.status."""
+    return obj(
+        "The observed state of the job, written by the operator.",
+        {
+            "phase": string(
+                f"Summary of the job's lifecycle: one of {', '.join(c.PHASES)}.",
+                enum=list(c.PHASES),
+            ),
+            "conditions": array(
+                "Detailed state of the job, one entry per condition type.",
+                _condition(),
+                list_type="map",
+                list_map_keys=["type"],
+            ),
+            "startTime": _timestamp("When the operator first created the workers."),
+            "completionTime": _timestamp("When the job reached Succeeded or Failed."),
+            "workerStatuses": array("The observed state of each worker, by workerId.", _worker_status()),
+            "selector": string(
+                "Label selector of the job's worker pods, in string form (the scale subresource's selector)."
+            ),
+            **_counters(),
+            "message": string("Human-readable summary of the current phase, e.g. why the job failed."),
+        },
+    )
