@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 CLUSTER ?= default
 
-.PHONY: help install components lint test test-unit test-integration demo demo-down cluster-up cluster-down clean
+.PHONY: help install generate components lint test test-unit test-integration demo demo-down cluster-up cluster-down clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -16,6 +16,9 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)  ## create .venv and install the package with its test tools
+
+generate: install  ## write deploy/crd/ from the schema in src/trainingjob/api/schema.py
+	$(BIN)/python -m trainingjob.api.generate
 
 components: install  ## build the pinned control-plane binaries from their Go modules (first use only)
 	$(BIN)/tj cluster build
