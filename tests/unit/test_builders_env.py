@@ -1,0 +1,232 @@
+"""A worker's environment as `builders/env.py` assembles it.
+
+Proves: hyperparameter keys map to HYPERPARAM_<SNAKE_UPPER> names and values render as shells expect (booleans
+lower-case, numbers in their JSON form, strings untouched); the job-identity variables (restart count, resume flag,
+backend, data/model/dataset only when set) are exact; the order is framework contract, identity, hyperparameters,
+then the user's env untouched and last; the worker context names every peer through the headless Service; and, as a
+property, no env name appears twice in a worker's env whatever the worker count, index and hyperparameters.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from trainingjob.api import constants as k
+from trainingjob.api.types import TrainingJob
+from trainingjob.builders.env import (
+    hyperparameter_env,
+    hyperparameter_env_name,
+    hyperparameter_value,
+    identity_env,
+    worker_context,
+    worker_env,
+)
+from trainingjob.frameworks.registry import framework_for
+
+
+def make_job(**spec: Any) -> TrainingJob:
+    body = {"framework": "pytorch", "image": "train:1", "command": ["python", "train.py"], "workers": 2, **spec}
+    return TrainingJob.from_body({"metadata": {"name": "mnist", "namespace": "ml", "uid": "u-1"}, "spec": body})
+
+
+def names(env: list[dict[str, Any]]) -> list[str]:
+    return [e["name"] for e in env]
+
+
+@pytest.mark.parametrize(
+    ("key", "expected"),
+    [
+        ("learningRate", "HYPERPARAM_LEARNING_RATE"),
+        ("batch_size", "HYPERPARAM_BATCH_SIZE"),
+        ("batch-size", "HYPERPARAM_BATCH_SIZE"),
+        ("batch.size", "HYPERPARAM_BATCH_SIZE"),
+        ("lr", "HYPERPARAM_LR"),
+        ("dropoutP", "HYPERPARAM_DROPOUT_P"),
+        ("already_UPPER", "HYPERPARAM_ALREADY_UPPER"),
+        ("EPOCHS", "HYPERPARAM_EPOCHS"),
+        ("a.b.c", "HYPERPARAM_A_B_C"),
+        ("warmup2Steps", "HYPERPARAM_WARMUP2_STEPS"),
+        ("beta1", "HYPERPARAM_BETA1"),
+        ("num.layers-2", "HYPERPARAM_NUM_LAYERS_2"),
+        ("__private__", "HYPERPARAM_PRIVATE"),
+        ("max--len", "HYPERPARAM_MAX_LEN"),
+        ("numHiddenLayers", "HYPERPARAM_NUM_HIDDEN_LAYERS"),
+    ],
+)
+def test_hyperparameter_env_name(key: str, expected: str) -> None:
+    assert hyperparameter_env_name(key) == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (True, "true"),
+        (False, "false"),
+        (0, "0"),
+        (64, "64"),
+        (-3, "-3"),
+        (0.001, "0.001"),
+        (3.0, "3.0"),
+        (1e-05, "1e-05"),
+        (2.5e20, "2.5e+20"),
+        ("adam", "adam"),
+        ("", ""),
+        ("True", "True"),
+        ("0.10", "0.10"),
+        ([1, 2], "[1, 2]"),
+        ({"a": 1}, '{"a": 1}'),
+        (None, "null"),
+    ],
+)
+def test_hyperparameter_value(value: Any, expected: str) -> None:
+    assert hyperparameter_value(value) == expected
+
+
+def test_hyperparameter_env_is_sorted_by_key() -> None:
+    env = hyperparameter_env({"zeta": 1, "alpha": True, "midValue": "x"})
+    assert list(env.items()) == [("HYPERPARAM_ALPHA", "true"), ("HYPERPARAM_MID_VALUE", "x"), ("HYPERPARAM_ZETA", "1")]
+
+
+def test_identity_env_at_attempt_zero_is_exact() -> None:
+    assert identity_env(make_job(), 1, 0) == {
+        "TRAININGJOB_NAME": "mnist",
+        "TRAININGJOB_NAMESPACE": "ml",
+        "TRAININGJOB_FRAMEWORK": "pytorch",
+        "TRAININGJOB_WORKER_INDEX": "1",
+        "TRAININGJOB_WORLD_SIZE": "2",
+        "TRAININGJOB_RESTART_COUNT": "0",
+        "TRAININGJOB_HYPERPARAMETERS_FILE": "/etc/trainingjob/hyperparameters.json",
+        "DISTRIBUTED_BACKEND": "gloo",
+        "CHECKPOINT_DIR": "/checkpoints",
+        "CHECKPOINT_INTERVAL": "1",
+        "RESUME_FROM_CHECKPOINT": "false",
+    }
+
+
+@pytest.mark.parametrize(("attempt", "resume"), [(0, "false"), (1, "true"), (2, "true"), (17, "true")])
+def test_restart_count_and_resume_follow_the_attempt(attempt: int, resume: str) -> None:
+    env = identity_env(make_job(), 0, attempt)
+    assert env["TRAININGJOB_RESTART_COUNT"] == str(attempt)
+    assert env["RESUME_FROM_CHECKPOINT"] == resume
+
+
+def test_optional_identity_variables_only_when_set() -> None:
+    plain = identity_env(make_job(), 0, 0)
+    assert not {"DATA_DIR", "MODEL", "DATASET"} & set(plain)
+    full = identity_env(
+        make_job(
+            model="bert",
+            dataset="wiki",
+            dataVolume={"claimName": "corpus", "mountPath": "/mnt/corpus"},
+            checkpointDir="/ckpt",
+            checkpointInterval=5,
+        ),
+        0,
+        0,
+    )
+    assert (full["MODEL"], full["DATASET"], full["DATA_DIR"]) == ("bert", "wiki", "/mnt/corpus")
+    assert (full["CHECKPOINT_DIR"], full["CHECKPOINT_INTERVAL"]) == ("/ckpt", "5")
+    assert identity_env(make_job(dataVolume={"claimName": "corpus"}), 0, 0)["DATA_DIR"] == "/data"
+
+
+@pytest.mark.parametrize(
+    ("gpus", "networking", "backend"),
+    [
+        (0, None, "gloo"),
+        (1, None, "nccl"),
+        (8, None, "nccl"),
+        (2, {"backend": "gloo"}, "gloo"),
+        (0, {"backend": "nccl"}, "nccl"),
+        (4, {"masterPort": 1234}, "nccl"),
+    ],
+)
+def test_distributed_backend_defaults_and_override(gpus: int, networking: dict | None, backend: str) -> None:
+    job = make_job(gpuPerWorker=gpus, **({"networking": networking} if networking else {}))
+    assert job.spec.backend == backend
+    assert identity_env(job, 0, 0)["DISTRIBUTED_BACKEND"] == backend
+    assert worker_context(job, 0).backend == backend
+
+
+@pytest.mark.parametrize(("workers", "gpus", "index"), [(1, 0, 0), (3, 0, 2), (4, 8, 1), (10, 2, 9)])
+def test_worker_context_names_every_peer_through_the_service(workers: int, gpus: int, index: int) -> None:
+    ctx = worker_context(make_job(workers=workers, gpuPerWorker=gpus, networking={"masterPort": 4000}), index)
+    assert ctx.hosts == tuple(f"mnist-worker-{i}.mnist-workers.ml.svc" for i in range(workers))
+    assert (ctx.index, ctx.workers, ctx.port, ctx.processes_per_worker) == (index, workers, 4000, max(gpus, 1))
+    assert (ctx.job_name, ctx.namespace, ctx.master_host) == ("mnist", "ml", "mnist-worker-0.mnist-workers.ml.svc")
+
+
+@pytest.mark.parametrize("framework", k.FRAMEWORKS)
+def test_env_order_is_framework_identity_hyperparameters_then_user(framework: str) -> None:
+    user_env = [
+        {"name": "LOG_LEVEL", "value": "debug"},
+        {"name": "RUN_ID", "value": "$(TRAININGJOB_NAME)-$(RANK)"},
+        {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+    ]
+    job = make_job(framework=framework, hyperparameters={"lr": 0.1, "epochs": 3}, env=user_env)
+    env = worker_env(job, 1, 0)
+    contract = list(framework_for(framework).worker_env(worker_context(job, 1)))
+    identity = list(identity_env(job, 1, 0))
+    assert names(env) == [*contract, *identity, "HYPERPARAM_EPOCHS", "HYPERPARAM_LR", "LOG_LEVEL", "RUN_ID", "POD_IP"]
+    assert env[-3:] == user_env, "user entries are passed through untouched (valueFrom included)"
+    assert all(set(e) == {"name", "value"} and isinstance(e["value"], str) for e in env[:-3])
+
+
+def test_worker_env_values_for_a_pytorch_rank() -> None:
+    env = {e["name"]: e["value"] for e in worker_env(make_job(workers=3, hyperparameters={"lr": 0.5}), 2, 4)}
+    assert env["RANK"] == "2"
+    assert env["WORLD_SIZE"] == "3"
+    assert env["MASTER_ADDR"] == "mnist-worker-0.mnist-workers.ml.svc"
+    assert env["TRAININGJOB_WORKER_INDEX"] == "2"
+    assert env["TRAININGJOB_RESTART_COUNT"] == "4"
+    assert env["RESUME_FROM_CHECKPOINT"] == "true"
+    assert env["HYPERPARAM_LR"] == "0.5"
+
+
+def test_worker_env_does_not_alias_the_job_spec() -> None:
+    job = make_job(env=[{"name": "A", "value": "1"}])
+    env = worker_env(job, 0, 0)
+    env.append({"name": "B", "value": "2"})
+    assert names(worker_env(job, 0, 0))[-1] == "A"
+
+
+# Keys as validation accepts them: a letter or underscore, then letters, digits, '_', '.', '-'.
+hyperparameter_keys = st.builds(
+    str.__add__, st.sampled_from("abXY_"), st.text(alphabet="abcdefgXYZ_-.019", max_size=11)
+)
+hyperparameter_values = st.one_of(
+    st.booleans(), st.integers(), st.floats(allow_nan=False), st.text("ab $-", max_size=8)
+)
+
+
+# Generous limits: the first run on a fresh machine also builds Hypothesis' caches.
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    framework=st.sampled_from(k.FRAMEWORKS),
+    workers=st.integers(min_value=1, max_value=64),
+    data=st.data(),
+    hyperparameters=st.dictionaries(hyperparameter_keys, hyperparameter_values, max_size=8),
+    attempt=st.integers(min_value=0, max_value=100),
+    gpus=st.integers(min_value=0, max_value=8),
+)
+def test_env_names_are_unique_in_every_worker_env(
+    framework: str, workers: int, data: st.DataObject, hyperparameters: dict, attempt: int, gpus: int
+) -> None:
+    hp_names = [hyperparameter_env_name(key) for key in hyperparameters]
+    assume(len(set(hp_names)) == len(hp_names))  # colliding keys are rejected by validation before any pod exists
+    index = data.draw(st.integers(min_value=0, max_value=workers - 1))
+    job = make_job(
+        framework=framework,
+        workers=workers,
+        gpuPerWorker=gpus,
+        hyperparameters=hyperparameters,
+        model="m",
+        dataVolume={"claimName": "d"},
+        env=[{"name": "USER_A", "value": "a"}],
+    )
+    env = names(worker_env(job, index, attempt))
+    assert len(env) == len(set(env)), sorted(n for n in env if env.count(n) > 1)
+    assert set(hp_names) <= set(env)
