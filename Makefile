@@ -36,13 +36,12 @@ test-integration: components  ## tests against a real local control plane (start
 test: lint components  ## everything CI runs: lint, unit and integration tests
 	$(BIN)/python -m pytest tests
 
-demo: components  ## local cluster up, then show its fake GPU nodes
-	$(BIN)/tj cluster up --name $(CLUSTER)
-	$(BIN)/tj cluster status --name $(CLUSTER)
-	eval "$$($(BIN)/tj cluster env --name $(CLUSTER))" && kubectl get nodes -L accelerator -L nvidia.com/gpu.present
-	@echo; echo "Next: eval \"\$$($(BIN)/tj cluster env --name $(CLUSTER))\" && kubectl get nodes; make demo-down to stop."
+demo: components  ## local cluster, operator, a sample TrainingJob followed to Succeeded
+	BIN=$(BIN) CLUSTER=$(CLUSTER) scripts/demo.sh
 
-demo-down:  ## stop the demo cluster and remove its state
+demo-down:  ## stop the demo operator and cluster, remove their state
+	-@pid_file="$$(dirname "$$($(BIN)/tj cluster kubeconfig --name $(CLUSTER) 2>/dev/null)")/operator.pid"; \
+	  [ -f "$$pid_file" ] && kill "$$(cat "$$pid_file")" 2>/dev/null; true
 	$(BIN)/tj cluster down --name $(CLUSTER)
 
 clean: demo-down  ## remove the virtualenv too (built binaries stay cached in ~/.cache/trainingjob)

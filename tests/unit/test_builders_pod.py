@@ -224,11 +224,6 @@ def test_spec_security_context_replaces_the_defaults() -> None:
     assert "securityContext" not in pod["spec"], "the pod-level restricted context is omitted too"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG (latent): builders/pod.py:99 and :117 put the module-level RESTRICTED_* dicts into every pod "
-    "without copying, so mutating one built manifest changes the defaults of every later pod",
-)
 def test_built_pods_do_not_share_the_security_defaults() -> None:
     saved = copy.deepcopy((pod_module.RESTRICTED_CONTAINER_SECURITY, pod_module.RESTRICTED_POD_SECURITY))
     try:

@@ -82,7 +82,13 @@ def test_new_job_gets_finalizer_service_config_and_all_workers() -> None:
     ]
     assert result.status["phase"] == "Pending"
     assert result.status["selector"] == "ml.example.com/job-name=job"
-    assert [e.reason for e in result.events] == ["WorkersCreated"]
+    assert result.events == []  # WorkersCreated is recorded by the apply layer for pods it really created
+
+
+def test_pods_created_but_not_yet_cached_are_not_created_again() -> None:
+    job = make_job({"phase": "Pending"})
+    observed = children(job, pod(job, 0), claimed_pods=frozenset({"job-worker-1"}))
+    assert kinds(plan(job, observed, NOW, CONFIG).actions, CreateChild) == []
 
 
 def test_all_workers_running_starts_training() -> None:
@@ -252,3 +258,10 @@ def test_planner_never_creates_a_taken_name_and_always_reports_a_known_phase(
     assert not set(created) & {p.name for p in pods}
     assert result.status["phase"] in k.PHASES
     assert len(result.status["workerStatuses"]) <= workers
+
+
+@pytest.mark.parametrize("key", ["1st", "with space", "x" * 64, "ünïcode"])
+def test_hyperparameter_key_the_schema_cannot_check_is_invalid_spec(key: str) -> None:
+    result = plan(make_job(hyperparameters={key: 1}), ObservedChildren(), NOW, CONFIG)
+    assert result.status["phase"] == "Failed"
+    assert "spec.hyperparameters keys" in result.status["message"]

@@ -32,7 +32,8 @@ def child_metadata(job: TrainingJob, name: str, extra_labels: dict[str, str] | N
     return {
         "name": name,
         "namespace": job.namespace,
-        "labels": {**job_labels(job), **(extra_labels or {})},
+        # Ours last: a user's podLabels can never rewrite the labels our caches select on.
+        "labels": {**(extra_labels or {}), **job_labels(job)},
         "ownerReferences": [owner_reference(job)],
     }
 

@@ -6,6 +6,7 @@ scheduler name), so queueing and gang-scheduling integrations have one function 
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from trainingjob.api import constants as k
@@ -50,7 +51,7 @@ def worker_volumes(job: TrainingJob) -> tuple[list[dict[str, Any]], list[dict[st
         {"name": "tj-config", "configMap": {"name": config_map_name(job.name)}},
     ]
     mounts: list[dict[str, Any]] = [
-        {"name": "dshm", "mountPath": "/dev/shm"},
+        {"name": "dshm", "mountPath": k.SHM_MOUNT_PATH},
         {"name": "tj-config", "mountPath": k.CONFIG_MOUNT_PATH, "readOnly": True},
     ]
     data = job.spec.data_volume
@@ -96,7 +97,9 @@ def desired_worker_pod(job: TrainingJob, index: int, attempt: int, config: Opera
         "env": worker_env(job, index, attempt),
         "ports": [{"name": "dist", "containerPort": spec.master_port, "protocol": "TCP"}],
         "volumeMounts": mounts,
-        "securityContext": spec.security_context or RESTRICTED_CONTAINER_SECURITY,
+        "securityContext": copy.deepcopy(
+            RESTRICTED_CONTAINER_SECURITY if spec.security_context is None else spec.security_context
+        ),
     }
     if spec.args:
         container["args"] = list(spec.args)
@@ -114,7 +117,7 @@ def desired_worker_pod(job: TrainingJob, index: int, attempt: int, config: Opera
             "subdomain": service_name(job.name),
             # Service links would add env vars for every Service in the namespace to thousands of pods.
             "enableServiceLinks": False,
-            **({"securityContext": RESTRICTED_POD_SECURITY} if spec.security_context is None else {}),
+            **({"securityContext": copy.deepcopy(RESTRICTED_POD_SECURITY)} if spec.security_context is None else {}),
             "containers": [container],
             "volumes": volumes,
             **worker_placement(job, config),

@@ -32,6 +32,7 @@ from trainingjob.reconcile.actions import (
 
 logger = logging.getLogger(__name__)
 MERGE_PATCH = "application/merge-patch+json"
+DONE, EXISTED, GONE, REJECTED = "done", "existed", "gone", "rejected:"
 
 
 @dataclass
@@ -39,7 +40,10 @@ class ApplyResult:
     """What the reconciler needs to know afterwards."""
 
     stale: bool = False
+    wrote_job: bool = False
     rejections: list[str] = field(default_factory=list)
+    # Pods whose names are now taken by us (created, or found existing), to bridge the cache's lag.
+    claimed_pods: list[str] = field(default_factory=list)
     writes: int = 0
 
 
@@ -64,18 +68,10 @@ class Applier:
 
     async def apply(self, job: TrainingJob, body: Mapping[str, Any], plan: Plan) -> ApplyResult:
         result = ApplyResult()
-        resource_version = body["metadata"]["resourceVersion"]
         finalizer_actions = [a for a in plan.actions if isinstance(a, AddFinalizer | RemoveFinalizer)]
         child_actions = [a for a in plan.actions if not isinstance(a, AddFinalizer | RemoveFinalizer)]
         try:
-            for action in finalizer_actions:
-                if isinstance(action, AddFinalizer):
-                    resource_version = await self.set_finalizers(job, [*job.finalizers, k.FINALIZER], resource_version)
-                    result.writes += 1
-            must_check = any(isinstance(a, DeleteChild) for a in child_actions)
-            if not job.deleting and (plan.status != dict(job.status) or must_check):
-                await self.write_status(job, plan.status, resource_version)
-                result.writes += 1
+            await self.write_job(job, body, plan, child_actions, result)
         except ApiException as error:
             if error.status in (404, 409):
                 result.stale = True
@@ -83,21 +79,64 @@ class Applier:
             raise
         await asyncio.gather(*(self.record_event(job, event) for event in plan.events))
         outcomes = await asyncio.gather(*(self.apply_child(job, a) for a in child_actions))
-        result.writes += sum(1 for o in outcomes if o is None)
-        result.rejections = [o for o in outcomes if o]
-        for action in finalizer_actions:
-            if isinstance(action, RemoveFinalizer):
-                await self.remove_finalizer(job)
-                result.writes += 1
+        for action, outcome in zip(child_actions, outcomes, strict=True):
+            self.account(action, outcome, result)
+        await self.report_created_workers(job, child_actions, outcomes)
+        if any(isinstance(a, RemoveFinalizer) for a in finalizer_actions):
+            await self.remove_finalizer(job)
+            result.writes += 1
         return result
+
+    async def write_job(
+        self, job: TrainingJob, body: Mapping[str, Any], plan: Plan, child_actions: list, result: ApplyResult
+    ) -> None:
+        """Finalizer, then status; both with a resourceVersion precondition."""
+        resource_version = body["metadata"]["resourceVersion"]
+        if any(isinstance(a, AddFinalizer) for a in plan.actions):
+            resource_version = await self.set_finalizers(job, [*job.finalizers, k.FINALIZER], resource_version)
+            result.wrote_job = True
+            result.writes += 1
+        # Deletes are only safe if the plan was made from the current job: force the precondition check.
+        must_check = any(isinstance(a, DeleteChild) for a in child_actions)
+        if not job.deleting and (plan.status != dict(job.status) or must_check):
+            await self.write_status(job, plan.status, resource_version)
+            result.wrote_job = True
+            result.writes += 1
+
+    @staticmethod
+    def account(action: Any, outcome: str, result: ApplyResult) -> None:
+        if outcome.startswith(REJECTED):
+            result.rejections.append(outcome.removeprefix(REJECTED))
+        if outcome == DONE:
+            result.writes += 1
+        if isinstance(action, CreateChild) and action.kind == "Pod" and outcome in (DONE, EXISTED):
+            result.claimed_pods.append(action.name)
+
+    async def report_created_workers(self, job: TrainingJob, actions: list, outcomes: list[str]) -> None:
+        """One Event per batch of pods this call really created (a create that met AlreadyExists is not news)."""
+        created = [
+            a
+            for a, o in zip(actions, outcomes, strict=True)
+            if isinstance(a, CreateChild) and a.kind == "Pod" and o == DONE
+        ]
+        if created:
+            attempt = created[0].manifest["metadata"]["labels"].get(k.LABEL_ATTEMPT, "0")
+            await self.record_event(
+                job, Event("Normal", "WorkersCreated", f"created {len(created)} worker pod(s) for attempt {attempt}")
+            )
 
     async def record_event(self, job: TrainingJob, event: Event) -> None:
         """A core/v1 Event on the job (what `kubectl describe tj` shows); losing one must not fail a reconcile."""
         now = datetime.datetime.now(datetime.UTC)
         manifest = {
             "metadata": {"name": f"{job.name}.{uuid.uuid4().hex[:16]}", "namespace": job.namespace},
-            "involvedObject": {"apiVersion": k.API_VERSION, "kind": k.KIND, "name": job.name,
-                               "namespace": job.namespace, "uid": job.uid},
+            "involvedObject": {
+                "apiVersion": k.API_VERSION,
+                "kind": k.KIND,
+                "name": job.name,
+                "namespace": job.namespace,
+                "uid": job.uid,
+            },
             "type": event.type,
             "reason": event.reason,
             "message": event.message[:1024],
@@ -110,8 +149,9 @@ class Applier:
         try:
             await self.core.create_namespaced_event(job.namespace, manifest)
         except ApiException as error:
-            logger.warning("could not record event %s on %s/%s: %s", event.reason, job.namespace, job.name,
-                           error.reason)
+            logger.warning(
+                "could not record event %s on %s/%s: %s", event.reason, job.namespace, job.name, error.reason
+            )
 
     async def set_finalizers(self, job: TrainingJob, finalizers: list[str], resource_version: str) -> str:
         patch = {"metadata": {"finalizers": finalizers, "resourceVersion": resource_version}}
@@ -142,20 +182,20 @@ class Applier:
             k.GROUP, k.VERSION, job.namespace, k.PLURAL, job.name, patch, _content_type=MERGE_PATCH
         )
 
-    async def apply_child(self, job: TrainingJob, action: Any) -> str | None:
-        """Run one child action; returns a rejection message when the API server refused it as invalid."""
+    async def apply_child(self, job: TrainingJob, action: Any) -> str:
+        """Run one child action: DONE, EXISTED, GONE, or REJECTED + the API server's reason for refusing it."""
         async with self.write_slots:
             try:
                 await self._apply_child(job, action)
             except ApiException as error:
                 if isinstance(action, CreateChild) and error.status == 409:
-                    return None  # AlreadyExists: the name is deterministic, so it is ours.
+                    return EXISTED  # the name is deterministic, so it is ours
                 if isinstance(action, DeleteChild) and error.status in (404, 409):
-                    return None  # gone already, or a newer namesake (uid precondition failed)
+                    return GONE  # gone already, or a newer namesake (uid precondition failed)
                 if isinstance(action, CreateChild) and is_invalid_child(error):
-                    return f"{action.kind} {action.name} was rejected: {_api_message(error)}"
+                    return f"{REJECTED}{action.kind} {action.name} was rejected: {_api_message(error)}"
                 raise
-        return None
+        return DONE
 
     async def _apply_child(self, job: TrainingJob, action: Any) -> None:
         ns = job.namespace

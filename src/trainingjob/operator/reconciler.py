@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from trainingjob.api.types import TrainingJob
 from trainingjob.config import OperatorConfig
-from trainingjob.operator.apply import Applier
+from trainingjob.operator.apply import Applier, ApplyResult
 from trainingjob.operator.workqueue import WorkQueue
 from trainingjob.reconcile.observed import ObservedChildren
 from trainingjob.reconcile.planner import plan
@@ -19,6 +20,8 @@ logger = logging.getLogger(__name__)
 JobKey = tuple[str, str]
 ERROR_BACKOFF_BASE = 1.0
 ERROR_BACKOFF_MAX = 300.0
+# A pod we created shows up in the cache within a second; after this long, trust the cache again.
+CLAIM_TTL_SECONDS = 30.0
 
 
 def _values(index: Mapping[Any, Any], key: JobKey) -> list[Any]:
@@ -42,6 +45,10 @@ class Reconciler:
         self.queue = WorkQueue()
         self.clock = clock or (lambda: datetime.datetime.now(datetime.UTC))
         self.rejections: dict[JobKey, list[str]] = {}
+        # Pods created but not yet seen in the cache, with when we claimed them (expectations).
+        self.claimed: dict[JobKey, dict[str, float]] = {}
+        # resourceVersion of a job body we wrote over: until the cache shows our write, planning from it is moot.
+        self.superseded: dict[JobKey, str] = {}
         self.failures: dict[JobKey, int] = {}
         self.tasks: list[asyncio.Task] = []
 
@@ -80,29 +87,54 @@ class Reconciler:
         return bodies[0] if bodies else None
 
     def observed(self, key: JobKey) -> ObservedChildren:
+        pods = _values(self.indexes["worker_pods"], key)
         return ObservedChildren.from_cache(
-            pods=_values(self.indexes["worker_pods"], key),
+            pods=pods,
             services=_values(self.indexes["worker_services"], key),
             config_maps=_values(self.indexes["job_config_maps"], key),
             rejections=self.rejections.get(key, ()),
+            claimed_pods=self.pending_claims(key, {p.name for p in pods}),
         )
+
+    def pending_claims(self, key: JobKey, seen: set[str]) -> set[str]:
+        """Claims the cache has not caught up with; seen or expired ones are dropped."""
+        claims = self.claimed.get(key)
+        if not claims:
+            return set()
+        now = time.monotonic()
+        for name in [n for n, at in claims.items() if n in seen or now - at > CLAIM_TTL_SECONDS]:
+            del claims[name]
+        if not claims:
+            del self.claimed[key]
+        return set(claims)
 
     async def reconcile(self, key: JobKey) -> None:
         body = self.job_body(key)
         if body is None:
             self.forget(key)
             return
+        resource_version = body["metadata"].get("resourceVersion")
+        if self.superseded.get(key) == resource_version:
+            return  # our own write is on its way through the watch; its event will bring us back
         job = TrainingJob.from_body(body)
         result = plan(job, self.observed(key), self.clock(), self.config)
         outcome = await self.applier.apply(job, body, result)
-        if outcome.rejections:
-            self.rejections[key] = outcome.rejections
-            self.queue.add(key)
+        self.remember(key, resource_version, outcome)
         if result.requeue_after is not None:
             self.queue.add_after(key, result.requeue_after)
 
+    def remember(self, key: JobKey, resource_version: str | None, outcome: ApplyResult) -> None:
+        if outcome.wrote_job and resource_version:
+            self.superseded[key] = resource_version
+        if outcome.claimed_pods:
+            now = time.monotonic()
+            self.claimed.setdefault(key, {}).update(dict.fromkeys(outcome.claimed_pods, now))
+        if outcome.rejections:
+            self.rejections[key] = outcome.rejections
+            self.queue.add(key)
+
     def forget(self, key: JobKey) -> None:
         """The job is gone: drop everything we kept for it, so memory does not grow with jobs ever seen."""
-        self.rejections.pop(key, None)
-        self.failures.pop(key, None)
+        for memory in (self.rejections, self.failures, self.claimed, self.superseded):
+            memory.pop(key, None)
         self.queue.forget(key)

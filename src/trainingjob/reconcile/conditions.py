@@ -25,7 +25,7 @@ def merge_conditions(
     for condition in desired:
         status = "True" if condition.status else "False"
         old = by_type.get(condition.type)
-        transition = old["lastTransitionTime"] if old and old.get("status") == status else now
+        transition = (old.get("lastTransitionTime") or now) if old and old.get("status") == status else now
         by_type[condition.type] = {
             "type": condition.type,
             "status": status,

@@ -91,6 +91,8 @@ class ObservedChildren:
     config_data: Mapping[str, str] | None = None
     # Messages of child writes the API server refused as invalid (e.g. a pod PodSecurity rejects).
     rejections: tuple[str, ...] = ()
+    # Pods we created that the cache has not shown yet (expectations, as in the ReplicaSet controller).
+    claimed_pods: frozenset[str] = frozenset()
 
     @classmethod
     def from_cache(
@@ -99,6 +101,7 @@ class ObservedChildren:
         services: Iterable[Any],
         config_maps: Iterable[Mapping[str, str]],
         rejections: Iterable[str] = (),
+        claimed_pods: Iterable[str] = (),
     ) -> ObservedChildren:
         config_maps = list(config_maps)
         return cls(
@@ -106,4 +109,5 @@ class ObservedChildren:
             service_exists=any(True for _ in services),
             config_data=config_maps[0] if config_maps else None,
             rejections=tuple(rejections),
+            claimed_pods=frozenset(claimed_pods),
         )

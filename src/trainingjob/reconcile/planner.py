@@ -124,13 +124,9 @@ def plan_workers(job: TrainingJob, observed: ObservedChildren, now: str, config:
     current = {p.index: p for p in live if is_current(p, job, attempt, fingerprint)}
     stale = [p for p in live if p.index not in current or current[p.index] is not p]
     result.actions += delete_pods(stale)
-    taken = {p.name for p in observed.pods}
+    taken = {p.name for p in observed.pods} | observed.claimed_pods
     missing = [i for i in range(job.spec.workers) if worker_pod_name(job.name, i) not in taken]
     result.actions += [CreateChild(desired_worker_pod(job, i, attempt, config)) for i in missing]
-    if missing:
-        result.events.append(
-            Event("Normal", "WorkersCreated", f"creating {len(missing)} worker pod(s) for attempt {attempt}")
-        )
     outcome = pods_outcome(job, current, restarting)
     result.status = build_status(job, outcome, current, counters(job), now)
     add_transition_events(job, outcome, result.events)

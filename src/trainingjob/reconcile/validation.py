@@ -5,6 +5,7 @@ A job that fails one ends in phase Failed with condition reason InvalidSpec and 
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 from trainingjob.api import constants as k
@@ -12,16 +13,30 @@ from trainingjob.api.types import JobSpec
 from trainingjob.builders.env import hyperparameter_env_name
 from trainingjob.frameworks.registry import FRAMEWORKS
 
-OPERATOR_MOUNT_PATHS = ("/dev/shm", k.CONFIG_MOUNT_PATH)
+OPERATOR_MOUNT_PATHS = (k.SHM_MOUNT_PATH, k.CONFIG_MOUNT_PATH)
+KEY_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+MAX_KEY_LENGTH = 63
 
 
 def spec_errors(spec: JobSpec) -> list[str]:
     errors: list[str] = []
     if spec.framework not in FRAMEWORKS:
         errors.append(f"spec.framework {spec.framework!r} is not supported (one of: {', '.join(FRAMEWORKS)})")
+    errors += _hyperparameter_key_problems(spec)
     errors += _hyperparameter_collisions(spec)
     errors += _volume_mount_problems(spec)
     return errors
+
+
+def _hyperparameter_key_problems(spec: JobSpec) -> list[str]:
+    """The schema cannot see keys of an untyped map, so key syntax is ours to check."""
+    bad = sorted(key for key in spec.hyperparameters if len(key) > MAX_KEY_LENGTH or not KEY_PATTERN.match(key))
+    if not bad:
+        return []
+    return [
+        f"spec.hyperparameters keys {bad} are invalid: each must match {KEY_PATTERN.pattern} and be at most "
+        f"{MAX_KEY_LENGTH} characters"
+    ]
 
 
 def _hyperparameter_collisions(spec: JobSpec) -> list[str]:
