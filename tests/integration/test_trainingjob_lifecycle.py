@@ -141,7 +141,7 @@ def test_each_framework_gets_its_contract_and_succeeds(kube: Kube, namespace: st
 
 
 def test_failing_worker_fails_the_job_with_its_exit_code(kube: Kube, namespace: str) -> None:
-    create_job(kube, namespace, job_manifest("crash", workers=3, complete_after=None))
+    create_job(kube, namespace, job_manifest("crash", workers=3, complete_after=None, restartPolicy="Never"))
     wait_phase(kube, namespace, "crash", "Running")
     kube.core.patch_namespaced_pod(
         "crash-worker-1",

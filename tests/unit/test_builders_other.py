@@ -113,8 +113,23 @@ def test_spec_hash_ignores_policy_fields(change: dict) -> None:
     assert spec_hash(make_job(**change)) == spec_hash(make_job())
 
 
-def test_policy_fields_are_exactly_restart_policy_and_backoff_limit() -> None:
-    assert frozenset({"restartPolicy", "backoffLimit"}) == POLICY_FIELDS
+def test_policy_fields_are_the_lifecycle_policies() -> None:
+    assert (
+        frozenset(
+            {
+                "restartPolicy",
+                "backoffLimit",
+                "suspend",
+                "activeDeadlineSeconds",
+                "startupTimeoutSeconds",
+                "ttlSecondsAfterFinished",
+                "cleanPodPolicy",
+                "successPolicy",
+                "failurePolicy",
+            }
+        )
+        == POLICY_FIELDS
+    )
 
 
 # --- Service -----------------------------------------------------------------------------------------------------

@@ -121,7 +121,7 @@ def test_all_workers_succeeded_completes_the_job() -> None:
 
 
 def test_failed_worker_fails_the_job_and_stops_the_others() -> None:
-    job = make_job({"phase": "Running", "startTime": "2026-11-22T11:00:00Z"})
+    job = make_job({"phase": "Running", "startTime": "2026-11-22T11:00:00Z"}, restartPolicy="Never")
     failed = pod(job, 1, "Failed", exit_code=3, reason="Error")
     result = plan(job, children(job, pod(job, 0), failed), NOW, CONFIG)
     assert result.status["phase"] == "Failed"

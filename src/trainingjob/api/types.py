@@ -32,6 +32,72 @@ class Scheduling:
 
 
 @dataclass(frozen=True)
+class FailureRule:
+    exit_codes: tuple[int, ...]
+    action: str  # Restart | Fail | Ignore
+
+
+@dataclass(frozen=True)
+class FailurePolicy:
+    restart_strategy: str = "Gang"
+    rules: tuple[FailureRule, ...] = ()
+    backoff_base_seconds: int = 10
+    backoff_max_seconds: int = 300
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> FailurePolicy:
+        data = data or {}
+        backoff = data.get("backoff") or {}
+        return cls(
+            restart_strategy=data.get("restartStrategy", "Gang"),
+            rules=tuple(
+                FailureRule(tuple(r.get("exitCodes") or ()), r.get("action", "Restart"))
+                for r in data.get("rules") or ()
+            ),
+            backoff_base_seconds=int(backoff.get("baseSeconds", 10)),
+            backoff_max_seconds=int(backoff.get("maxSeconds", 300)),
+        )
+
+
+@dataclass(frozen=True)
+class CheckpointStorage:
+    claim_name: str | None = None
+    size: str | None = None
+    storage_class_name: str | None = None
+    access_modes: tuple[str, ...] = ("ReadWriteMany",)
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    enabled: bool = False
+    dir: str | None = None
+    interval: int | None = None
+    keep_last: int | None = None
+    delete_on_completion: bool = False
+    storage: CheckpointStorage | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> Checkpoint:
+        data = data or {}
+        storage = data.get("storage")
+        return cls(
+            enabled=bool(data.get("enabled", False)),
+            dir=data.get("dir"),
+            interval=data.get("interval"),
+            keep_last=data.get("keepLast"),
+            delete_on_completion=bool(data.get("deleteOnCompletion", False)),
+            storage=CheckpointStorage(
+                claim_name=storage.get("claimName"),
+                size=None if storage.get("size") is None else str(storage["size"]),
+                storage_class_name=storage.get("storageClassName") or None,
+                access_modes=tuple(storage.get("accessModes") or ("ReadWriteMany",)),
+            )
+            if storage
+            else None,
+        )
+
+
+@dataclass(frozen=True)
 class JobSpec:
     """spec of a TrainingJob; field names follow the CRD (snake_case here)."""
 
@@ -61,6 +127,23 @@ class JobSpec:
     volumes: list[dict[str, Any]] = field(default_factory=list)
     volume_mounts: list[dict[str, Any]] = field(default_factory=list)
     security_context: dict[str, Any] | None = None
+    suspend: bool = False
+    active_deadline_seconds: int | None = None
+    startup_timeout_seconds: int | None = None
+    ttl_seconds_after_finished: int | None = None
+    clean_pod_policy: str = "Running"
+    success_policy: str = "AllWorkers"
+    failure_policy: FailurePolicy = field(default_factory=FailurePolicy)
+    checkpoint: Checkpoint = field(default_factory=Checkpoint)
+
+    @property
+    def checkpoint_path(self) -> str:
+        """Where workers write checkpoints: checkpoint.dir, else checkpointDir."""
+        return self.checkpoint.dir or self.checkpoint_dir
+
+    @property
+    def checkpoint_every(self) -> int:
+        return self.checkpoint.interval or self.checkpoint_interval
 
     @property
     def backend(self) -> str:
@@ -115,6 +198,14 @@ class JobSpec:
             volumes=[dict(v) for v in spec.get("volumes") or []],
             volume_mounts=[dict(m) for m in spec.get("volumeMounts") or []],
             security_context=spec.get("securityContext"),
+            suspend=bool(spec.get("suspend", False)),
+            active_deadline_seconds=spec.get("activeDeadlineSeconds"),
+            startup_timeout_seconds=spec.get("startupTimeoutSeconds"),
+            ttl_seconds_after_finished=spec.get("ttlSecondsAfterFinished"),
+            clean_pod_policy=spec.get("cleanPodPolicy", "Running"),
+            success_policy=spec.get("successPolicy", "AllWorkers"),
+            failure_policy=FailurePolicy.from_dict(spec.get("failurePolicy")),
+            checkpoint=Checkpoint.from_dict(spec.get("checkpoint")),
         )
 
 

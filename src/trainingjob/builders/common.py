@@ -10,7 +10,19 @@ from trainingjob.api import constants as k
 from trainingjob.api.types import TrainingJob
 
 # Spec fields that only steer the operator's decisions; changing them must not restart running workers.
-POLICY_FIELDS = frozenset({"restartPolicy", "backoffLimit"})
+POLICY_FIELDS = frozenset(
+    {
+        "restartPolicy",
+        "backoffLimit",
+        "suspend",
+        "activeDeadlineSeconds",
+        "startupTimeoutSeconds",
+        "ttlSecondsAfterFinished",
+        "cleanPodPolicy",
+        "successPolicy",
+        "failurePolicy",
+    }
+)
 
 
 def job_labels(job: TrainingJob) -> dict[str, str]:

@@ -58,10 +58,12 @@ def identity_env(job: TrainingJob, index: int, attempt: int) -> dict[str, str]:
         "TRAININGJOB_RESTART_COUNT": str(attempt),
         "TRAININGJOB_HYPERPARAMETERS_FILE": f"{k.CONFIG_MOUNT_PATH}/{k.HYPERPARAMETERS_FILE}",
         "DISTRIBUTED_BACKEND": spec.backend,
-        "CHECKPOINT_DIR": spec.checkpoint_dir,
-        "CHECKPOINT_INTERVAL": str(spec.checkpoint_interval),
+        "CHECKPOINT_DIR": spec.checkpoint_path,
+        "CHECKPOINT_INTERVAL": str(spec.checkpoint_every),
         "RESUME_FROM_CHECKPOINT": "true" if attempt > 0 else "false",
     }
+    if spec.checkpoint.keep_last:
+        env["CHECKPOINT_KEEP_LAST"] = str(spec.checkpoint.keep_last)
     if spec.data_volume is not None:
         env["DATA_DIR"] = spec.data_volume.mount_path
     if spec.model:

@@ -14,6 +14,7 @@ from trainingjob.api.names import config_map_name, service_name, worker_pod_name
 from trainingjob.api.types import TrainingJob
 from trainingjob.builders.common import child_metadata, spec_hash
 from trainingjob.builders.env import worker_env
+from trainingjob.builders.pvc import checkpoint_claim_name
 from trainingjob.config import OperatorConfig
 
 RESTRICTED_CONTAINER_SECURITY = {
@@ -45,7 +46,7 @@ def worker_resources(job: TrainingJob) -> dict[str, dict[str, Any]]:
 
 
 def worker_volumes(job: TrainingJob) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(volumes, mounts): shared memory for dataloaders/NCCL, the job's ConfigMap, data, then the user's."""
+    """(volumes, mounts): shared memory for dataloaders/NCCL, the job's ConfigMap, data, checkpoints, the user's."""
     volumes: list[dict[str, Any]] = [
         {"name": "dshm", "emptyDir": {"medium": "Memory"}},
         {"name": "tj-config", "configMap": {"name": config_map_name(job.name)}},
@@ -60,6 +61,10 @@ def worker_volumes(job: TrainingJob) -> tuple[list[dict[str, Any]], list[dict[st
             {"name": "data", "persistentVolumeClaim": {"claimName": data.claim_name, "readOnly": data.read_only}}
         )
         mounts.append({"name": "data", "mountPath": data.mount_path, "readOnly": data.read_only})
+    claim = checkpoint_claim_name(job)
+    if claim is not None:
+        volumes.append({"name": "checkpoints", "persistentVolumeClaim": {"claimName": claim}})
+        mounts.append({"name": "checkpoints", "mountPath": job.spec.checkpoint_path})
     return volumes + job.spec.volumes, mounts + job.spec.volume_mounts
 
 

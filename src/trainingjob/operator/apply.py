@@ -24,6 +24,7 @@ from trainingjob.reconcile.actions import (
     AddFinalizer,
     CreateChild,
     DeleteChild,
+    DeleteJob,
     Event,
     Plan,
     RemoveFinalizer,
@@ -44,6 +45,8 @@ class ApplyResult:
     rejections: list[str] = field(default_factory=list)
     # Pods whose names are now taken by us (created, or found existing), to bridge the cache's lag.
     claimed_pods: list[str] = field(default_factory=list)
+    # uids of pods deleted here; the cache may show them alive a little longer.
+    released_pods: list[str] = field(default_factory=list)
     writes: int = 0
 
 
@@ -69,7 +72,7 @@ class Applier:
     async def apply(self, job: TrainingJob, body: Mapping[str, Any], plan: Plan) -> ApplyResult:
         result = ApplyResult()
         finalizer_actions = [a for a in plan.actions if isinstance(a, AddFinalizer | RemoveFinalizer)]
-        child_actions = [a for a in plan.actions if not isinstance(a, AddFinalizer | RemoveFinalizer)]
+        child_actions = [a for a in plan.actions if isinstance(a, CreateChild | DeleteChild | ReplaceChild)]
         try:
             await self.write_job(job, body, plan, child_actions, result)
         except ApiException as error:
@@ -82,6 +85,9 @@ class Applier:
         for action, outcome in zip(child_actions, outcomes, strict=True):
             self.account(action, outcome, result)
         await self.report_created_workers(job, child_actions, outcomes)
+        if any(isinstance(a, DeleteJob) for a in plan.actions):
+            await self.delete_job(job)
+            result.writes += 1
         if any(isinstance(a, RemoveFinalizer) for a in finalizer_actions):
             await self.remove_finalizer(job)
             result.writes += 1
@@ -111,6 +117,8 @@ class Applier:
             result.writes += 1
         if isinstance(action, CreateChild) and action.kind == "Pod" and outcome in (DONE, EXISTED):
             result.claimed_pods.append(action.name)
+        if isinstance(action, DeleteChild) and action.uid and outcome in (DONE, GONE):
+            result.released_pods.append(action.uid)
 
     async def report_created_workers(self, job: TrainingJob, actions: list, outcomes: list[str]) -> None:
         """One Event per batch of pods this call really created (a create that met AlreadyExists is not news)."""
@@ -159,6 +167,19 @@ class Applier:
             k.GROUP, k.VERSION, job.namespace, k.PLURAL, job.name, patch, _content_type=MERGE_PATCH
         )
         return updated["metadata"]["resourceVersion"]
+
+    async def delete_job(self, job: TrainingJob) -> None:
+        """ttlSecondsAfterFinished: the job goes; garbage collection takes what it owns."""
+        options = client.V1DeleteOptions(
+            propagation_policy="Background", preconditions=client.V1Preconditions(uid=job.uid)
+        )
+        try:
+            await self.custom.delete_namespaced_custom_object(
+                k.GROUP, k.VERSION, job.namespace, k.PLURAL, job.name, body=options
+            )
+        except ApiException as error:
+            if error.status not in (404, 409):
+                raise
 
     async def remove_finalizer(self, job: TrainingJob) -> None:
         remaining = [f for f in job.finalizers if f != k.FINALIZER]

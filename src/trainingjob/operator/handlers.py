@@ -21,6 +21,8 @@ from trainingjob.operator.reconciler import Reconciler
 from trainingjob.reconcile.observed import pod_view
 
 OURS = {k.LABEL_MANAGED_BY: k.MANAGED_BY}
+# The @kopf.index functions below, by name: Kopf passes each index to handlers under its function's name.
+INDEX_NAMES = ("trainingjob_bodies", "worker_pods", "worker_services", "job_config_maps", "job_claims")
 IN_CLUSTER_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 
 
@@ -53,9 +55,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: An
     else:
         await k8s_config.load_kube_config()
     memo.api = k8s_client.ApiClient()
-    indexes = {
-        name: kwargs[name] for name in ("trainingjob_bodies", "worker_pods", "worker_services", "job_config_maps")
-    }
+    indexes = {name: kwargs[name] for name in INDEX_NAMES}
     memo.reconciler = Reconciler(indexes, Applier(memo.api, memo.config.max_concurrent_creates), memo.config)
     memo.reconciler.start()
 
@@ -89,6 +89,12 @@ async def job_config_maps(namespace: str, name: str, labels: kopf.Labels, body: 
     return {(namespace, job): dict(body.get("data") or {})} if job and name == config_map_name(job) else None
 
 
+@kopf.index("", "v1", "persistentvolumeclaims", labels=OURS)
+async def job_claims(namespace: str, name: str, labels: kopf.Labels, **_: Any) -> dict | None:
+    job = labels.get(k.LABEL_JOB_NAME)
+    return {(namespace, job): name} if job else None
+
+
 @kopf.on.event(k.GROUP, k.VERSION, k.PLURAL)
 async def trainingjob_changed(namespace: str, name: str, memo: kopf.Memo, **_: Any) -> None:
     memo.reconciler.enqueue((namespace, name))
@@ -97,6 +103,7 @@ async def trainingjob_changed(namespace: str, name: str, memo: kopf.Memo, **_: A
 @kopf.on.event("", "v1", "pods", labels=OURS)
 @kopf.on.event("", "v1", "services", labels=OURS)
 @kopf.on.event("", "v1", "configmaps", labels=OURS)
+@kopf.on.event("", "v1", "persistentvolumeclaims", labels=OURS)
 async def child_changed(namespace: str, labels: kopf.Labels, memo: kopf.Memo, **_: Any) -> None:
     job = labels.get(k.LABEL_JOB_NAME)
     if job:

@@ -45,8 +45,10 @@ class Reconciler:
         self.queue = WorkQueue()
         self.clock = clock or (lambda: datetime.datetime.now(datetime.UTC))
         self.rejections: dict[JobKey, list[str]] = {}
-        # Pods created but not yet seen in the cache, with when we claimed them (expectations).
+        # Pods created but not yet seen in the cache, and uids of pods deleted but still shown alive, with when
+        # (expectations, as in the ReplicaSet controller; they expire so a missed event cannot pin them).
         self.claimed: dict[JobKey, dict[str, float]] = {}
+        self.released: dict[JobKey, dict[str, float]] = {}
         # resourceVersion of a job body we wrote over: until the cache shows our write, planning from it is moot.
         self.superseded: dict[JobKey, str] = {}
         self.failures: dict[JobKey, int] = {}
@@ -93,20 +95,37 @@ class Reconciler:
             services=_values(self.indexes["worker_services"], key),
             config_maps=_values(self.indexes["job_config_maps"], key),
             rejections=self.rejections.get(key, ()),
-            claimed_pods=self.pending_claims(key, {p.name for p in pods}),
+            claimed_pods=self.pending(self.claimed, key, {p.name for p in pods}),
+            released_pods=self.pending(
+                self.released,
+                key,
+                {p.uid for p in pods if p.deleting},
+                keep_unseen=False,
+                present={p.uid for p in pods},
+            ),
+            claims=_values(self.indexes["job_claims"], key),
         )
 
-    def pending_claims(self, key: JobKey, seen: set[str]) -> set[str]:
-        """Claims the cache has not caught up with; seen or expired ones are dropped."""
-        claims = self.claimed.get(key)
-        if not claims:
+    @staticmethod
+    def pending(
+        memory: dict[JobKey, dict[str, float]],
+        key: JobKey,
+        settled: set[str],
+        keep_unseen: bool = True,
+        present: set[str] | None = None,
+    ) -> set[str]:
+        """Expectations the cache has not caught up with; settled, vanished or expired ones are dropped."""
+        entries = memory.get(key)
+        if not entries:
             return set()
         now = time.monotonic()
-        for name in [n for n, at in claims.items() if n in seen or now - at > CLAIM_TTL_SECONDS]:
-            del claims[name]
-        if not claims:
-            del self.claimed[key]
-        return set(claims)
+        for name, at in list(entries.items()):
+            vanished = not keep_unseen and present is not None and name not in present
+            if name in settled or vanished or now - at > CLAIM_TTL_SECONDS:
+                del entries[name]
+        if not entries:
+            del memory[key]
+        return set(entries)
 
     async def reconcile(self, key: JobKey) -> None:
         body = self.job_body(key)
@@ -126,15 +145,17 @@ class Reconciler:
     def remember(self, key: JobKey, resource_version: str | None, outcome: ApplyResult) -> None:
         if outcome.wrote_job and resource_version:
             self.superseded[key] = resource_version
+        now = time.monotonic()
         if outcome.claimed_pods:
-            now = time.monotonic()
             self.claimed.setdefault(key, {}).update(dict.fromkeys(outcome.claimed_pods, now))
+        if outcome.released_pods:
+            self.released.setdefault(key, {}).update(dict.fromkeys(outcome.released_pods, now))
         if outcome.rejections:
             self.rejections[key] = outcome.rejections
             self.queue.add(key)
 
     def forget(self, key: JobKey) -> None:
         """The job is gone: drop everything we kept for it, so memory does not grow with jobs ever seen."""
-        for memory in (self.rejections, self.failures, self.claimed, self.superseded):
+        for memory in (self.rejections, self.failures, self.claimed, self.released, self.superseded):
             memory.pop(key, None)
         self.queue.forget(key)

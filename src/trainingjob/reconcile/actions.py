@@ -56,13 +56,18 @@ class RemoveFinalizer:
 
 
 @dataclass(frozen=True)
+class DeleteJob:
+    """Delete the TrainingJob itself (ttlSecondsAfterFinished); garbage collection takes its children."""
+
+
+@dataclass(frozen=True)
 class Event:
     type: str
     reason: str
     message: str
 
 
-Action = CreateChild | DeleteChild | ReplaceChild | AddFinalizer | RemoveFinalizer
+Action = CreateChild | DeleteChild | ReplaceChild | AddFinalizer | RemoveFinalizer | DeleteJob
 
 
 @dataclass

@@ -93,6 +93,9 @@ class ObservedChildren:
     rejections: tuple[str, ...] = ()
     # Pods we created that the cache has not shown yet (expectations, as in the ReplicaSet controller).
     claimed_pods: frozenset[str] = frozenset()
+    # uids of pods we deleted that the cache still shows alive (delete expectations).
+    released_pods: frozenset[str] = frozenset()
+    claims: frozenset[str] = frozenset()
 
     @classmethod
     def from_cache(
@@ -102,6 +105,8 @@ class ObservedChildren:
         config_maps: Iterable[Mapping[str, str]],
         rejections: Iterable[str] = (),
         claimed_pods: Iterable[str] = (),
+        released_pods: Iterable[str] = (),
+        claims: Iterable[str] = (),
     ) -> ObservedChildren:
         config_maps = list(config_maps)
         return cls(
@@ -110,4 +115,6 @@ class ObservedChildren:
             config_data=config_maps[0] if config_maps else None,
             rejections=tuple(rejections),
             claimed_pods=frozenset(claimed_pods),
+            released_pods=frozenset(released_pods),
+            claims=frozenset(claims),
         )

@@ -1,8 +1,8 @@
-"""The pure planner: (job, observed children, now) -> Plan(actions, status, events).
+"""The pure planner: (job, observed children, now) -> Plan(actions, status, events, requeue_after).
 
-Level-triggered: it looks only at what is (the job, the cached children) and never at what happened, so calling it
-twice, late, or after an operator restart gives the same answer. Restarts are gang restarts: a new `attempt`
-number, every live pod of older attempts deleted, new pods created once the names are free.
+Level-triggered: it looks only at what is (the job, the cached children, the clock) and never at what happened,
+so calling it twice, late, or after an operator restart gives the same answer. This module handles the job-level
+states (deleting, finished, invalid, suspended) and the shared children; `workers.py` plans the worker gang.
 """
 
 from __future__ import annotations
@@ -10,25 +10,26 @@ from __future__ import annotations
 import datetime
 
 from trainingjob.api import constants as k
-from trainingjob.api.names import config_map_name, worker_pod_name
-from trainingjob.api.types import TrainingJob, format_time
-from trainingjob.builders.common import spec_hash
+from trainingjob.api.names import config_map_name
+from trainingjob.api.types import TrainingJob, format_time, parse_time
 from trainingjob.builders.configmap import desired_config_data, desired_config_map
-from trainingjob.builders.pod import desired_worker_pod
+from trainingjob.builders.pvc import desired_checkpoint_pvc
 from trainingjob.builders.service import desired_service
 from trainingjob.config import OperatorConfig
 from trainingjob.reconcile.actions import (
     AddFinalizer,
     CreateChild,
     DeleteChild,
+    DeleteJob,
     Event,
     Plan,
     RemoveFinalizer,
     ReplaceChild,
 )
 from trainingjob.reconcile.observed import ObservedChildren, PodView
-from trainingjob.reconcile.status import TERMINAL_PHASES, Outcome, build_status, pods_outcome
+from trainingjob.reconcile.status import TERMINAL_PHASES, Outcome, build_status
 from trainingjob.reconcile.validation import spec_errors
+from trainingjob.reconcile.workers import counters, delete_pods, plan_workers
 
 
 def plan(job: TrainingJob, observed: ObservedChildren, now: datetime.datetime, config: OperatorConfig) -> Plan:
@@ -38,27 +39,64 @@ def plan(job: TrainingJob, observed: ObservedChildren, now: datetime.datetime, c
     if k.FINALIZER not in job.finalizers:
         result.actions.append(AddFinalizer())
     if job.status.get("phase") in TERMINAL_PHASES:
-        result.actions += delete_pods(p for p in observed.pods if p.active)
-        result.status = dict(job.status)
+        plan_finished(job, observed, now, result)
         return result
     problems = spec_errors(job.spec) + list(observed.rejections)
     if problems:
         return fail_invalid(job, observed, result, "; ".join(problems), format_time(now))
     result.actions += repair_shared_children(job, observed, result.events)
-    plan_workers(job, observed, format_time(now), config, result)
+    if job.spec.suspend:
+        plan_suspended(job, observed, format_time(now), result)
+        return result
+    plan_workers(job, observed, now, config, result)
+    if result.status.get("phase") in TERMINAL_PHASES:
+        plan_finished(job, observed, now, result, just_finished=True)
     return result
 
 
 def plan_deletion(job: TrainingJob, observed: ObservedChildren) -> Plan:
     """Delete the workers now (don't leave training running until GC gets there), then let the job go."""
-    actions = delete_pods(p for p in observed.pods if p.live)
+    actions: list = delete_pods(p for p in observed.pods if p.live)
     if k.FINALIZER in job.finalizers:
         actions.append(RemoveFinalizer())
     return Plan(actions=actions, status=dict(job.status))
 
 
-def delete_pods(pods) -> list[DeleteChild]:
-    return [DeleteChild("Pod", p.name, p.uid or None) for p in pods]
+def pods_to_clean(job: TrainingJob, pods: list[PodView], succeeded_by_rank0: bool) -> list[PodView]:
+    """cleanPodPolicy: All deletes every worker, Running (default) the unfinished ones, None none.
+
+    With successPolicy Rank0 the other workers have nothing left to do, so unfinished ones go in any case.
+    """
+    policy = job.spec.clean_pod_policy
+    if policy == "All":
+        return pods
+    if policy == "Running" or succeeded_by_rank0:
+        return [p for p in pods if p.active]
+    return []
+
+
+def plan_finished(
+    job: TrainingJob, observed: ObservedChildren, now: datetime.datetime, result: Plan, just_finished: bool = False
+) -> None:
+    """A finished job ignores spec changes; it only cleans up its pods and, with a TTL, itself."""
+    status = result.status if just_finished else dict(job.status)
+    result.status = status
+    live = [p for p in observed.pods if p.live and p.uid not in observed.released_pods]
+    rank0 = status.get("conditions") and any(
+        c.get("type") == "Succeeded" and c.get("reason") == "Rank0Succeeded" for c in status["conditions"]
+    )
+    already = {a.name for a in result.actions if isinstance(a, DeleteChild)}
+    result.actions += delete_pods(p for p in pods_to_clean(job, live, bool(rank0)) if p.name not in already)
+    ttl = job.spec.ttl_seconds_after_finished
+    finished_at = parse_time(status.get("completionTime"))
+    if ttl is None or finished_at is None:
+        return
+    left = (finished_at + datetime.timedelta(seconds=ttl) - now).total_seconds()
+    if left <= 0:
+        result.actions.append(DeleteJob())
+        result.events.append(Event("Normal", "TTLExpired", f"deleting the job {ttl}s after it finished"))
+    else:
+        result.requeue_after = left
 
 
 def fail_invalid(job: TrainingJob, observed: ObservedChildren, result: Plan, message: str, now: str) -> Plan:
@@ -70,98 +108,26 @@ def fail_invalid(job: TrainingJob, observed: ObservedChildren, result: Plan, mes
 
 
 def repair_shared_children(job: TrainingJob, observed: ObservedChildren, events: list[Event]) -> list:
-    """Create the Service and ConfigMap when missing; put back ConfigMap data someone changed."""
+    """Create the Service, ConfigMap and checkpoint PVC when missing; put back ConfigMap data someone changed."""
     actions: list = []
     if not observed.service_exists:
         actions.append(CreateChild(desired_service(job)))
     if observed.config_data is None:
         actions.append(CreateChild(desired_config_map(job)))
-    else:
-        wanted = desired_config_data(job)
-        if dict(observed.config_data) != wanted:
-            actions.append(ReplaceChild(desired_config_map(job)))
-            events.append(Event("Normal", "ConfigRestored", f"restored {config_map_name(job.name)} to the job's spec"))
+    elif dict(observed.config_data) != desired_config_data(job):
+        actions.append(ReplaceChild(desired_config_map(job)))
+        events.append(Event("Normal", "ConfigRestored", f"restored {config_map_name(job.name)} to the job's spec"))
+    claim = desired_checkpoint_pvc(job)
+    if claim is not None and claim["metadata"]["name"] not in observed.claims:
+        actions.append(CreateChild(claim))
     return actions
 
 
-def counters(job: TrainingJob, **changes: int) -> dict[str, int]:
-    status = job.status
-    values = {
-        "attempt": int(status.get("attempt", 0)),
-        "restartCount": int(status.get("restartCount", 0)),
-        "disruptionCount": int(status.get("disruptionCount", 0)),
-    }
-    return {key: values[key] + changes.get(key, 0) for key in values}
-
-
-def restart_reason(job: TrainingJob, live: list[PodView], attempt: int, fingerprint: str) -> tuple[str, str] | None:
-    """Why the running gang must be replaced, if it must: a spec change or a disruption of a worker."""
-    if not job.status.get("startTime"):
-        return None
-    ours = [p for p in live if p.attempt == attempt]
-    if any(p.spec_hash != fingerprint for p in ours):
-        return "SpecChanged", "the spec changed; restarting all workers with the new spec"
-    disrupted = next((p for p in ours if p.disrupted and p.phase == "Failed"), None)
-    if disrupted:
-        return "WorkerDisrupted", f"worker {disrupted.index} was disrupted ({disrupted.reason or 'evicted'})"
-    present = {p.name for p in live}
-    recorded = [w for w in job.status.get("workerStatuses") or [] if w.get("phase") in ("Pending", "Running")]
-    for worker in recorded:
-        if worker.get("podName") not in present and worker.get("workerId", 0) < job.spec.workers:
-            return "WorkerDisrupted", f"worker {worker['workerId']} (pod {worker['podName']}) was deleted"
-    return None
-
-
-def plan_workers(job: TrainingJob, observed: ObservedChildren, now: str, config: OperatorConfig, result: Plan) -> None:
-    fingerprint = spec_hash(job)
-    attempt = int(job.status.get("attempt", 0))
-    live = [p for p in observed.pods if p.live]
-    restart = restart_reason(job, live, attempt, fingerprint)
-    if restart is not None:
-        start_restart(job, observed, restart, now, result)
-        return
-    restarting = job.status.get("phase") == "Restarting"
-    current = {p.index: p for p in live if is_current(p, job, attempt, fingerprint)}
-    stale = [p for p in live if p.index not in current or current[p.index] is not p]
-    result.actions += delete_pods(stale)
-    taken = {p.name for p in observed.pods} | observed.claimed_pods
-    missing = [i for i in range(job.spec.workers) if worker_pod_name(job.name, i) not in taken]
-    result.actions += [CreateChild(desired_worker_pod(job, i, attempt, config)) for i in missing]
-    outcome = pods_outcome(job, current, restarting)
-    result.status = build_status(job, outcome, current, counters(job), now)
-    add_transition_events(job, outcome, result.events)
-    if outcome.phase == "Failed":
-        result.actions += delete_pods(p for p in current.values() if p.active)
-
-
-def is_current(pod: PodView, job: TrainingJob, attempt: int, fingerprint: str) -> bool:
-    return pod.attempt == attempt and pod.spec_hash == fingerprint and 0 <= pod.index < job.spec.workers
-
-
-def start_restart(
-    job: TrainingJob, observed: ObservedChildren, restart: tuple[str, str], now: str, result: Plan
-) -> None:
-    """Bump the attempt and delete the whole gang; the next reconciles create the new one."""
-    reason, message = restart
-    changes = {"attempt": 1, **({"disruptionCount": 1} if reason == "WorkerDisrupted" else {})}
-    outcome = Outcome("Restarting", reason, message)
+def plan_suspended(job: TrainingJob, observed: ObservedChildren, now: str, result: Plan) -> None:
+    """No workers while suspended; everything else stays. The deadline clock stops (suspendTime)."""
     result.actions += delete_pods(p for p in observed.pods if p.live)
-    result.status = build_status(job, outcome, {}, counters(job, **changes), now)
-    result.events.append(Event("Normal" if reason == "SpecChanged" else "Warning", "Restarting", message))
-
-
-TRANSITION_EVENTS = {
-    "Running": ("Normal", "TrainingStarted"),
-    "Succeeded": ("Normal", "TrainingSucceeded"),
-    "Failed": ("Warning", "WorkerFailed"),
-}
-
-
-def add_transition_events(job: TrainingJob, outcome: Outcome, events: list[Event]) -> None:
-    previous = job.status.get("phase")
-    if outcome.phase == previous or outcome.phase not in TRANSITION_EVENTS:
-        return
-    event_type, reason = TRANSITION_EVENTS[outcome.phase]
-    if outcome.phase == "Running" and previous == "Restarting":
-        reason = "TrainingResumed"
-    events.append(Event(event_type, reason, outcome.message))
+    outcome = Outcome("Suspended", "JobSuspended", "the job is suspended (spec.suspend)")
+    changes = {"suspendTime": job.status.get("suspendTime") or now, "nextRestartTime": None, "attemptStartTime": None}
+    result.status = build_status(job, outcome, {}, counters(job), now, changes)
+    if job.status.get("phase") != "Suspended":
+        result.events.append(Event("Normal", "Suspended", "workers deleted; set spec.suspend=false to resume"))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,6 +12,17 @@ from trainingjob.reconcile.conditions import DesiredCondition, merge_conditions
 from trainingjob.reconcile.observed import PodView
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
+# Status fields that persist from one write to the next unless a plan changes them (None removes one).
+CARRIED_FIELDS = (
+    "startTime",
+    "completionTime",
+    "lastFailure",
+    "lastCheckpoint",
+    "suspendedSeconds",
+    "suspendTime",
+    "attemptStartTime",
+    "nextRestartTime",
+)
 
 
 @dataclass(frozen=True)
@@ -41,16 +52,24 @@ def failure_message(pod: PodView) -> str:
     return f"worker {pod.index} (pod {pod.name}) failed with {detail}{reason}"
 
 
-def pods_outcome(job: TrainingJob, current: Mapping[int, PodView], restarting: bool) -> Outcome:
-    """Decide the phase from the current attempt's pods (one per worker index)."""
+def pods_outcome(
+    job: TrainingJob, current: Mapping[int, PodView], restarting: bool, finished_ok: Collection[int] = ()
+) -> Outcome:
+    """Phase from the current pods (one per worker index); `finished_ok` are workers whose failure is ignored."""
     workers = job.spec.workers
-    failed = sorted((p for p in current.values() if p.phase == "Failed" and not p.disrupted), key=lambda p: p.index)
-    if failed:
-        return Outcome("Failed", "WorkerFailed", failure_message(failed[0]))
-    phases = [current[i].phase if i in current else None for i in range(workers)]
-    if all(phase == "Succeeded" for phase in phases):
+
+    def phase_of(index: int) -> str | None:
+        if index in finished_ok:
+            return "Succeeded"
+        pod = current.get(index)
+        return pod.phase if pod else None
+
+    phases = {i: phase_of(i) for i in range(workers)}
+    if job.spec.success_policy == "Rank0" and phases.get(0) == "Succeeded":
+        return Outcome("Succeeded", "Rank0Succeeded", "worker 0 succeeded (successPolicy Rank0)")
+    if all(phase == "Succeeded" for phase in phases.values()):
         return Outcome("Succeeded", "AllWorkersSucceeded", f"all {workers} workers succeeded")
-    running = sum(phase in ("Running", "Succeeded") for phase in phases)
+    running = sum(phase in ("Running", "Succeeded") for phase in phases.values())
     if running == workers:
         return Outcome("Running", "AllWorkersRunning", f"{workers}/{workers} workers running")
     message = f"{running}/{workers} workers running"
@@ -62,11 +81,13 @@ def pods_outcome(job: TrainingJob, current: Mapping[int, PodView], restarting: b
     return Outcome("Pending", "WorkersPending", message)
 
 
-def desired_conditions(outcome: Outcome, ever_restarted: bool) -> list[DesiredCondition]:
+def desired_conditions(outcome: Outcome, ever_restarted: bool, ever_suspended: bool) -> list[DesiredCondition]:
     phase = outcome.phase
     conditions = [DesiredCondition("Running", phase == "Running", outcome.reason, outcome.message)]
     if ever_restarted or phase == "Restarting":
         conditions.append(DesiredCondition("Restarting", phase == "Restarting", outcome.reason, outcome.message))
+    if ever_suspended or phase == "Suspended":
+        conditions.append(DesiredCondition("Suspended", phase == "Suspended", outcome.reason, outcome.message))
     if phase == "Succeeded":
         conditions.append(DesiredCondition("Succeeded", True, outcome.reason, outcome.message))
     if phase == "Failed":
@@ -80,15 +101,19 @@ def build_status(
     current: Mapping[int, PodView],
     counters: Mapping[str, int],
     now: str,
+    changes: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The whole status object; callers compare it with the stored one and write only on a difference."""
     previous = job.status
-    ever_restarted = counters.get("attempt", 0) > 0
+    ever_suspended = any(c.get("type") == "Suspended" for c in previous.get("conditions") or [])
     status: dict[str, Any] = {
         "phase": outcome.phase,
         "message": outcome.message,
         "conditions": merge_conditions(
-            previous.get("conditions") or [], desired_conditions(outcome, ever_restarted), now, job.generation
+            previous.get("conditions") or [],
+            desired_conditions(outcome, counters.get("attempt", 0) > 0, ever_suspended),
+            now,
+            job.generation,
         ),
         "workerStatuses": [worker_status(current[i]) for i in sorted(current)],
         "observedGeneration": job.generation,
@@ -96,9 +121,12 @@ def build_status(
         "workers": len(current),
         **counters,
     }
-    start_time = previous.get("startTime") or (now if outcome.phase == "Running" else None)
-    if start_time:
-        status["startTime"] = start_time
+    carried = {key: previous[key] for key in CARRIED_FIELDS if key in previous}
+    if outcome.phase == "Running" and "startTime" not in carried:
+        carried["startTime"] = now
     if outcome.phase in TERMINAL_PHASES:
-        status["completionTime"] = previous.get("completionTime") or now
+        carried.setdefault("completionTime", now)
+        carried.pop("nextRestartTime", None)
+    carried.update(changes or {})
+    status.update({key: value for key, value in carried.items() if value is not None})
     return status

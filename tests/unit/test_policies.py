@@ -1,0 +1,231 @@
+"""Restart, backoff, deadline and suspension decisions: pure functions and planner runs over event sequences."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.unit.test_planner import CONFIG, NOW, children, kinds, make_job, pod
+from trainingjob.api.types import JobSpec, format_time
+from trainingjob.reconcile.actions import CreateChild, DeleteChild, DeleteJob
+from trainingjob.reconcile.observed import ObservedChildren, PodView
+from trainingjob.reconcile.planner import plan
+from trainingjob.reconcile.policies import backoff_seconds, decide_failure
+
+
+def spec(**fields: Any) -> JobSpec:
+    return JobSpec.from_dict({"framework": "pytorch", "image": "i", "command": ["c"], **fields})
+
+
+def failed_pod(code: int | None) -> PodView:
+    return PodView(name="w", index=0, attempt=0, spec_hash="h", phase="Failed", exit_code=code)
+
+
+@pytest.mark.parametrize(
+    ("policy", "code", "action", "reason"),
+    [
+        ("OnFailure", 1, "Restart", "WorkerFailed"),
+        ("OnFailure", 137, "Restart", "WorkerFailed"),
+        ("Never", 137, "Fail", "WorkerFailed"),
+        ("ExitCode", 1, "Fail", "PermanentExitCode"),
+        ("ExitCode", 2, "Fail", "PermanentExitCode"),
+        ("ExitCode", 127, "Fail", "PermanentExitCode"),
+        ("ExitCode", 128, "Restart", "WorkerFailed"),
+        ("ExitCode", 137, "Restart", "WorkerFailed"),
+        ("ExitCode", 143, "Restart", "WorkerFailed"),
+        ("ExitCode", 255, "Restart", "WorkerFailed"),
+        ("ExitCode", None, "Restart", "WorkerFailed"),
+    ],
+)
+def test_restart_policy_decides_by_exit_code(policy: str, code: int | None, action: str, reason: str) -> None:
+    decision = decide_failure(spec(restartPolicy=policy), failed_pod(code))
+    assert (decision.action, decision.reason) == (action, reason)
+
+
+@pytest.mark.parametrize(("code", "action"), [(3, "Fail"), (42, "Ignore"), (1, "Restart"), (137, "Restart")])
+def test_failure_rules_take_precedence_over_restart_policy(code: int, action: str) -> None:
+    rules = [
+        {"exitCodes": [3], "action": "Fail"},
+        {"exitCodes": [42], "action": "Ignore"},
+        {"exitCodes": [1, 137], "action": "Restart"},
+    ]
+    decision = decide_failure(spec(restartPolicy="Never", failurePolicy={"rules": rules}), failed_pod(code))
+    assert decision.action == action
+
+
+@pytest.mark.parametrize(("restart", "expected"), [(1, 10), (2, 20), (3, 40), (5, 160), (6, 300), (40, 300)])
+def test_backoff_doubles_up_to_the_maximum(restart: int, expected: int) -> None:
+    assert backoff_seconds(spec(), restart) == expected
+
+
+def test_backoff_is_configurable_per_job() -> None:
+    custom = spec(failurePolicy={"backoff": {"baseSeconds": 1, "maxSeconds": 5}})
+    assert [backoff_seconds(custom, n) for n in range(1, 6)] == [1, 2, 4, 5, 5]
+
+
+STARTED = "2026-11-22T11:00:00Z"
+
+
+def fail_worker(job_status: dict, exit_code: int, now: datetime.datetime, **spec_fields: Any) -> Any:
+    job = make_job(job_status, **spec_fields)
+    attempt = int(job_status.get("attempt", 0))
+    observed = children(
+        job, pod(job, 0, attempt=attempt), pod(job, 1, "Failed", attempt=attempt, exit_code=exit_code, reason="Error")
+    )
+    return plan(job, observed, now, CONFIG)
+
+
+def test_worker_failure_is_a_gang_restart_after_the_backoff_delay() -> None:
+    result = fail_worker({"phase": "Running", "startTime": STARTED}, 1, NOW)
+    status = result.status
+    assert status["phase"] == "Restarting"
+    assert (status["attempt"], status["restartCount"], status["disruptionCount"]) == (1, 1, 0)
+    assert status["nextRestartTime"] == format_time(NOW + datetime.timedelta(seconds=10))
+    assert status["lastFailure"]["workerId"] == 1 and status["lastFailure"]["exitCode"] == 1
+    assert sorted(d.name for d in kinds(result.actions, DeleteChild)) == ["job-worker-0", "job-worker-1"]
+    assert result.requeue_after == 10
+    # While the delay runs nothing is created; afterwards the new gang is.
+    waiting = make_job(status)
+    early = plan(waiting, children(waiting), NOW + datetime.timedelta(seconds=4), CONFIG)
+    assert kinds(early.actions, CreateChild) == [] and early.requeue_after == pytest.approx(6)
+    late = plan(waiting, children(waiting), NOW + datetime.timedelta(seconds=10), CONFIG)
+    assert [c.name for c in kinds(late.actions, CreateChild)] == ["job-worker-0", "job-worker-1"]
+
+
+def test_worker_strategy_replaces_only_the_failed_pod() -> None:
+    result = fail_worker(
+        {"phase": "Running", "startTime": STARTED}, 1, NOW, failurePolicy={"restartStrategy": "Worker"}
+    )
+    assert [d.name for d in kinds(result.actions, DeleteChild)] == ["job-worker-1"]
+    assert [w["workerId"] for w in result.status["workerStatuses"]] == [0]
+
+
+def test_permanent_exit_code_fails_at_once() -> None:
+    result = fail_worker({"phase": "Running", "startTime": STARTED}, 2, NOW, restartPolicy="ExitCode")
+    assert result.status["phase"] == "Failed"
+    assert next(c for c in result.status["conditions"] if c["type"] == "Failed")["reason"] == "PermanentExitCode"
+
+
+def test_exceeding_the_backoff_limit_fails_the_job() -> None:
+    result = fail_worker(
+        {"phase": "Running", "startTime": STARTED, "restartCount": 2, "attempt": 2}, 1, NOW, backoffLimit=2
+    )
+    assert result.status["phase"] == "Failed"
+    condition = next(c for c in result.status["conditions"] if c["type"] == "Failed")
+    assert condition["reason"] == "BackoffLimitExceeded"
+    assert result.status["restartCount"] == 2
+    assert [d.name for d in kinds(result.actions, DeleteChild)] == ["job-worker-0"]  # cleanPodPolicy Running
+
+
+@settings(max_examples=100, deadline=None)
+@given(limit=st.integers(0, 6), exit_codes=st.lists(st.sampled_from([1, 2, 137, 143]), min_size=1, max_size=10))
+def test_a_sequence_of_failures_restarts_exactly_backoff_limit_times(limit: int, exit_codes: list[int]) -> None:
+    status: dict = {"phase": "Running", "startTime": STARTED}
+    now = NOW
+    for code in exit_codes:
+        result = fail_worker(status, code, now, backoffLimit=limit)
+        status = result.status
+        now += datetime.timedelta(seconds=400)
+        if status["phase"] == "Failed":
+            break
+    restarts = min(len(exit_codes), limit)
+    assert status["restartCount"] == restarts
+    assert status["attempt"] == restarts
+    assert status["phase"] == ("Failed" if len(exit_codes) > limit else "Restarting")
+
+
+def test_disruption_restarts_without_counting_against_the_backoff_limit() -> None:
+    job = make_job({"phase": "Running", "startTime": STARTED, "restartCount": 3}, backoffLimit=3)
+    result = plan(job, children(job, pod(job, 0), pod(job, 1, "Failed", disrupted=True, reason="Evicted")), NOW, CONFIG)
+    assert result.status["phase"] == "Restarting"
+    assert (result.status["restartCount"], result.status["disruptionCount"]) == (3, 1)
+    assert "nextRestartTime" not in result.status
+
+
+def test_deadline_counts_from_the_first_start_without_suspended_time() -> None:
+    status = {"phase": "Running", "startTime": STARTED, "suspendedSeconds": 1800}
+    job = make_job(status, activeDeadlineSeconds=3600)
+    observed = children(job, pod(job, 0), pod(job, 1))
+    before = plan(job, observed, NOW + datetime.timedelta(minutes=29), CONFIG)  # 89 min since start, 59 active
+    assert before.status["phase"] == "Running" and before.requeue_after == pytest.approx(60)
+    after = plan(job, observed, NOW + datetime.timedelta(minutes=30), CONFIG)
+    assert after.status["phase"] == "Failed"
+    assert next(c for c in after.status["conditions"] if c["type"] == "Failed")["reason"] == "DeadlineExceeded"
+    assert len(kinds(after.actions, DeleteChild)) == 2
+
+
+def test_startup_timeout_fails_an_attempt_that_never_runs() -> None:
+    job = make_job({"phase": "Pending", "attemptStartTime": STARTED}, startupTimeoutSeconds=600)
+    stuck = pod(job, 0, "Pending", unschedulable_message="0/4 nodes are available")
+    result = plan(job, children(job, stuck, pod(job, 1)), NOW, CONFIG)
+    assert result.status["phase"] == "Failed"
+    condition = next(c for c in result.status["conditions"] if c["type"] == "Failed")
+    assert condition["reason"] == "StartupTimeout" and "cannot schedule" in condition["message"]
+
+
+def test_ttl_deletes_the_job_after_it_finished() -> None:
+    status = {"phase": "Succeeded", "completionTime": STARTED}
+    job = make_job(status, ttlSecondsAfterFinished=3600)
+    early = plan(job, ObservedChildren(), NOW - datetime.timedelta(minutes=10), CONFIG)
+    assert kinds(early.actions, DeleteJob) == [] and early.requeue_after == pytest.approx(600)
+    assert kinds(plan(job, ObservedChildren(), NOW, CONFIG).actions, DeleteJob) == [DeleteJob()]
+
+
+@pytest.mark.parametrize(
+    ("policy", "deleted"), [("All", ["job-worker-0", "job-worker-1"]), ("Running", ["job-worker-1"]), ("None", [])]
+)
+def test_clean_pod_policy_decides_which_pods_go_when_finished(policy: str, deleted: list[str]) -> None:
+    job = make_job({"phase": "Failed", "completionTime": STARTED}, cleanPodPolicy=policy)
+    result = plan(job, children(job, pod(job, 0, "Failed"), pod(job, 1, "Running")), NOW, CONFIG)
+    assert sorted(d.name for d in kinds(result.actions, DeleteChild)) == deleted
+
+
+def test_rank0_success_policy_finishes_when_worker_0_succeeds() -> None:
+    job = make_job({"phase": "Running", "startTime": STARTED}, successPolicy="Rank0", cleanPodPolicy="None")
+    result = plan(job, children(job, pod(job, 0, "Succeeded"), pod(job, 1)), NOW, CONFIG)
+    assert result.status["phase"] == "Succeeded"
+    assert [d.name for d in kinds(result.actions, DeleteChild)] == ["job-worker-1"]
+
+
+def test_suspend_deletes_workers_and_resume_starts_a_new_attempt() -> None:
+    job = make_job({"phase": "Running", "startTime": STARTED}, suspend=True)
+    suspended = plan(job, children(job, pod(job, 0), pod(job, 1)), NOW, CONFIG)
+    assert suspended.status["phase"] == "Suspended" and suspended.status["suspendTime"] == format_time(NOW)
+    assert len(kinds(suspended.actions, DeleteChild)) == 2
+    assert [e.reason for e in suspended.events] == ["Suspended"]
+    resumed_job = make_job(suspended.status, suspend=False)
+    resumed = plan(resumed_job, children(resumed_job), NOW + datetime.timedelta(seconds=90), CONFIG)
+    assert resumed.status["suspendedSeconds"] == 90 and "suspendTime" not in resumed.status
+    assert (resumed.status["attempt"], resumed.status["restartCount"]) == (1, 0)
+    created = kinds(resumed.actions, CreateChild)
+    assert [c.manifest["metadata"]["labels"]["ml.example.com/attempt"] for c in created] == ["1", "1"]
+
+
+def test_job_created_suspended_creates_no_workers() -> None:
+    job = make_job({}, suspend=True)
+    result = plan(job, ObservedChildren(), NOW, CONFIG)
+    assert result.status["phase"] == "Suspended"
+    assert [c.kind for c in kinds(result.actions, CreateChild)] == ["Service", "ConfigMap"]
+
+
+def test_checkpoint_claim_is_created_and_mounted() -> None:
+    checkpoint = {
+        "enabled": True,
+        "dir": "/ckpt",
+        "keepLast": 3,
+        "storage": {"size": "5Gi", "storageClassName": "fast", "accessModes": ["ReadWriteMany"]},
+    }
+    job = make_job({}, checkpoint=checkpoint)
+    created = {c.kind: c.manifest for c in kinds(plan(job, ObservedChildren(), NOW, CONFIG).actions, CreateChild)}
+    claim = created["PersistentVolumeClaim"]
+    assert claim["metadata"]["name"] == "job-checkpoints" and "ownerReferences" not in claim["metadata"]
+    assert claim["spec"]["resources"]["requests"]["storage"] == "5Gi"
+    assert claim["spec"]["storageClassName"] == "fast"
+    container = created["Pod"]["spec"]["containers"][0]
+    assert {"name": "checkpoints", "mountPath": "/ckpt"} in container["volumeMounts"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert (env["CHECKPOINT_DIR"], env["CHECKPOINT_KEEP_LAST"]) == ("/ckpt", "3")
