@@ -1,7 +1,8 @@
 """Shared fixtures: one real local control plane per test session and a fresh namespace per test.
 
 Set TJ_USE_EXISTING_CLUSTER=true (with KUBECONFIG) to run against a cluster you already have, like envtest's
-USE_EXISTING_CLUSTER; set TJ_KEEP_CLUSTER=true to leave the session's cluster running for the next run.
+USE_EXISTING_CLUSTER; set TJ_KEEP_CLUSTER=true to leave the session's cluster running for the next run, and
+TJ_TEST_CLUSTER=NAME to use a local cluster other than "pytest".
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import pytest
 
 from tests.kube import Kube, wait_until
 
-TEST_CLUSTER_NAME = "pytest"
+# Several test runs can share a machine (developers, helpers): each can pick its own cluster.
+TEST_CLUSTER_NAME = os.environ.get("TJ_TEST_CLUSTER", "pytest")
 
 
 @dataclass(frozen=True)
