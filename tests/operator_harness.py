@@ -11,6 +11,7 @@ import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 from kubernetes.client.exceptions import ApiException
@@ -37,11 +38,45 @@ def install_crd(kube: Kube) -> None:
         manifest["metadata"]["resourceVersion"] = current.metadata.resource_version
         kube.extensions.replace_custom_resource_definition(name, manifest)
     wait_until(lambda: _established(kube, name), 60, f"CRD {name} to be Established")
+    # Established can precede the first successful create, and after a replace the API server may still serve
+    # the previous schema for a moment: wait until a probe comes back defaulted exactly as this schema says.
+    wait_until(lambda: _serves_schema(kube, manifest), 60, f"the API server to serve the new schema of {name}")
 
 
 def _established(kube: Kube, name: str) -> bool:
     conditions = kube.extensions.read_custom_resource_definition(name).status.conditions or []
     return any(c.type == "Established" and c.status == "True" for c in conditions)
+
+
+def _with_defaults(schema: dict[str, Any], value: dict[str, Any]) -> dict[str, Any]:
+    """`value` with the schema's defaults filled in for absent properties, recursively (objects only: enough
+    for the probe, which has no lists or maps)."""
+    result = dict(value)
+    for key, child in schema.get("properties", {}).items():
+        if key not in result and "default" in child:
+            result[key] = child["default"]
+        if isinstance(result.get(key), dict) and child.get("type") == "object":
+            result[key] = _with_defaults(child, result[key])
+    return result
+
+
+def _serves_schema(kube: Kube, manifest: dict[str, Any]) -> bool:
+    """A dry-run create of a minimal job returns the spec the schema of `manifest` defaults it to."""
+    from trainingjob.api import constants as k
+
+    version = manifest["spec"]["versions"][0]
+    spec_schema = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    spec = {"framework": "pytorch", "image": "registry.example/probe:1", "command": ["true"]}
+    probe = {"apiVersion": k.API_VERSION, "kind": k.KIND, "metadata": {"name": "schema-probe"}, "spec": spec}
+    try:
+        created = kube.custom.create_namespaced_custom_object(
+            k.GROUP, version["name"], "default", k.PLURAL, probe, dry_run="All"
+        )
+    except ApiException as error:
+        if error.status in (404, 422):  # not served yet, or still the previous schema (and its rules)
+            return False
+        raise
+    return created["spec"] == _with_defaults(spec_schema, spec)
 
 
 def apply_manifests(kubectl: str, kubeconfig: Path, directory: Path) -> None:

@@ -79,6 +79,12 @@ def test_minimal_job_is_accepted_with_defaults(kube: Kube, namespace: str) -> No
     assert spec["checkpointInterval"] == 1
     assert spec["networking"] == {"masterPort": c.DEFAULT_MASTER_PORT}
     assert "dataVolume" not in spec
+    assert spec["suspend"] is False
+    assert spec["cleanPodPolicy"] == "Running"
+    assert spec["successPolicy"] == "AllWorkers"
+    assert spec["failurePolicy"] == {"restartStrategy": "Gang", "backoff": {"baseSeconds": 10, "maxSeconds": 300}}
+    for optional in ("activeDeadlineSeconds", "startupTimeoutSeconds", "ttlSecondsAfterFinished", "checkpoint"):
+        assert optional not in spec
 
 
 def test_data_volume_defaults(kube: Kube, namespace: str) -> None:
@@ -136,6 +142,89 @@ def test_every_field_at_once_is_accepted(kube: Kube, namespace: str) -> None:
     assert created["spec"]["hyperparameters"]["lr"] == 3e-4
 
 
+def test_lifecycle_fields_are_accepted_with_defaults(kube: Kube, namespace: str) -> None:
+    """Every lifecycle field, each object given only what it needs: the API server fills in the rest."""
+    create(
+        kube,
+        namespace,
+        job(
+            dataVolume={"claimName": "imagenet"},
+            activeDeadlineSeconds=3600,
+            startupTimeoutSeconds=600,
+            ttlSecondsAfterFinished=0,
+            failurePolicy={"rules": [{"exitCodes": [1, 2], "action": "Fail"}]},
+            checkpoint={"enabled": True, "dir": "/ckpt", "interval": 2, "keepLast": 3, "storage": {"size": "10Gi"}},
+        ),
+    )
+    spec = read(kube, namespace, "train")["spec"]
+    assert spec["suspend"] is False
+    assert (spec["activeDeadlineSeconds"], spec["startupTimeoutSeconds"], spec["ttlSecondsAfterFinished"]) == (
+        3600,
+        600,
+        0,
+    )
+    assert (spec["cleanPodPolicy"], spec["successPolicy"]) == ("Running", "AllWorkers")
+    assert spec["failurePolicy"] == {
+        "restartStrategy": "Gang",
+        "rules": [{"exitCodes": [1, 2], "action": "Fail"}],
+        "backoff": {"baseSeconds": 10, "maxSeconds": 300},
+    }
+    assert spec["checkpoint"] == {
+        "enabled": True,
+        "dir": "/ckpt",
+        "interval": 2,
+        "keepLast": 3,
+        "deleteOnCompletion": False,
+        "storage": {"size": "10Gi", "accessModes": ["ReadWriteMany"]},
+    }
+
+
+def test_every_lifecycle_field_set_is_kept(kube: Kube, namespace: str) -> None:
+    """Non-default values everywhere, and the other checkpoint storage (an existing claim)."""
+    lifecycle = {
+        "suspend": True,
+        "activeDeadlineSeconds": 86400,
+        "startupTimeoutSeconds": 1,
+        "ttlSecondsAfterFinished": 300,
+        "cleanPodPolicy": "None",
+        "successPolicy": "Rank0",
+        "failurePolicy": {
+            "restartStrategy": "Worker",
+            "rules": [
+                {"exitCodes": [0, 255], "action": "Ignore"},
+                {"exitCodes": [137, 143], "action": "Restart"},
+                {"exitCodes": [3], "action": "Fail"},
+            ],
+            "backoff": {"baseSeconds": 60, "maxSeconds": 60},
+        },
+        "checkpoint": {
+            "enabled": True,
+            "dir": "/mnt/checkpoints",
+            "interval": 1,
+            "keepLast": 1,
+            "deleteOnCompletion": True,
+            "storage": {"size": 5368709120, "storageClassName": "fast", "accessModes": ["ReadWriteOnce"]},
+        },
+    }
+    created = create(
+        kube,
+        namespace,
+        job(
+            dataVolume={"claimName": "imagenet", "mountPath": "/data"},
+            volumes=volumes("scratch"),
+            volumeMounts=[{"name": "scratch", "mountPath": "/mnt/checkpoints/tmp"}],
+            **lifecycle,
+        ),
+    )
+    assert {key: created["spec"][key] for key in lifecycle} == lifecycle
+    claim = job("claim", checkpoint={"enabled": True, "storage": {"claimName": "shared-ckpt"}})
+    stored = create(kube, namespace, claim)["spec"]["checkpoint"]
+    assert stored["storage"] == {"claimName": "shared-ckpt", "accessModes": ["ReadWriteMany"]}
+    assert stored["deleteOnCompletion"] is False
+    disabled = job("disabled", checkpoint={"enabled": False})
+    assert create(kube, namespace, disabled)["spec"]["checkpoint"] == {"enabled": False, "deleteOnCompletion": False}
+
+
 # --- rejected jobs --------------------------------------------------------------------------------------------------
 
 
@@ -152,6 +241,150 @@ class Invalid:
 def volumes(*names: str) -> list[dict[str, Any]]:
     return [{"name": name, "emptyDir": {}} for name in names]
 
+
+def storage(**fields: Any) -> dict[str, Any]:
+    """spec overrides for an enabled checkpoint with these storage fields."""
+    return {"checkpoint": {"enabled": True, "storage": fields}}
+
+
+def failure_rule(**fields: Any) -> dict[str, Any]:
+    return {"failurePolicy": {"rules": [fields]}}
+
+
+LIFECYCLE_INVALID = [
+    Invalid("suspend-as-string", {"suspend": "yes"}, ("spec.suspend", "must be of type boolean")),
+    Invalid("activeDeadlineSeconds-0", {"activeDeadlineSeconds": 0}, ("spec.activeDeadlineSeconds", "or equal to 1")),
+    Invalid("startupTimeoutSeconds-0", {"startupTimeoutSeconds": 0}, ("spec.startupTimeoutSeconds", "or equal to 1")),
+    Invalid(
+        "negative-ttlSecondsAfterFinished",
+        {"ttlSecondsAfterFinished": -1},
+        ("spec.ttlSecondsAfterFinished", "greater than or equal to 0"),
+    ),
+    Invalid("unknown-cleanPodPolicy", {"cleanPodPolicy": "Some"}, ("spec.cleanPodPolicy", "Unsupported value")),
+    Invalid("unknown-successPolicy", {"successPolicy": "Rank1"}, ("spec.successPolicy", "Unsupported value")),
+    Invalid(
+        "unknown-restartStrategy",
+        {"failurePolicy": {"restartStrategy": "Pod"}},
+        ("spec.failurePolicy.restartStrategy", "Unsupported value"),
+    ),
+    Invalid(
+        "failure-rule-without-action",
+        failure_rule(exitCodes=[1]),
+        ("spec.failurePolicy.rules[0].action", "Required value"),
+    ),
+    Invalid(
+        "failure-rule-unknown-action",
+        failure_rule(exitCodes=[1], action="Retry"),
+        ("spec.failurePolicy.rules[0].action", "Unsupported value"),
+    ),
+    Invalid(
+        "failure-rule-without-exitCodes",
+        failure_rule(action="Fail"),
+        ("spec.failurePolicy.rules[0].exitCodes", "Required value"),
+    ),
+    Invalid(
+        "failure-rule-empty-exitCodes",
+        failure_rule(exitCodes=[], action="Fail"),
+        ("spec.failurePolicy.rules[0].exitCodes", "at least 1 item"),
+    ),
+    Invalid(
+        "failure-rule-exitCode-256",
+        failure_rule(exitCodes=[1, 256], action="Fail"),
+        ("spec.failurePolicy.rules[0].exitCodes[1]", "less than or equal to 255"),
+    ),
+    Invalid(
+        "too-many-failure-rules",
+        {"failurePolicy": {"rules": [{"exitCodes": [i], "action": "Fail"} for i in range(33)]}},
+        ("spec.failurePolicy.rules", "at most 32"),
+    ),
+    Invalid(
+        "backoff-baseSeconds-0",
+        {"failurePolicy": {"backoff": {"baseSeconds": 0}}},
+        ("spec.failurePolicy.backoff.baseSeconds", "greater than or equal to 1"),
+    ),
+    Invalid(
+        "backoff-maxSeconds-beyond-a-day",
+        {"failurePolicy": {"backoff": {"maxSeconds": 86401}}},
+        ("spec.failurePolicy.backoff.maxSeconds", "less than or equal to 86400"),
+    ),
+    Invalid(
+        "backoff-max-below-base",
+        {"failurePolicy": {"backoff": {"baseSeconds": 60, "maxSeconds": 30}}},
+        ("spec.failurePolicy.backoff.maxSeconds", "maxSeconds must be at least baseSeconds"),
+    ),
+    Invalid(
+        "backoff-max-below-default-base",
+        {"failurePolicy": {"backoff": {"maxSeconds": 5}}},
+        ("spec.failurePolicy.backoff.maxSeconds", "maxSeconds must be at least baseSeconds"),
+    ),
+    Invalid(
+        "checkpoint-enabled-without-storage",
+        {"checkpoint": {"enabled": True}},
+        ("spec.checkpoint", "checkpoint.enabled needs checkpoint.storage: a claimName or a size"),
+    ),
+    Invalid(
+        "checkpoint-storage-claim-and-size",
+        storage(claimName="c", size="1Gi"),
+        ("spec.checkpoint.storage", "exactly one of claimName (an existing PVC) and size"),
+    ),
+    Invalid(
+        "checkpoint-storage-neither",
+        storage(storageClassName="fast"),
+        ("spec.checkpoint.storage", "exactly one of claimName (an existing PVC) and size"),
+    ),
+    Invalid("checkpoint-storage-empty-claimName", storage(claimName=""), ("spec.checkpoint.storage.claimName",)),
+    Invalid("checkpoint-storage-bad-size", storage(size="big"), ("spec.checkpoint.storage.size", "should match")),
+    Invalid(
+        "checkpoint-storage-size-0",
+        storage(size="0Gi"),
+        ("spec.checkpoint.storage.size", "must be a positive quantity"),
+    ),
+    Invalid(
+        "checkpoint-storage-unknown-accessMode",
+        storage(size="1Gi", accessModes=["Sometimes"]),
+        ("spec.checkpoint.storage.accessModes[0]", "Unsupported value"),
+    ),
+    Invalid(
+        "checkpoint-storage-no-accessModes",
+        storage(size="1Gi", accessModes=[]),
+        ("spec.checkpoint.storage.accessModes", "at least 1 item"),
+    ),
+    Invalid(
+        "checkpoint-storage-duplicate-accessModes",
+        storage(size="1Gi", accessModes=["ReadWriteOnce", "ReadWriteOnce"]),
+        ("spec.checkpoint.storage.accessModes[1]", "Duplicate value"),
+    ),
+    Invalid("checkpoint-relative-dir", {"checkpoint": {"dir": "ckpt"}}, ("spec.checkpoint.dir", "should match")),
+    Invalid(
+        "checkpoint-dir-at-operator-path",
+        {"checkpoint": {"dir": c.SHM_MOUNT_PATH}},
+        ("spec.checkpoint.dir", "must differ from the paths the operator mounts"),
+    ),
+    Invalid(
+        "checkpoint-dir-at-dataVolume",
+        {"dataVolume": {"claimName": "d", "mountPath": "/data"}, "checkpoint": {"dir": "/data"}},
+        ("spec.checkpoint.dir", "checkpoint.dir must differ from dataVolume.mountPath"),
+    ),
+    Invalid(
+        "checkpoint-interval-0",
+        {"checkpoint": {"interval": 0}},
+        ("spec.checkpoint.interval", "greater than or equal to 1"),
+    ),
+    Invalid(
+        "checkpoint-keepLast-0",
+        {"checkpoint": {"keepLast": 0}},
+        ("spec.checkpoint.keepLast", "greater than or equal to 1"),
+    ),
+    Invalid(
+        "volumeMount-at-enabled-checkpoint-dir",
+        {
+            **storage(claimName="c"),
+            "volumes": volumes("ckpt"),
+            "volumeMounts": [{"name": "ckpt", "mountPath": c.DEFAULT_CHECKPOINT_DIR}],
+        },
+        ("spec.volumeMounts", "must differ from the checkpoint directory"),
+    ),
+]
 
 INVALID = [
     Invalid("missing-framework", {"framework": DROP}, ("spec.framework", "Required value")),
@@ -241,6 +474,7 @@ INVALID = [
         {"scheduling": {"tolerations": [{"key": "k", "operator": "Exists", "value": "v"}]}},
         ("spec.scheduling.tolerations[0]", "must not set a value"),
     ),
+    *LIFECYCLE_INVALID,
 ]
 
 
@@ -303,13 +537,23 @@ def test_scale_beyond_the_limit_is_rejected(kube: Kube, namespace: str) -> None:
 # --- documentation --------------------------------------------------------------------------------------------------
 
 
-def test_kubectl_explain_prints_the_description(cluster: Any) -> None:
+@pytest.mark.parametrize(
+    ("path", "kind"),
+    [
+        ("spec.workers", "<integer>"),
+        ("spec.suspend", "<boolean>"),
+        ("spec.failurePolicy.backoff.maxSeconds", "<integer>"),
+    ],
+)
+def test_kubectl_explain_prints_the_description(cluster: Any, path: str, kind: str) -> None:
     schema = crd_manifest()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-    description = " ".join(schema["properties"]["spec"]["properties"]["workers"]["description"].split())
+    for name in path.split("."):
+        schema = schema["properties"][name]
+    description = " ".join(schema["description"].split())
 
     def explained() -> str | None:
         result = subprocess.run(
-            [cluster.kubectl, "--kubeconfig", str(cluster.kubeconfig), "explain", "trainingjob.spec.workers"],
+            [cluster.kubectl, "--kubeconfig", str(cluster.kubeconfig), "explain", f"trainingjob.{path}"],
             capture_output=True,
             text=True,
             timeout=30,
@@ -318,4 +562,4 @@ def test_kubectl_explain_prints_the_description(cluster: Any) -> None:
         return text if result.returncode == 0 and description in text else None
 
     text = wait_until(explained, 30, "kubectl explain to show the published schema", interval=1)
-    assert "<integer>" in text
+    assert kind in text

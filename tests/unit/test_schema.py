@@ -167,12 +167,59 @@ def test_spec_requires_framework_image_and_command() -> None:
         ("spec.scheduling.tolerations.items.effect", "enum", ["NoSchedule", "PreferNoSchedule", "NoExecute"]),
         ("spec.volumes", "x-kubernetes-list-map-keys", ["name"]),
         ("spec.securityContext", "x-kubernetes-preserve-unknown-fields", True),
+        # lifecycle policies
+        ("spec.suspend", "default", False),
+        ("spec.activeDeadlineSeconds", "minimum", 1),
+        ("spec.startupTimeoutSeconds", "minimum", 1),
+        ("spec.ttlSecondsAfterFinished", "minimum", 0),
+        ("spec.cleanPodPolicy", "enum", ["All", "Running", "None"]),
+        ("spec.cleanPodPolicy", "default", "Running"),
+        ("spec.successPolicy", "enum", ["AllWorkers", "Rank0"]),
+        ("spec.successPolicy", "default", "AllWorkers"),
+        ("spec.failurePolicy", "default", {}),
+        ("spec.failurePolicy.restartStrategy", "enum", ["Gang", "Worker"]),
+        ("spec.failurePolicy.restartStrategy", "default", "Gang"),
+        ("spec.failurePolicy.rules", "maxItems", 32),
+        ("spec.failurePolicy.rules.items", "required", ["exitCodes", "action"]),
+        ("spec.failurePolicy.rules.items.exitCodes", "minItems", 1),
+        ("spec.failurePolicy.rules.items.exitCodes", "maxItems", 64),
+        ("spec.failurePolicy.rules.items.exitCodes.items", "minimum", 0),
+        ("spec.failurePolicy.rules.items.exitCodes.items", "maximum", 255),
+        ("spec.failurePolicy.rules.items.action", "enum", ["Restart", "Fail", "Ignore"]),
+        ("spec.failurePolicy.backoff", "default", {}),
+        ("spec.failurePolicy.backoff.baseSeconds", "minimum", 1),
+        ("spec.failurePolicy.backoff.baseSeconds", "maximum", 3600),
+        ("spec.failurePolicy.backoff.baseSeconds", "default", 10),
+        ("spec.failurePolicy.backoff.maxSeconds", "minimum", 1),
+        ("spec.failurePolicy.backoff.maxSeconds", "maximum", 86400),
+        ("spec.failurePolicy.backoff.maxSeconds", "default", 300),
+        ("spec.checkpoint.enabled", "default", False),
+        ("spec.checkpoint.dir", "pattern", r"^(/[^/]+)+$"),
+        ("spec.checkpoint.interval", "minimum", 1),
+        ("spec.checkpoint.keepLast", "minimum", 1),
+        ("spec.checkpoint.deleteOnCompletion", "default", False),
+        ("spec.checkpoint.storage.claimName", "minLength", 1),
+        ("spec.checkpoint.storage.size", "x-kubernetes-int-or-string", True),
+        ("spec.checkpoint.storage.accessModes", "default", ["ReadWriteMany"]),
+        ("spec.checkpoint.storage.accessModes", "minItems", 1),
+        ("spec.checkpoint.storage.accessModes", "x-kubernetes-list-type", "set"),
+        (
+            "spec.checkpoint.storage.accessModes.items",
+            "enum",
+            ["ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod"],
+        ),
         ("status.phase", "enum", list(c.PHASES)),
         ("status.conditions", "x-kubernetes-list-map-keys", ["type"]),
         ("status.conditions.items.status", "enum", ["True", "False", "Unknown"]),
         ("status.conditions.items.lastTransitionTime", "format", "date-time"),
         ("status.startTime", "format", "date-time"),
         ("status.completionTime", "format", "date-time"),
+        ("status.nextRestartTime", "format", "date-time"),
+        ("status.suspendTime", "format", "date-time"),
+        ("status.attemptStartTime", "format", "date-time"),
+        ("status.lastFailure.time", "format", "date-time"),
+        ("status.lastCheckpoint.time", "format", "date-time"),
+        ("status.suspendedSeconds", "minimum", 0),
     ],
 )
 def test_enums_defaults_and_limits(path: str, keyword: str, expected: object) -> None:
@@ -188,6 +235,16 @@ def test_enums_defaults_and_limits(path: str, keyword: str, expected: object) ->
         ("spec.workers", "integer"),
         ("spec.gpuPerWorker", "integer"),
         ("spec.hyperparameters", "object"),
+        ("spec.suspend", "boolean"),
+        ("spec.activeDeadlineSeconds", "integer"),
+        ("spec.startupTimeoutSeconds", "integer"),
+        ("spec.ttlSecondsAfterFinished", "integer"),
+        ("spec.failurePolicy", "object"),
+        ("spec.failurePolicy.rules", "array"),
+        ("spec.checkpoint", "object"),
+        ("spec.checkpoint.storage", "object"),
+        ("spec.checkpoint.storage.storageClassName", "string"),
+        ("spec.checkpoint.storage.accessModes", "array"),
         ("status.workers", "integer"),
         ("status.restartCount", "integer"),
         ("status.disruptionCount", "integer"),
@@ -195,6 +252,17 @@ def test_enums_defaults_and_limits(path: str, keyword: str, expected: object) ->
         ("status.observedGeneration", "integer"),
         ("status.selector", "string"),
         ("status.message", "string"),
+        ("status.suspendedSeconds", "integer"),
+        ("status.lastFailure", "object"),
+        ("status.lastFailure.workerId", "integer"),
+        ("status.lastFailure.podName", "string"),
+        ("status.lastFailure.exitCode", "integer"),
+        ("status.lastFailure.reason", "string"),
+        ("status.lastFailure.message", "string"),
+        ("status.lastCheckpoint", "object"),
+        ("status.lastCheckpoint.epoch", "integer"),
+        ("status.lastCheckpoint.step", "integer"),
+        ("status.lastCheckpoint.path", "string"),
     ],
 )
 def test_field_types(path: str, expected_type: str) -> None:
@@ -211,6 +279,42 @@ def test_status_is_typed() -> None:
     status = field("status")
     assert "x-kubernetes-preserve-unknown-fields" not in status
     assert {"phase", "conditions", "workerStatuses", "attempt", "selector", "workers"} <= set(status["properties"])
+
+
+LIFECYCLE_STATUS = {
+    "nextRestartTime": "string",
+    "lastFailure": "object",
+    "suspendTime": "string",
+    "suspendedSeconds": "integer",
+    "attemptStartTime": "string",
+    "lastCheckpoint": "object",
+}
+
+
+def test_lifecycle_status_fields_are_typed_all_the_way_down() -> None:
+    """The operator's status writes are pruned against this: an untyped or missing field would be dropped."""
+    status = field("status")["properties"]
+    assert {name: status[name]["type"] for name in LIFECYCLE_STATUS} == LIFECYCLE_STATUS
+    for name in LIFECYCLE_STATUS:
+        for path, schema in [(name, status[name]), *walk(status[name], name)]:
+            assert "type" in schema, f"status.{path} is untyped"
+            assert "x-kubernetes-preserve-unknown-fields" not in schema, f"status.{path} keeps unknown fields"
+    assert set(status["lastFailure"]["properties"]) == {"workerId", "podName", "exitCode", "reason", "message", "time"}
+    assert set(status["lastCheckpoint"]["properties"]) == {"epoch", "step", "path", "time"}
+
+
+def test_conditions_mention_suspended() -> None:
+    assert "Suspended" in field("status")["properties"]["conditions"]["items"]["properties"]["type"]["description"]
+
+
+def test_lifecycle_fields_are_optional() -> None:
+    """An existing job without any of them stays valid: nothing new is required in spec."""
+    lifecycle = {"suspend", "activeDeadlineSeconds", "startupTimeoutSeconds", "ttlSecondsAfterFinished"}
+    lifecycle |= {"cleanPodPolicy", "successPolicy", "failurePolicy", "checkpoint"}
+    assert lifecycle <= set(field("spec")["properties"])
+    assert not lifecycle & set(field("spec")["required"])
+    assert "required" not in field("spec.checkpoint")
+    assert "required" not in field("spec.checkpoint.storage")
 
 
 # --- CEL rules ------------------------------------------------------------------------------------------------
@@ -257,6 +361,40 @@ def test_cross_field_rules_on_spec() -> None:
     messages = " ".join(entry["message"] for entry in rules_at(".spec"))
     assert "nccl needs GPUs" in messages
     assert "dataVolume.mountPath must differ from checkpointDir" in messages
+
+
+def test_backoff_max_is_at_least_base() -> None:
+    [ordered] = rules_at(".spec.failurePolicy.backoff")
+    assert "self.maxSeconds >= self.baseSeconds" in ordered["rule"]
+    assert ordered["fieldPath"] == ".maxSeconds"
+    assert "maxSeconds must be at least baseSeconds" in ordered["message"]
+
+
+def test_checkpoint_storage_is_a_claim_or_a_size() -> None:
+    [one_of] = rules_at(".spec.checkpoint.storage")
+    assert one_of["rule"] == "has(self.claimName) != has(self.size)"
+    assert "exactly one of claimName" in one_of["message"]
+    [positive] = rules_at(".spec.checkpoint.storage.size")
+    assert "quantity(string(self)).isGreaterThan(quantity('0'))" in positive["rule"]
+
+
+def test_enabled_checkpoint_needs_storage() -> None:
+    [needs_storage] = rules_at(".spec.checkpoint")
+    assert "has(self.storage)" in needs_storage["rule"]
+    assert needs_storage["message"] == "checkpoint.enabled needs checkpoint.storage: a claimName or a size"
+
+
+def test_checkpoint_dir_avoids_the_operators_paths() -> None:
+    [own] = rules_at(".spec.checkpoint.dir")
+    assert f"'{c.SHM_MOUNT_PATH}'" in own["rule"]
+    assert f"'{c.CONFIG_MOUNT_PATH}'" in own["rule"]
+    spec_rules = {entry.get("fieldPath"): entry for entry in rules_at(".spec")}
+    assert "self.checkpoint.dir != self.dataVolume.mountPath" in spec_rules[".checkpoint.dir"]["rule"]
+    assert any(
+        "checkpoint directory" in entry["message"]
+        for entry in rules_at(".spec")
+        if entry.get("fieldPath") == ".volumeMounts"
+    )
 
 
 def test_lists_and_maps_read_by_rules_are_bounded() -> None:

@@ -15,6 +15,11 @@ FRAMEWORKS = ("pytorch", "tensorflow", "xgboost", "jax", "mpi")
 RESTART_POLICIES = ("OnFailure", "Never", "ExitCode")
 BACKENDS = ("nccl", "gloo")
 PHASES = ("Pending", "Running", "Restarting", "Succeeded", "Failed", "Suspended")
+CLEAN_POD_POLICIES = ("All", "Running", "None")
+SUCCESS_POLICIES = ("AllWorkers", "Rank0")
+RESTART_STRATEGIES = ("Gang", "Worker")
+FAILURE_ACTIONS = ("Restart", "Fail", "Ignore")
+ACCESS_MODES = ("ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod")
 
 FINALIZER = f"{GROUP}/finalizer"
 LABEL_JOB_NAME = f"{GROUP}/job-name"

@@ -38,6 +38,8 @@ MAX_LABELS = 64
 MAX_RESOURCES = 32
 MAX_VOLUMES = 64
 MAX_TOLERATIONS = 32
+# Paths the operator mounts into every worker, besides dataVolume.mountPath and the checkpoint directory.
+OPERATOR_MOUNTS = (c.SHM_MOUNT_PATH, c.CONFIG_MOUNT_PATH)
 
 
 def _reserved_env_rule() -> Schema:
@@ -261,7 +263,8 @@ def _volume_mounts() -> Schema:
             ),
             "mountPath": string(
                 "Absolute path in the container, unique among volumeMounts; must differ from the operator's own "
-                f"mounts ({c.SHM_MOUNT_PATH}, {c.CONFIG_MOUNT_PATH} and dataVolume.mountPath).",
+                f"mounts ({', '.join(OPERATOR_MOUNTS)}, dataVolume.mountPath and, while checkpoint.enabled, the "
+                "checkpoint directory).",
                 pattern=ABSOLUTE_PATH,
                 max_length=MAX_PATH_LENGTH,
             ),

@@ -1,17 +1,17 @@
 """The schema of TrainingJob.spec: what a user may ask for, with defaults and the checks the API server enforces.
 
-Pod-level knobs (env, resources, scheduling, volumes, security) live in schema_pod.py; this module holds the
-training-specific fields and the rules that span several fields.
+Pod-level knobs (env, resources, scheduling, volumes, security) live in schema_pod.py, lifecycle policies
+(suspend, deadlines, TTL, cleanup, success and failure policies, checkpoint storage) in schema_lifecycle.py; this
+module holds the training-specific fields and the rules that span several fields.
 """
 
 from __future__ import annotations
 
 from trainingjob.api import constants as c
 from trainingjob.api.schema_builders import Schema, array, boolean, cel_list, integer, node, obj, rule, string
-from trainingjob.api.schema_pod import ABSOLUTE_PATH, MAX_PATH_LENGTH, pod_fields
+from trainingjob.api.schema_lifecycle import lifecycle_fields, lifecycle_rules
+from trainingjob.api.schema_pod import ABSOLUTE_PATH, MAX_PATH_LENGTH, OPERATOR_MOUNTS, pod_fields
 
-# Paths the operator mounts into every worker, besides dataVolume.mountPath.
-_OPERATOR_MOUNTS = (c.SHM_MOUNT_PATH, c.CONFIG_MOUNT_PATH)
 HYPERPARAMETER_KEY = r"^[A-Za-z_][A-Za-z0-9_.-]*$"
 MAX_HYPERPARAMETERS = 64
 MAX_BACKOFF_LIMIT = 100
@@ -97,15 +97,15 @@ def _data_volume() -> Schema:
             "readOnly": boolean("Mount the data read-only. Defaults to true.", default=True),
             "mountPath": string(
                 f"Absolute path where the data is mounted. Defaults to {c.DEFAULT_DATA_MOUNT_PATH}; must differ "
-                f"from checkpointDir and from {', '.join(_OPERATOR_MOUNTS)}.",
+                f"from checkpointDir, checkpoint.dir and {', '.join(OPERATOR_MOUNTS)}.",
                 default=c.DEFAULT_DATA_MOUNT_PATH,
                 pattern=ABSOLUTE_PATH,
                 max_length=MAX_PATH_LENGTH,
                 rules=[
                     rule(
-                        f"!(self in {cel_list(_OPERATOR_MOUNTS)})",
+                        f"!(self in {cel_list(OPERATOR_MOUNTS)})",
                         "dataVolume.mountPath must differ from the paths the operator mounts: "
-                        f"{', '.join(_OPERATOR_MOUNTS)}",
+                        f"{', '.join(OPERATOR_MOUNTS)}",
                     )
                 ],
             ),
@@ -119,14 +119,16 @@ def _checkpoint_fields() -> dict[str, Schema]:
         "dataVolume": _data_volume(),
         "checkpointDir": string(
             "Absolute path in every worker where training saves checkpoints and resumes from them after a restart "
-            "(CHECKPOINT_DIR). Mount persistent storage there (volumes and volumeMounts) to keep checkpoints when "
-            f"pods are re-created. Defaults to {c.DEFAULT_CHECKPOINT_DIR}; must differ from dataVolume.mountPath.",
+            "(CHECKPOINT_DIR); checkpoint.dir overrides it. Keep checkpoints when pods are re-created with "
+            "checkpoint.storage, or by mounting persistent storage there yourself (volumes and volumeMounts). "
+            f"Defaults to {c.DEFAULT_CHECKPOINT_DIR}; must differ from dataVolume.mountPath.",
             default=c.DEFAULT_CHECKPOINT_DIR,
             pattern=ABSOLUTE_PATH,
             max_length=MAX_PATH_LENGTH,
         ),
         "checkpointInterval": integer(
-            "Save a checkpoint every this many epochs (CHECKPOINT_INTERVAL); at least 1, defaults to 1.",
+            "Save a checkpoint every this many epochs (CHECKPOINT_INTERVAL); checkpoint.interval overrides it. At "
+            "least 1, defaults to 1.",
             minimum=1,
             default=1,
         ),
@@ -136,16 +138,17 @@ def _checkpoint_fields() -> dict[str, Schema]:
 def _failure_fields() -> dict[str, Schema]:
     return {
         "restartPolicy": string(
-            "What happens when a worker fails. OnFailure (default): restart all workers, up to backoffLimit times. "
+            "What happens when a worker fails. OnFailure (default): restart the workers, up to backoffLimit times. "
             "Never: the job fails at the first worker failure. ExitCode: restart only for retryable exit codes "
             "(128 and above: killed by a signal, e.g. 137 OOMKilled or 143 SIGTERM) and fail at once for "
-            "application errors (1-127).",
+            "application errors (1-127). failurePolicy.rules take precedence; failurePolicy.restartStrategy decides "
+            "which workers a restart replaces.",
             enum=list(c.RESTART_POLICIES),
             default="OnFailure",
         ),
         "backoffLimit": integer(
             f"How many times the workers may be restarted after failures before the job is marked Failed "
-            f"(0 to {MAX_BACKOFF_LIMIT}, default 3).",
+            f"(0 to {MAX_BACKOFF_LIMIT}, default 3); each restart waits failurePolicy.backoff first.",
             minimum=0,
             maximum=MAX_BACKOFF_LIMIT,
             default=3,
@@ -188,10 +191,10 @@ def _mount_rules() -> list[Schema]:
             field_path=".volumeMounts",
         ),
         rule(
-            f"!has(self.volumeMounts) || self.volumeMounts.all(m, !(m.mountPath in {cel_list(_OPERATOR_MOUNTS)})"
+            f"!has(self.volumeMounts) || self.volumeMounts.all(m, !(m.mountPath in {cel_list(OPERATOR_MOUNTS)})"
             " && (!has(self.dataVolume) || m.mountPath != self.dataVolume.mountPath))",
             "volumeMounts[].mountPath must differ from the paths the operator mounts: "
-            f"{', '.join(_OPERATOR_MOUNTS)} and dataVolume.mountPath",
+            f"{', '.join(OPERATOR_MOUNTS)} and dataVolume.mountPath",
             field_path=".volumeMounts",
         ),
     ]
@@ -212,6 +215,7 @@ def _cross_field_rules() -> list[Schema]:
             field_path=".dataVolume.mountPath",
         ),
         *_mount_rules(),
+        *lifecycle_rules(),
     ]
 
 
@@ -219,12 +223,13 @@ def spec_schema() -> Schema:
     """TrainingJob.spec."""
     return obj(
         "The desired training run: what to run, on how many workers with how many GPUs, with which data, and how "
-        "to react to failures.",
+        "to react to failures, suspension, deadlines and completion.",
         {
             **_training_fields(),
             **_scale_fields(),
             **_checkpoint_fields(),
             **_failure_fields(),
+            **lifecycle_fields(),
             "networking": _networking(),
             **pod_fields(),
         },

@@ -26,13 +26,14 @@ def _condition() -> Schema:
         "One aspect of the job's state, in the standard metav1.Condition shape.",
         {
             "type": string(
-                "Condition type in CamelCase, e.g. Created, Running, Succeeded, Failed.",
+                "Condition type in CamelCase, e.g. Created, Running, Restarting, Suspended, Succeeded, Failed.",
                 pattern=CONDITION_TYPE,
                 max_length=316,
             ),
             "status": string("True, False or Unknown.", enum=["True", "False", "Unknown"]),
             "reason": string(
-                "Machine-readable CamelCase reason for the last transition, e.g. InvalidSpec or BackoffLimitExceeded.",
+                "Machine-readable CamelCase reason for the last transition, e.g. InvalidSpec, BackoffLimitExceeded, "
+                "DeadlineExceeded, StartupTimeout or JobSuspended.",
                 pattern=CONDITION_REASON,
                 min_length=1,
                 max_length=1024,
@@ -82,6 +83,53 @@ def _counters() -> dict[str, Schema]:
     }
 
 
+def _last_failure() -> Schema:
+    return obj(
+        "The most recent worker failure that made the operator restart the workers or fail the job; kept after "
+        "the pod is gone so the cause stays visible.",
+        {
+            "workerId": integer("Index of the worker that failed (its RANK).", minimum=0),
+            "podName": string("Name of the pod that failed."),
+            "exitCode": integer("Exit code of the worker's container, when it terminated with one."),
+            "reason": string("Why the pod or its container failed, e.g. Error or OOMKilled."),
+            "message": string("Human-readable details from the pod or its container."),
+            "time": _timestamp("When the operator saw the failure."),
+        },
+    )
+
+
+def _last_checkpoint() -> Schema:
+    return obj(
+        "The newest checkpoint the workers reported, filled from the workers' progress reports.",
+        {
+            "epoch": integer("Epoch the checkpoint was saved after."),
+            "step": integer("Training step (iteration) the checkpoint was saved at."),
+            "path": string("Where the checkpoint is, as the workers see it (under the checkpoint directory)."),
+            "time": _timestamp("When the checkpoint was saved."),
+        },
+    )
+
+
+def _lifecycle() -> dict[str, Schema]:
+    return {
+        "attemptStartTime": _timestamp(
+            "When the current attempt's workers were first created; spec.startupTimeoutSeconds counts from here. "
+            "Absent while no attempt's workers exist (restart backoff, suspension)."
+        ),
+        "nextRestartTime": _timestamp(
+            "When the pending restart will create the workers, once its backoff delay (spec.failurePolicy.backoff) "
+            "is over; absent when no restart is waiting."
+        ),
+        "lastFailure": _last_failure(),
+        "suspendTime": _timestamp("When the job was suspended (spec.suspend); present only while it is suspended."),
+        "suspendedSeconds": integer(
+            "Total seconds the job has spent suspended, over all suspensions; left out of spec.activeDeadlineSeconds.",
+            minimum=0,
+        ),
+        "lastCheckpoint": _last_checkpoint(),
+    }
+
+
 def status_schema() -> Schema:
     """TrainingJob.status."""
     return obj(
@@ -97,13 +145,16 @@ def status_schema() -> Schema:
                 list_type="map",
                 list_map_keys=["type"],
             ),
-            "startTime": _timestamp("When the operator first created the workers."),
+            "startTime": _timestamp(
+                "When the job first reached Running (all workers running); spec.activeDeadlineSeconds counts from here."
+            ),
             "completionTime": _timestamp("When the job reached Succeeded or Failed."),
             "workerStatuses": array("The observed state of each worker, by workerId.", _worker_status()),
             "selector": string(
                 "Label selector of the job's worker pods, in string form (the scale subresource's selector)."
             ),
             **_counters(),
+            **_lifecycle(),
             "message": string("Human-readable summary of the current phase, e.g. why the job failed."),
         },
     )
