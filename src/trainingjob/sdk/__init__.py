@@ -1,0 +1,55 @@
+"""trainingjob.sdk: what training code inside a TrainingJob worker uses to talk to the operator.
+
+Why it is a tiny standard-library-only package: it runs inside arbitrary training images (PyTorch, TensorFlow, JAX,
+…) whose dependencies we don't control, so it imports nothing outside the standard library and nothing else from
+``trainingjob``; only relative imports inside it. Copying this directory alone into an image (under any package
+name) is as good as installing it.
+
+- Progress: ``report_progress(epoch=…, step=…, loss=…)``, ``report_checkpoint(path, epoch=…)``, ``flush()`` — the
+  protocol of docs/progress-protocol.md; never raise, no-ops (with one warning) outside a TrainingJob.
+- Checkpoints: ``checkpoint_dir()``, ``checkpoint_interval()``, ``should_resume()``, ``latest_checkpoint()``,
+  ``save_checkpoint(write_fn, epoch)`` (atomic, pruned to CHECKPOINT_KEEP_LAST, reported).
+- Identity: ``rank()``, ``world_size()``, ``is_chief()``, ``restart_count()``.
+"""
+
+from ._env import in_job, is_chief, rank, restart_count, world_size
+from .checkpoint import (
+    CheckpointInfo,
+    checkpoint_dir,
+    checkpoint_interval,
+    checkpoint_keep_last,
+    checkpoint_name,
+    latest_checkpoint,
+    list_checkpoints,
+    parse_checkpoint,
+    prune_checkpoints,
+    save_checkpoint,
+    should_resume,
+)
+from .progress import flush, get_reporter, report_checkpoint, report_progress, set_default_reporter
+from .reporter import ProgressReporter
+
+__all__ = [
+    "CheckpointInfo",
+    "ProgressReporter",
+    "checkpoint_dir",
+    "checkpoint_interval",
+    "checkpoint_keep_last",
+    "checkpoint_name",
+    "flush",
+    "get_reporter",
+    "in_job",
+    "is_chief",
+    "latest_checkpoint",
+    "list_checkpoints",
+    "parse_checkpoint",
+    "prune_checkpoints",
+    "rank",
+    "report_checkpoint",
+    "report_progress",
+    "restart_count",
+    "save_checkpoint",
+    "set_default_reporter",
+    "should_resume",
+    "world_size",
+]

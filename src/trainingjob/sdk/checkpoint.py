@@ -1,0 +1,230 @@
+"""Checkpoints on the job's checkpoint volume: where they live, which is newest, and saving them safely.
+
+Why: a worker can be killed at any moment (preemption, OOM, a gang restart), and the next attempt resumes from
+whatever it finds in CHECKPOINT_DIR (with RESUME_FROM_CHECKPOINT=true). So a checkpoint must be complete or absent,
+never half-written: ``save_checkpoint`` lets the caller write into a temporary name in the same directory, fsyncs it,
+and only then renames it into place (``os.replace`` is atomic within one file system).
+
+Naming scheme — the only thing ``latest_checkpoint`` trusts (not modification times, which a copied or restored
+volume does not keep):
+
+- ``ckpt-<epoch:08d>`` for a checkpoint at the end of an epoch, ``ckpt-<epoch:08d>-<step:012d>`` for one taken at a
+  step inside it, optionally followed by a suffix such as ``.pt``; a file or a directory, as ``write_fn`` makes it.
+- Order is numeric by (epoch, step), and an epoch-only checkpoint counts as the end of that epoch, after all of its
+  steps. ``epoch`` is the epoch the checkpoint completes (resume at epoch + 1).
+- Temporary names start with a dot (``.ckpt-….tmp-…``), so a save interrupted by a crash is never mistaken for a
+  checkpoint; anything else in the directory is ignored too.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import secrets
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+from . import _env
+from ._body import as_count
+from .progress import get_reporter
+
+log = logging.getLogger("trainingjob.sdk")
+
+DEFAULT_DIR = "checkpoints"  # relative to the working directory, outside a TrainingJob
+_NAME = re.compile(r"^ckpt-(\d{8,})(?:-(\d{12,}))?(?:\.[A-Za-z0-9][A-Za-z0-9._-]*)?$")
+_SUFFIX = re.compile(r"^(?:\.[A-Za-z0-9][A-Za-z0-9._-]*)?$")
+
+
+class CheckpointInfo(NamedTuple):
+    path: Path
+    epoch: int
+    step: int | None
+
+    @property
+    def order(self) -> tuple[int, float]:
+        """Sort key: by epoch, then step; an epoch-only checkpoint ends its epoch."""
+        return (self.epoch, float("inf") if self.step is None else self.step)
+
+
+def checkpoint_dir() -> Path:
+    """CHECKPOINT_DIR (the mounted checkpoint volume), or ./checkpoints when it is unset (outside a TrainingJob)."""
+    return Path(os.environ.get(_env.CHECKPOINT_DIR, "").strip() or DEFAULT_DIR)
+
+
+def checkpoint_interval() -> int:
+    """Save a checkpoint every this many epochs (CHECKPOINT_INTERVAL, at least 1; 1 when unset)."""
+    value = _env.env_int(_env.CHECKPOINT_INTERVAL, 1)
+    return value if value is not None and value >= 1 else 1
+
+
+def checkpoint_keep_last() -> int | None:
+    """How many of the newest checkpoints to keep (CHECKPOINT_KEEP_LAST); None: keep all."""
+    value = _env.env_int(_env.CHECKPOINT_KEEP_LAST, None)
+    return value if value is not None and value >= 1 else None
+
+
+def checkpoint_name(epoch: int, step: int | None = None, suffix: str = "") -> str:
+    """The file or directory name of a checkpoint, e.g. ``ckpt-00000003`` or ``ckpt-00000003-000000001200.pt``."""
+    if not _SUFFIX.match(suffix):
+        raise ValueError(f"checkpoint suffix must look like '.pt', got {suffix!r}")
+    name = f"ckpt-{as_count(epoch):08d}"
+    if step is not None:
+        name += f"-{as_count(step):012d}"
+    return name + suffix
+
+
+def parse_checkpoint(path: str | os.PathLike[str]) -> CheckpointInfo | None:
+    """Epoch and step from a checkpoint's name, or None if the name is not one of ours."""
+    path = Path(path)
+    match = _NAME.match(path.name)
+    if match is None:
+        return None
+    return CheckpointInfo(path, int(match[1]), None if match[2] is None else int(match[2]))
+
+
+def list_checkpoints(directory: str | os.PathLike[str] | None = None) -> list[CheckpointInfo]:
+    """The complete checkpoints in `directory` (default: checkpoint_dir()), oldest first; [] if it doesn't exist."""
+    directory = checkpoint_dir() if directory is None else Path(directory)
+    try:
+        entries = list(directory.iterdir())
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    found = [info for entry in entries if (info := parse_checkpoint(entry)) is not None]
+    return sorted(found, key=lambda info: (info.order, info.path.name))
+
+
+def latest_checkpoint(directory: str | os.PathLike[str] | None = None) -> Path | None:
+    """The newest complete checkpoint by the naming scheme, or None."""
+    found = list_checkpoints(directory)
+    return found[-1].path if found else None
+
+
+def should_resume(directory: str | os.PathLike[str] | None = None) -> bool:
+    """Whether to resume: this is a restarted attempt (RESUME_FROM_CHECKPOINT=true) and a checkpoint exists."""
+    resume = os.environ.get(_env.RESUME_FROM_CHECKPOINT, "").strip().lower() == "true"
+    return resume and latest_checkpoint(directory) is not None
+
+
+def save_checkpoint(
+    write_fn: Callable[[Path], object],
+    epoch: int,
+    step: int | None = None,
+    keep_last: int | None = None,
+    *,
+    directory: str | os.PathLike[str] | None = None,
+    suffix: str = "",
+    report: bool = True,
+) -> Path:
+    """Save a checkpoint atomically, prune old ones, report it; the final path.
+
+    `write_fn(temp_path)` writes the checkpoint as a file or a directory at `temp_path` (e.g.
+    ``lambda p: torch.save(state, p)``). Then it is fsynced and renamed to its final name; if `write_fn` raises,
+    the temporary is removed and the exception propagates, and no checkpoint (not even a partial one) appears.
+    Afterwards all but the newest `keep_last` checkpoints (default CHECKPOINT_KEEP_LAST, else keep all) are
+    removed — never the one just saved — and, with `report`, the checkpoint is reported to the operator.
+    """
+    if keep_last is not None and keep_last < 1:
+        raise ValueError(f"keep_last must be at least 1, got {keep_last}")
+    directory = checkpoint_dir() if directory is None else Path(directory)
+    final = directory / checkpoint_name(epoch, step, suffix)
+    directory.mkdir(parents=True, exist_ok=True)
+    temp = directory / f".{final.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
+    try:
+        write_fn(temp)
+        if not os.path.lexists(temp):
+            raise FileNotFoundError(f"write_fn did not create the checkpoint at {temp}")
+        _fsync_tree(temp)
+        _replace(temp, final)
+    except BaseException:
+        _remove(temp)
+        raise
+    _fsync(directory, is_dir=True)
+    prune_checkpoints(keep_last, directory=directory, protect=final)
+    if report:
+        get_reporter().report_checkpoint(final, epoch=epoch, step=step)
+    return final
+
+
+def prune_checkpoints(
+    keep_last: int | None = None,
+    *,
+    directory: str | os.PathLike[str] | None = None,
+    protect: Path | None = None,
+) -> list[Path]:
+    """Remove all but the newest `keep_last` checkpoints (default CHECKPOINT_KEEP_LAST; None: keep all).
+
+    Returns what was removed. Failures are logged, not raised: the new checkpoint is already safe.
+    """
+    keep = checkpoint_keep_last() if keep_last is None else keep_last
+    if keep is None:
+        return []
+    found = list_checkpoints(directory)
+    removed = []
+    for info in found[: max(0, len(found) - keep)]:
+        if protect is not None and info.path == protect:
+            continue
+        try:
+            _remove(info.path, strict=True)
+        except OSError as error:
+            log.warning("cannot remove old checkpoint %s: %s", info.path, error)
+            continue
+        removed.append(info.path)
+    return removed
+
+
+def _replace(temp: Path, final: Path) -> None:
+    """Rename temp to final. A directory can't replace an existing one, so that one is first moved aside."""
+    if os.path.lexists(final) and (final.is_dir() or temp.is_dir()):
+        aside = final.with_name(f".{final.name}.old-{secrets.token_hex(4)}")
+        os.replace(final, aside)
+        os.replace(temp, final)
+        _remove(aside)
+    else:
+        os.replace(temp, final)
+
+
+def _remove(path: Path, *, strict: bool = False) -> None:
+    try:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif os.path.lexists(path):
+            path.unlink()
+    except OSError:
+        if strict:
+            raise
+        log.debug("cannot remove %s", path, exc_info=True)
+
+
+def _fsync_tree(path: Path) -> None:
+    """Flush a written file, or every file and directory of a written directory tree, to stable storage."""
+    if path.is_symlink():
+        return
+    if not path.is_dir():
+        _fsync(path)
+        return
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            child = Path(root, name)
+            if not child.is_symlink():
+                _fsync(child)
+        _fsync(Path(root), is_dir=True)
+
+
+def _fsync(path: Path, *, is_dir: bool = False) -> None:
+    """fsync a file (errors propagate: the data may not be safe) or a directory (best effort: not every OS can)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        if is_dir:
+            return
+        raise
+    try:
+        os.fsync(fd)
+    except OSError:
+        if not is_dir:
+            raise
+    finally:
+        os.close(fd)

@@ -1,0 +1,208 @@
+"""Report training progress to the operator without ever getting in the training loop's way.
+
+Why it is built like this (the contract is docs/progress-protocol.md):
+
+- Reports are a nice-to-have, training is what matters: nothing here raises into the caller. Network errors, HTTP
+  errors and bad input are logged once per kind (repeats at DEBUG) on the ``trainingjob.sdk`` logger and dropped.
+- Training code may report every step, but the operator updates the status at most every few seconds: the reporter
+  sends at most one report per ``min_interval`` seconds and drops the ones in between. The newest dropped report is
+  kept, and ``flush()`` sends it (call it when training ends); a report sent later simply replaces it (no merging).
+- Checkpoint reports are never throttled away: they go out even inside the throttle window. Only while the endpoint
+  asked for a pause (429 Retry-After) or after it was unreachable is a checkpoint held back, and then it rides along
+  with the next report that is sent (or with ``flush()``), so ``status.lastCheckpoint`` catches up.
+- 5xx answers and connection errors are retried ``retries`` times with exponential backoff (``backoff``, 2 * backoff,
+  …); after that, or after a 429, reports are skipped for a while (``failure_pause``, or the Retry-After), so an
+  unreachable endpoint costs the loop one short stall, not one per report.
+- The clock, sleep, HTTP opener and environment are injectable, so tests neither sleep nor need a cluster.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from . import _env
+from ._body import Problem, build_body, clean_checkpoint, has_content
+from ._transport import Opener, Outcome, Transport, progress_url
+
+log = logging.getLogger("trainingjob.sdk")
+
+
+class ProgressReporter:
+    """The reporting state of one process: throttle clock, held-back reports, pause, and warnings already given."""
+
+    def __init__(
+        self,
+        *,
+        min_interval: float = 2.0,
+        retries: int = 3,
+        backoff: float = 0.25,
+        timeout: float = 3.0,
+        failure_pause: float = 10.0,
+        env: Mapping[str, str] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        opener: Opener | None = None,
+        logger: logging.Logger | None = None,
+    ) -> None:
+        """Read the endpoint, CA file, token file and worker index from `env` (default: os.environ) once."""
+        env = dict(os.environ if env is None else env)
+        self.min_interval = min_interval
+        self.failure_pause = failure_pause
+        self._in_job = _env.in_job(env)
+        worker = _env.env_int(_env.WORKER_INDEX, None, env)
+        self.worker = worker if worker is not None and worker >= 0 else None
+        url = progress_url(env)
+        self._transport = (
+            None
+            if url is None
+            else Transport(
+                url,
+                ca_file=env.get(_env.PROGRESS_CA_FILE, "").strip() or None,
+                token_file=env.get(_env.PROGRESS_TOKEN_FILE, "").strip() or None,
+                retries=retries,
+                backoff=backoff,
+                timeout=timeout,
+                sleep=sleep,
+                opener=opener,
+                once=self._once,
+            )
+        )
+        self._clock = clock
+        self._log = logger or log
+        self._lock = threading.RLock()
+        self._seen: set[str] = set()
+        self._last_sent: float | None = None
+        self._paused_until: float | None = None
+        self._pending: dict[str, Any] | None = None  # the newest report not sent (throttled, or held back)
+        self._pending_checkpoint: dict[str, Any] | None = None  # a checkpoint not delivered yet
+
+    @property
+    def enabled(self) -> bool:
+        """Whether reports go anywhere: inside a TrainingJob that has a progress endpoint."""
+        return self._transport is not None
+
+    @property
+    def url(self) -> str | None:
+        """Where reports are POSTed, or None when disabled."""
+        return None if self._transport is None else self._transport.url
+
+    def report_progress(
+        self,
+        epoch: int | None = None,
+        total_epochs: int | None = None,
+        step: int | None = None,
+        total_steps: int | None = None,
+        metrics: Mapping[str, float] | None = None,
+        **extra_metrics: float,
+    ) -> bool:
+        """Report where training is; True if the endpoint accepted this report now. Never raises.
+
+        `metrics` and the keyword metrics (``loss=0.4``) are merged, the keywords winning. Invalid fields (NaN,
+        negative counts, bad metric names, `epoch > total_epochs`, …) are dropped with one warning per kind.
+        False: disabled, throttled (kept for ``flush()``), paused, rejected, or the endpoint was unreachable.
+        """
+        fields = {"epoch": epoch, "total_epochs": total_epochs, "step": step, "total_steps": total_steps}
+        return self._guarded(lambda: self._report({**fields, "metrics": metrics, "extra_metrics": extra_metrics}))
+
+    def report_checkpoint(
+        self, path: str | os.PathLike[str], epoch: int | None = None, step: int | None = None
+    ) -> bool:
+        """Report a saved checkpoint, even inside the throttle window; True if accepted now. Never raises."""
+
+        def report() -> bool:
+            checkpoint, problems = clean_checkpoint(path, epoch, step)
+            return self._report({}, checkpoint, problems)
+
+        return self._guarded(report)
+
+    def flush(self) -> bool:
+        """Send the newest report (and checkpoint) held back by the throttle or a pause; True if accepted now.
+
+        Ignores the throttle window but not a pause the endpoint asked for. Nothing held back: False.
+        """
+
+        def send_pending() -> bool:
+            with self._lock:
+                if self._pending is None and self._pending_checkpoint is None:
+                    return False
+                now = self._clock()
+                if self._paused_until is not None and now < self._paused_until:
+                    return False
+                body = self._pending or ({} if self.worker is None else {"worker": self.worker})
+                return self._deliver(dict(body), now)
+
+        return self._guarded(send_pending)
+
+    # --- internals -------------------------------------------------------------------------------------------------
+
+    def _guarded(self, action: Callable[[], bool]) -> bool:
+        try:
+            return action()
+        except Exception:  # the training loop must never see our failures
+            self._once("unexpected", logging.ERROR, "progress report failed unexpectedly; dropped", exc_info=True)
+            return False
+
+    def _once(self, kind: str, level: int, message: str, *args: object, exc_info: bool = False) -> None:
+        """Log at `level` the first time this kind of thing happens, at DEBUG afterwards."""
+        first = kind not in self._seen
+        self._seen.add(kind)
+        self._log.log(level if first else logging.DEBUG, message, *args, exc_info=exc_info)
+
+    def _report(
+        self, fields: dict[str, Any], checkpoint: dict[str, Any] | None = None, problems: Sequence[Problem] = ()
+    ) -> bool:
+        if self._transport is None:
+            reason = "TRAININGJOB_NAME/TRAININGJOB_NAMESPACE unset" if self._in_job else "not in a TrainingJob"
+            self._once("not-in-job", logging.WARNING, "trainingjob.sdk: %s; progress reports are ignored", reason)
+            return False
+        body, more = build_body(worker=self.worker, checkpoint=checkpoint, **fields)
+        self._warn_invalid([*problems, *more])
+        if not has_content(body):
+            self._once("empty", logging.WARNING, "progress report has nothing valid to send; dropped")
+            return False
+        with self._lock:
+            now = self._clock()
+            if self._paused_until is not None and now < self._paused_until:
+                self._hold(body)
+                return False
+            throttled = self._last_sent is not None and now - self._last_sent < self.min_interval
+            if throttled and "checkpoint" not in body:
+                self._pending = body
+                return False
+            return self._deliver(body, now)
+
+    def _warn_invalid(self, problems: Sequence[Problem]) -> None:
+        """One warning naming every newly seen kind of invalid field; repeats of known kinds at DEBUG."""
+        if not problems:
+            return
+        new = [message for kind, message in problems if kind not in self._seen]
+        self._seen.update(kind for kind, _ in problems)
+        level = logging.WARNING if new else logging.DEBUG
+        shown = new or [message for _, message in problems]
+        self._log.log(level, "progress report: dropped invalid fields: %s", "; ".join(shown))
+
+    def _hold(self, body: dict[str, Any]) -> None:
+        self._pending = body
+        if "checkpoint" in body:
+            self._pending_checkpoint = body["checkpoint"]
+
+    def _deliver(self, body: dict[str, Any], now: float) -> bool:
+        assert self._transport is not None
+        if "checkpoint" not in body and self._pending_checkpoint is not None:
+            body["checkpoint"] = self._pending_checkpoint
+        self._pending = self._pending_checkpoint = None
+        self._last_sent = now
+        outcome, retry_after = self._transport.post(body)
+        if outcome is Outcome.RATE_LIMITED:
+            self._paused_until = self._clock() + retry_after
+        elif outcome is Outcome.UNREACHABLE:
+            self._paused_until = self._clock() + self.failure_pause
+            self._log.debug("progress reports paused for %.1fs", self.failure_pause)
+        if outcome in (Outcome.RATE_LIMITED, Outcome.UNREACHABLE):
+            self._hold(body)
+        return outcome is Outcome.SENT
