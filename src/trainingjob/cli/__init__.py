@@ -6,6 +6,7 @@ import click
 
 from trainingjob import __version__
 from trainingjob.cli.cluster import cluster
+from trainingjob.cli.jobs import COMMANDS as JOB_COMMANDS
 from trainingjob.cli.operator import operator
 
 
@@ -17,3 +18,5 @@ def main() -> None:
 
 main.add_command(cluster)
 main.add_command(operator)
+for job_command in JOB_COMMANDS:
+    main.add_command(job_command)

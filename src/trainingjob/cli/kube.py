@@ -1,0 +1,419 @@
+"""The small client layer under the job commands: configuration, TrainingJob/Pod/Event calls, watches, and every
+failure turned into a CliError that says what went wrong in one line (no tracebacks for users).
+
+Objects travel as plain dicts in their API (camelCase) shape, whatever the API group, so rendering and JSON/YAML
+output never depend on the client's model classes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import yaml
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+from kubernetes_asyncio.config import ConfigException, incluster_config
+from kubernetes_asyncio.config.kube_config import KubeConfigLoader, KubeConfigMerger
+
+from trainingjob.api import constants as k
+from trainingjob.cli.common import CliError, Target, job_ref
+
+SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+DEFAULT_KUBECONFIG = "~/.kube/config"
+DEFAULT_NAMESPACE = "default"
+CRD_MISSING = "the TrainingJob CRD is not installed in this cluster; apply deploy/crd/"
+NO_KUBECONFIG = "no kubeconfig found: set KUBECONFIG, pass --kubeconfig, or run inside a cluster"
+CONNECT_TIMEOUT = 10.0
+READ_TIMEOUT = 60.0
+# Watches end on the server after this long and are resumed from the last resourceVersion seen.
+WATCH_SECONDS = 290
+TRAINER_CONTAINER = "trainer"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Error mapping (pure)
+
+
+def _status_body(error: ApiException) -> dict[str, Any]:
+    body = error.body
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", "replace")
+    if not body:
+        return {}
+    try:
+        document = json.loads(body)
+    except ValueError:
+        return {}
+    return document if isinstance(document, dict) else {}
+
+
+def api_message(error: ApiException) -> str:
+    """The API server's own explanation of `error` (its Status message), or the HTTP reason."""
+    status = _status_body(error)
+    return status.get("message") or str(error.reason or "").strip() or f"HTTP {error.status}"
+
+
+def map_api_error(
+    error: ApiException, *, namespace: str | None = None, name: str | None = None, resource: str = k.PLURAL
+) -> CliError:
+    """One line for an API error on `resource` (a plural, e.g. trainingjobs or pods) named `name` in `namespace`."""
+    status = _status_body(error)
+    details = status.get("details") or {}
+    singular = k.SINGULAR if resource == k.PLURAL else resource.removesuffix("s")
+    if error.status == 404:
+        if details.get("kind") == "namespaces":
+            return CliError(f"namespace {details.get('name') or namespace} not found")
+        if details.get("name"):
+            return CliError(f"{singular} {job_ref(namespace, details['name'])} not found")
+        if resource == k.PLURAL:
+            # "404 page not found" (no such API group) or a Status without details (no such resource in the group).
+            return CliError(CRD_MISSING)
+        return CliError(f"{singular} {job_ref(namespace, name or '')} not found: {api_message(error)}")
+    if error.status == 409 and status.get("reason") == "AlreadyExists":
+        return CliError(f"{singular} {job_ref(namespace, details.get('name') or name or '')} already exists")
+    if error.status == 422:
+        return CliError(f"invalid {singular} {job_ref(namespace, name or '')}: {api_message(error)}")
+    if error.status == 401:
+        return CliError(f"unauthorized: the API server rejected the kubeconfig's credentials ({api_message(error)})")
+    if error.status == 403:
+        return CliError(f"forbidden: {api_message(error)}")
+    return CliError(f"the API server answered {error.status}: {api_message(error)}")
+
+
+def map_log_error(error: ApiException, namespace: str, pod: str) -> CliError:
+    """Why the log of `pod` cannot be shown. The API server fetches logs from the node's kubelet; on the local
+    cluster kwok plays the kubelet and serves none, so the request fails with 500 (connection refused)."""
+    if error.status == 404 and (_status_body(error).get("details") or {}).get("kind") == "pods":
+        return CliError(f"pod {namespace}/{pod} not found (the worker may have been replaced; try again)")
+    if error.status in (401, 403):
+        return map_api_error(error, namespace=namespace, name=pod, resource="pods")
+    return CliError(
+        f"pod {namespace}/{pod} has no logs available (container {TRAINER_CONTAINER}): the API server could not "
+        f"get them from the node: {api_message(error)}"
+    )
+
+
+def map_connection_error(error: BaseException, server: str) -> CliError:
+    """One line for a request that never got an answer from `server`."""
+    if isinstance(error, aiohttp.ClientConnectorCertificateError):
+        reason = f"TLS certificate verification failed ({error.certificate_error})"
+    elif isinstance(error, aiohttp.ClientConnectorError):
+        os_error = error.os_error
+        if os_error.errno == errno.ECONNREFUSED or isinstance(os_error, ConnectionRefusedError):
+            reason = "connection refused"
+        elif isinstance(os_error, TimeoutError):
+            reason = "connection timed out"
+        else:
+            reason = os_error.strerror or str(os_error) or type(os_error).__name__
+    elif isinstance(error, TimeoutError):
+        reason = "timed out waiting for an answer"
+    elif isinstance(error, ConnectionRefusedError):
+        reason = "connection refused"
+    else:
+        reason = str(error) or type(error).__name__
+    return CliError(f"cannot reach the Kubernetes API at {server}: {reason}")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Configuration
+
+
+def kubeconfig_paths(explicit: str | None, environ: dict[str, str] | os._Environ[str]) -> str | None:
+    """The kubeconfig path list to load (os.pathsep-separated like KUBECONFIG), or None for in-cluster.
+
+    Order: --kubeconfig, then $KUBECONFIG, then ~/.kube/config if it exists; raises CliError when a file named
+    explicitly does not exist, or when nothing is found and we are not inside a cluster.
+    """
+    if explicit:
+        if not Path(explicit).expanduser().is_file():
+            raise CliError(f"kubeconfig {explicit} does not exist")
+        return explicit
+    from_env = environ.get("KUBECONFIG", "")
+    if from_env:
+        if not any(Path(p).expanduser().is_file() for p in from_env.split(os.pathsep) if p):
+            raise CliError(f"{NO_KUBECONFIG} (KUBECONFIG={from_env} names no existing file)")
+        return from_env
+    if Path(DEFAULT_KUBECONFIG).expanduser().is_file():
+        return DEFAULT_KUBECONFIG
+    if "KUBERNETES_SERVICE_HOST" in environ and (SERVICE_ACCOUNT_DIR / "token").is_file():
+        return None
+    raise CliError(NO_KUBECONFIG)
+
+
+async def load_configuration(target: Target) -> tuple[client.Configuration, str]:
+    """The client configuration for `target` and the namespace to use when none is given."""
+    configuration = client.Configuration()
+    paths = kubeconfig_paths(target.kubeconfig, os.environ)
+    if paths is None:
+        incluster_config.load_incluster_config(client_configuration=configuration)
+        namespace_file = SERVICE_ACCOUNT_DIR / "namespace"
+        namespace = namespace_file.read_text().strip() if namespace_file.is_file() else DEFAULT_NAMESPACE
+        return configuration, target.namespace or namespace
+    try:
+        merged = KubeConfigMerger(paths)
+        if merged.config is None:
+            raise CliError(NO_KUBECONFIG)
+        loader = KubeConfigLoader(config_dict=merged.config, config_base_path=None, active_context=target.context)
+        await loader.load_and_set(configuration)
+    except CliError:
+        raise
+    except (ConfigException, AssertionError, KeyError, TypeError, OSError, yaml.YAMLError) as error:
+        detail = str(error) or "no usable current-context, cluster or user"
+        raise CliError(f"cannot use kubeconfig {paths}: {detail}") from None
+    context = (loader.current_context or {}).get("context") or {}
+    return configuration, target.namespace or context.get("namespace") or DEFAULT_NAMESPACE
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The client
+
+
+def _timeout(read: float = READ_TIMEOUT) -> aiohttp.ClientTimeout:
+    return aiohttp.ClientTimeout(connect=CONNECT_TIMEOUT, sock_connect=CONNECT_TIMEOUT, sock_read=read)
+
+
+class Client:
+    """The API calls the job commands make; every method raises CliError on failure."""
+
+    def __init__(self, api: client.ApiClient, namespace: str) -> None:
+        self.api = api
+        self.namespace = namespace
+        self.server = api.configuration.host
+        self.custom = client.CustomObjectsApi(api)
+        self.core = client.CoreV1Api(api)
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def connect(cls, target: Target) -> AsyncIterator[Client]:
+        configuration, namespace = await load_configuration(target)
+        api = client.ApiClient(configuration=configuration)
+        try:
+            yield cls(api, namespace)
+        finally:
+            await api.close()
+
+    @contextlib.contextmanager
+    def errors(self, namespace: str | None = None, name: str | None = None, resource: str = k.PLURAL) -> Iterator[None]:
+        """Turn API and connection failures inside the block into CliError."""
+        try:
+            yield
+        except ApiException as error:
+            raise map_api_error(error, namespace=namespace, name=name, resource=resource) from None
+        except (aiohttp.ClientError, TimeoutError, OSError) as error:
+            raise map_connection_error(error, self.server) from None
+
+    def _plain(self, model: Any) -> Any:
+        return self.api.sanitize_for_serialization(model)
+
+    # TrainingJobs ------------------------------------------------------------------------------------------------
+
+    async def get_job(self, namespace: str, name: str) -> dict[str, Any]:
+        with self.errors(namespace, name):
+            return await self.custom.get_namespaced_custom_object(
+                k.GROUP, k.VERSION, namespace, k.PLURAL, name, _request_timeout=_timeout()
+            )
+
+    async def list_jobs(self, namespace: str | None, name: str | None = None) -> dict[str, Any]:
+        """The TrainingJobList of `namespace` (None: every namespace), optionally only the job called `name`."""
+        selector = {"field_selector": f"metadata.name={name}"} if name else {}
+        with self.errors(namespace, name):
+            if namespace is None:
+                return await self.custom.list_cluster_custom_object(
+                    k.GROUP, k.VERSION, k.PLURAL, _request_timeout=_timeout(), **selector
+                )
+            return await self.custom.list_namespaced_custom_object(
+                k.GROUP, k.VERSION, namespace, k.PLURAL, _request_timeout=_timeout(), **selector
+            )
+
+    async def create_job(self, namespace: str, manifest: dict[str, Any]) -> dict[str, Any]:
+        with self.errors(namespace, manifest.get("metadata", {}).get("name")):
+            return await self.custom.create_namespaced_custom_object(
+                k.GROUP, k.VERSION, namespace, k.PLURAL, manifest, _request_timeout=_timeout()
+            )
+
+    async def patch_job(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        """A JSON merge patch of the job (RFC 7386)."""
+        with self.errors(namespace, name):
+            return await self.custom.patch_namespaced_custom_object(
+                k.GROUP,
+                k.VERSION,
+                namespace,
+                k.PLURAL,
+                name,
+                patch,
+                _content_type="application/merge-patch+json",
+                _request_timeout=_timeout(),
+            )
+
+    async def scale_job(self, namespace: str, name: str, workers: int) -> dict[str, Any]:
+        """Set the worker count through the scale subresource (what `kubectl scale` and autoscalers use)."""
+        with self.errors(namespace, name):
+            return await self.custom.patch_namespaced_custom_object_scale(
+                k.GROUP,
+                k.VERSION,
+                namespace,
+                k.PLURAL,
+                name,
+                {"spec": {"replicas": workers}},
+                _content_type="application/merge-patch+json",
+                _request_timeout=_timeout(),
+            )
+
+    async def delete_job(self, namespace: str, name: str) -> dict[str, Any]:
+        with self.errors(namespace, name):
+            return await self.custom.delete_namespaced_custom_object(
+                k.GROUP, k.VERSION, namespace, k.PLURAL, name, _request_timeout=_timeout()
+            )
+
+    async def watch_jobs(
+        self, namespace: str | None, resource_version: str, name: str | None = None
+    ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        """Yield (ADDED|MODIFIED|DELETED, job) from the watch API, starting after `resource_version`, forever.
+
+        Each watch request ends on the server after WATCH_SECONDS and is resumed from the last resourceVersion
+        seen (bookmarks included). If that version is too old (410 Gone), the jobs are listed again and each is
+        yielded as MODIFIED (a watched `name` that is gone by then as DELETED).
+        """
+        version = resource_version
+        while True:
+            try:
+                async for kind, job in self._watch_once(namespace, version, name):
+                    version = job.get("metadata", {}).get("resourceVersion") or version
+                    if kind != "BOOKMARK":
+                        yield kind, job
+            except _WatchExpired:
+                listing = await self.list_jobs(namespace, name)
+                version = listing["metadata"]["resourceVersion"]
+                for job in listing.get("items", []):
+                    yield "MODIFIED", job
+                if name and not listing.get("items"):
+                    yield "DELETED", {"metadata": {"name": name, "namespace": namespace}}
+
+    async def _watch_once(
+        self, namespace: str | None, resource_version: str, name: str | None
+    ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        arguments: dict[str, Any] = {
+            "watch": True,
+            "allow_watch_bookmarks": True,
+            "resource_version": resource_version,
+            "timeout_seconds": WATCH_SECONDS,
+            "_preload_content": False,
+            "_request_timeout": _timeout(WATCH_SECONDS + 60),
+        }
+        if name:
+            arguments["field_selector"] = f"metadata.name={name}"
+        with self.errors(namespace, name):
+            if namespace is None:
+                response = await self.custom.list_cluster_custom_object(k.GROUP, k.VERSION, k.PLURAL, **arguments)
+            else:
+                response = await self.custom.list_namespaced_custom_object(
+                    k.GROUP, k.VERSION, namespace, k.PLURAL, **arguments
+                )
+        try:
+            try:
+                await raise_for_status(response)
+            except ApiException as error:
+                if error.status == 410:
+                    raise _WatchExpired() from None
+                raise map_api_error(error, namespace=namespace, name=name) from None
+            buffer = b""
+            while True:
+                with self.errors(namespace, name):
+                    chunk = await response.content.readany()
+                if not chunk:
+                    return
+                buffer += chunk
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    if line.strip():
+                        yield _watch_event(line)
+        finally:
+            response.release()
+
+    # Pods, logs and events ---------------------------------------------------------------------------------------
+
+    async def worker_pods(self, namespace: str, name: str, index: int) -> list[dict[str, Any]]:
+        """Pods of worker `index` of job `name` (usually one; two while an old attempt's pod terminates)."""
+        selector = f"{k.LABEL_JOB_NAME}={name},{k.LABEL_WORKER_INDEX}={index}"
+        with self.errors(namespace, None, resource="pods"):
+            pods = await self.core.list_namespaced_pod(namespace, label_selector=selector, _request_timeout=_timeout())
+        return [self._plain(pod) for pod in pods.items]
+
+    async def pod_log(self, namespace: str, pod: str, follow: bool) -> AsyncIterator[bytes]:
+        """The log of the pod's trainer container in chunks as they come (until the container ends, with
+        `follow`). Raises CliError "no logs available" when the API server cannot get them from the node."""
+        try:
+            response = await self.core.read_namespaced_pod_log(
+                pod,
+                namespace,
+                container=TRAINER_CONTAINER,
+                follow=follow,
+                _preload_content=False,
+                _request_timeout=_timeout(None if follow else READ_TIMEOUT),
+            )
+            await raise_for_status(response)
+        except ApiException as error:
+            raise map_log_error(error, namespace, pod) from None
+        except (aiohttp.ClientError, TimeoutError, OSError) as error:
+            raise map_connection_error(error, self.server) from None
+        try:
+            while True:
+                with self.errors(namespace, pod, resource="pods"):
+                    chunk = await response.content.readany()
+                if not chunk:
+                    return
+                yield chunk
+        finally:
+            response.release()
+
+    async def job_events(self, namespace: str, name: str, uid: str | None = None) -> list[dict[str, Any]]:
+        """Events about TrainingJob `name` (of this incarnation when `uid` is given), oldest first."""
+        selector = f"involvedObject.name={name},involvedObject.kind={k.KIND}"
+        with self.errors(namespace, None, resource="events"):
+            events = await self.core.list_namespaced_event(
+                namespace, field_selector=selector, _request_timeout=_timeout()
+            )
+        plain = [self._plain(event) for event in events.items]
+        if uid:
+            plain = [e for e in plain if e.get("involvedObject", {}).get("uid") in (None, "", uid)]
+        return sorted(plain, key=event_time)
+
+
+async def raise_for_status(response: aiohttp.ClientResponse) -> None:
+    """Raise the ApiException the client raises itself for requests made with _preload_content=True."""
+    if 200 <= response.status <= 299:
+        return
+    try:
+        body = await response.read()
+    finally:
+        response.release()
+    error = ApiException(status=response.status, reason=response.reason)
+    error.body = body.decode("utf-8", "replace")
+    raise error
+
+
+def event_time(event: dict[str, Any]) -> str:
+    return event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp") or ""
+
+
+class _WatchExpired(Exception):
+    pass
+
+
+def _watch_event(line: bytes) -> tuple[str, dict[str, Any]]:
+    event = json.loads(line)
+    kind, job = event.get("type", ""), event.get("object") or {}
+    if kind == "ERROR":
+        if job.get("code") == 410:
+            raise _WatchExpired()
+        error = ApiException(status=job.get("code") or 500, reason=job.get("reason"))
+        error.body = json.dumps(job)
+        raise map_api_error(error)
+    return kind, job

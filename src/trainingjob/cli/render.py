@@ -1,0 +1,372 @@
+"""What the job commands print: tables, ages, JSON/YAML, `describe` sections and `watch` summaries (pure)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import yaml
+from rich.console import Group, RenderableType
+from rich.padding import Padding
+from rich.table import Table
+from rich.text import Text
+
+from trainingjob.api import constants as k
+
+NONE = "<none>"
+JOB_HEADERS = ("NAME", "FRAMEWORK", "WORKERS", "PHASE", "RESTARTS", "AGE")
+OUTPUTS = ("table", "json", "yaml")
+FINISHED_PHASES = ("Succeeded", "Failed")
+
+
+# Times -------------------------------------------------------------------------------------------------------------
+
+
+def parse_time(value: str | None) -> datetime | None:
+    """An RFC 3339 timestamp as the API server writes it (`2026-01-02T03:04:05Z`), or None."""
+    if not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def human_duration(seconds: float) -> str:
+    """A duration the way kubectl prints ages (apimachinery's HumanDuration): 45s, 3m12s, 25m, 5h3m, 2d4h, 400d, 3y."""
+    whole = int(seconds)
+    if whole < -1:
+        return "<invalid>"
+    if whole < 0:
+        return "0s"
+    if whole < 120:
+        return f"{whole}s"
+    minutes = whole // 60
+    if minutes < 10:
+        rest = whole % 60
+        return f"{minutes}m{rest}s" if rest else f"{minutes}m"
+    if minutes < 180:
+        return f"{minutes}m"
+    hours = whole // 3600
+    if hours < 8:
+        rest = minutes % 60
+        return f"{hours}h{rest}m" if rest else f"{hours}h"
+    if hours < 48:
+        return f"{hours}h"
+    if hours < 24 * 8:
+        rest = hours % 24
+        return f"{hours // 24}d{rest}h" if rest else f"{hours // 24}d"
+    if hours < 24 * 365 * 2:
+        return f"{hours // 24}d"
+    if hours < 24 * 365 * 8:
+        years, days = hours // 24 // 365, (hours // 24) % 365
+        return f"{years}y{days}d" if days else f"{years}y"
+    return f"{hours // 24 // 365}y"
+
+
+def age(timestamp: str | None, now: datetime) -> str:
+    when = parse_time(timestamp)
+    return human_duration((now - when).total_seconds()) if when else NONE
+
+
+def now_utc() -> datetime:
+    return datetime.now(UTC)
+
+
+# Tables --------------------------------------------------------------------------------------------------------------
+
+
+def job_headers(all_namespaces: bool) -> list[str]:
+    return ["NAMESPACE", *JOB_HEADERS] if all_namespaces else list(JOB_HEADERS)
+
+
+def job_row(job: dict[str, Any], now: datetime, all_namespaces: bool = False) -> list[str]:
+    metadata, spec, status = job.get("metadata") or {}, job.get("spec") or {}, job.get("status") or {}
+    row = [
+        metadata.get("name", NONE),
+        spec.get("framework") or NONE,
+        str(spec.get("workers", NONE)),
+        status.get("phase") or NONE,
+        str(status.get("restartCount", 0)),
+        age(metadata.get("creationTimestamp"), now),
+    ]
+    return [metadata.get("namespace") or NONE, *row] if all_namespaces else row
+
+
+def column_widths(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[int]:
+    return [max(len(cell) for cell in column) for column in zip(headers, *rows, strict=False)]
+
+
+def format_row(cells: Sequence[str], widths: Sequence[int]) -> str:
+    """One line of a kubectl-style table: columns left-aligned, three spaces apart, no trailing blanks."""
+    padded = [cell.ljust(width) for cell, width in zip(cells[:-1], widths, strict=False)]
+    return "   ".join([*padded, cells[-1]]).rstrip()
+
+
+def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = column_widths(headers, rows)
+    return "\n".join(format_row(cells, widths) for cells in [headers, *rows])
+
+
+def dump(document: Any, output: str) -> str:
+    """`document` as -o json (indented) or -o yaml (block style, keys in their API order)."""
+    if output == "json":
+        return json.dumps(document, indent=2)
+    return yaml.safe_dump(document, sort_keys=False, default_flow_style=False).rstrip("\n")
+
+
+# Status summaries ----------------------------------------------------------------------------------------------------
+
+
+def condition(job: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    for item in (job.get("status") or {}).get("conditions") or []:
+        if item.get("type") == kind:
+            return item
+    return None
+
+
+def failure_message(job: dict[str, Any]) -> str:
+    """Why a Failed job failed: its Failed condition, else status.message, else the last worker failure."""
+    status = job.get("status") or {}
+    failed = condition(job, "Failed")
+    if failed and failed.get("status") == "True":
+        reason, message = failed.get("reason"), failed.get("message")
+        return ": ".join(part for part in (reason, message) if part) or "Failed"
+    if status.get("message"):
+        return status["message"]
+    last = status.get("lastFailure")
+    return describe_failure(last) if last else "no reason recorded"
+
+
+def describe_failure(failure: dict[str, Any]) -> str:
+    parts = [f"worker {failure.get('workerId', '?')}"]
+    if failure.get("podName"):
+        parts[0] += f" ({failure['podName']})"
+    if failure.get("exitCode") is not None:
+        parts.append(f"exit code {failure['exitCode']}")
+    if failure.get("reason"):
+        parts.append(failure["reason"])
+    text = ", ".join(parts)
+    if failure.get("message"):
+        text += f": {failure['message']}"
+    if failure.get("time"):
+        text += f" (at {failure['time']})"
+    return text
+
+
+def running_workers(job: dict[str, Any]) -> int:
+    return sum(1 for w in (job.get("status") or {}).get("workerStatuses") or [] if w.get("phase") == "Running")
+
+
+def format_number(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+@dataclass(frozen=True)
+class ProgressView:
+    """What `tj watch` shows: a percentage (None: unknown) and one line of text."""
+
+    percent: float | None
+    summary: str
+
+
+def progress_percent(progress: dict[str, Any]) -> float | None:
+    if isinstance(progress.get("percent"), int | float):
+        return max(0.0, min(100.0, float(progress["percent"])))
+    for done, total in (("step", "totalSteps"), ("epoch", "totalEpochs")):
+        numbers = isinstance(progress.get(done), int | float) and isinstance(progress.get(total), int | float)
+        if numbers and progress[total] > 0:
+            return max(0.0, min(100.0, 100.0 * progress[done] / progress[total]))
+    return None
+
+
+def progress_parts(progress: dict[str, Any]) -> list[str]:
+    """status.progress as short phrases: epoch 3/10, step 1200/4000, loss=0.41, ETA 5m20s."""
+    parts = []
+    for done, total, label in (("epoch", "totalEpochs", "epoch"), ("step", "totalSteps", "step")):
+        if progress.get(done) is not None:
+            parts.append(f"{label} {progress[done]}" + (f"/{progress[total]}" if progress.get(total) else ""))
+    metrics = progress.get("metrics") or {}
+    if metrics:
+        parts.append(" ".join(f"{key}={format_number(value)}" for key, value in sorted(metrics.items())))
+    remaining = progress.get("estimatedRemainingSeconds")
+    if isinstance(remaining, int | float):
+        parts.append(f"ETA {human_duration(remaining)}")
+    return parts
+
+
+def progress_view(job: dict[str, Any]) -> ProgressView:
+    spec, status = job.get("spec") or {}, job.get("status") or {}
+    phase = status.get("phase") or "Pending"
+    progress = status.get("progress") or {}
+    percent = progress_percent(progress) if progress else None
+    if phase == "Succeeded":
+        percent = 100.0
+    parts = [phase, f"workers {running_workers(job)}/{spec.get('workers', '?')} running"]
+    if percent is not None:
+        parts.append(f"{percent:.0f}%")
+    parts.extend(progress_parts(progress))
+    if phase not in ("Running", *FINISHED_PHASES) and status.get("message"):
+        parts.append(status["message"])
+    return ProgressView(percent, " · ".join(parts))
+
+
+# describe ------------------------------------------------------------------------------------------------------------
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> Table:
+    table = Table(box=None, pad_edge=False, show_edge=False, padding=(0, 3, 0, 0), header_style="bold")
+    for header in headers:
+        table.add_column(header, overflow="fold")
+    for row in rows:
+        table.add_row(*(Text(str(cell)) for cell in row))
+    return table
+
+
+def _section(title: str, body: RenderableType | str) -> Group:
+    content = Text(f"  {body}") if isinstance(body, str) else _indent(body)
+    return Group(Text(f"{title}:", style="bold"), content)
+
+
+def _indent(table: Table) -> Padding:
+    return Padding(table, (0, 0, 0, 2))
+
+
+def _command_line(spec: dict[str, Any]) -> str:
+    words = [*(spec.get("command") or []), *(spec.get("args") or [])]
+    return " ".join(json.dumps(word) if not word or any(c.isspace() for c in word) else word for word in words)
+
+
+def _summary_rows(job: dict[str, Any], now: datetime) -> list[tuple[str, str]]:
+    metadata, spec, status = job.get("metadata") or {}, job.get("spec") or {}, job.get("status") or {}
+    created = metadata.get("creationTimestamp")
+    workers = f"{spec.get('workers', '?')}"
+    if spec.get("gpuPerWorker"):
+        workers += f" x {spec['gpuPerWorker']} {k.GPU_RESOURCE}"
+    rows = [
+        ("Name", metadata.get("name", "")),
+        ("Namespace", metadata.get("namespace", "")),
+        ("Created", f"{created} ({age(created, now)} ago)" if created else NONE),
+        ("Framework", spec.get("framework") or NONE),
+        ("Image", spec.get("image") or NONE),
+        ("Command", _command_line(spec) or NONE),
+        ("Workers", workers),
+    ]
+    hyperparameters = spec.get("hyperparameters") or {}
+    if hyperparameters:
+        rows.append(("Hyperparameters", " ".join(f"{key}={json.dumps(v)}" for key, v in hyperparameters.items())))
+    for label, key in (("Model", "model"), ("Dataset", "dataset")):
+        if spec.get(key):
+            rows.append((label, spec[key]))
+    policy = spec.get("restartPolicy") or "OnFailure"
+    if spec.get("backoffLimit") is not None:
+        policy += f", backoffLimit {spec['backoffLimit']}"
+    rows.append(("Restart policy", policy))
+    rows.append(("Suspend", "true" if spec.get("suspend") else "false"))
+    if metadata.get("deletionTimestamp"):
+        rows.append(("Deleting since", metadata["deletionTimestamp"]))
+    rows.append(("Phase", status.get("phase") or NONE))
+    if status.get("message"):
+        rows.append(("Message", status["message"]))
+    for label, key in (("Started", "startTime"), ("Completed", "completionTime"), ("Suspended at", "suspendTime")):
+        if status.get(key):
+            rows.append((label, status[key]))
+    rows.append(("Attempt", str(status.get("attempt", 0))))
+    rows.append(("Restarts", str(status.get("restartCount", 0))))
+    rows.append(("Disruptions", str(status.get("disruptionCount", 0))))
+    if status.get("nextRestartTime"):
+        rows.append(("Next restart", status["nextRestartTime"]))
+    if status.get("lastFailure"):
+        rows.append(("Last failure", describe_failure(status["lastFailure"])))
+    checkpoint = status.get("lastCheckpoint") or {}
+    if checkpoint:
+        where = f"epoch {checkpoint.get('epoch', '?')} step {checkpoint.get('step', '?')}"
+        rows.append(("Last checkpoint", f"{where} {checkpoint.get('path') or ''}".strip()))
+    progress = status.get("progress") or {}
+    if progress:
+        percent = progress_percent(progress)
+        parts = ([f"{percent:.0f}%"] if percent is not None else []) + progress_parts(progress)
+        rows.append(("Progress", ", ".join(parts) or NONE))
+    return rows
+
+
+def condition_rows(job: dict[str, Any], now: datetime) -> list[list[str]]:
+    return [
+        [
+            c.get("type", ""),
+            c.get("status", ""),
+            c.get("reason", ""),
+            age(c.get("lastTransitionTime"), now),
+            c.get("message", ""),
+        ]
+        for c in (job.get("status") or {}).get("conditions") or []
+    ]
+
+
+def worker_rows(job: dict[str, Any]) -> list[list[str]]:
+    rows = []
+    for worker in sorted((job.get("status") or {}).get("workerStatuses") or [], key=lambda w: w.get("workerId", 0)):
+        exit_code = worker.get("exitCode")
+        rows.append(
+            [
+                str(worker.get("workerId", "")),
+                worker.get("podName", ""),
+                worker.get("phase", ""),
+                worker.get("nodeName", ""),
+                str(worker.get("restartCount", 0)),
+                "" if exit_code is None else str(exit_code),
+                worker.get("reason", ""),
+            ]
+        )
+    return rows
+
+
+def event_rows(events: Sequence[dict[str, Any]], now: datetime) -> list[list[str]]:
+    rows = []
+    for event in events:
+        when = event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp")
+        count = event.get("count") or 1
+        source = (event.get("source") or {}).get("component") or event.get("reportingComponent") or ""
+        rows.append(
+            [
+                event.get("type", ""),
+                event.get("reason", ""),
+                age(when, now) + (f" (x{count})" if count > 1 else ""),
+                source,
+                (event.get("message") or "").strip(),
+            ]
+        )
+    return rows
+
+
+def describe(job: dict[str, Any], events: Sequence[dict[str, Any]], now: datetime) -> Group:
+    """`tj describe`: a summary of spec and status, then conditions, workers and recent events."""
+    summary = Table.grid(padding=(0, 2))
+    summary.add_column(style="bold")
+    summary.add_column(overflow="fold")
+    for label, value in _summary_rows(job, now):
+        summary.add_row(Text(f"{label}:"), Text(str(value)))
+    conditions = condition_rows(job, now)
+    workers = worker_rows(job)
+    event_lines = event_rows(events, now)
+    return Group(
+        summary,
+        _section(
+            "Conditions",
+            _table(("TYPE", "STATUS", "REASON", "AGE", "MESSAGE"), conditions) if conditions else NONE,
+        ),
+        _section(
+            "Workers",
+            _table(("ID", "POD", "PHASE", "NODE", "RESTARTS", "EXIT CODE", "REASON"), workers) if workers else NONE,
+        ),
+        _section(
+            "Events",
+            _table(("TYPE", "REASON", "AGE", "FROM", "MESSAGE"), event_lines) if event_lines else NONE,
+        ),
+    )
