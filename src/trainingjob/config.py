@@ -21,3 +21,6 @@ class OperatorConfig:
     gpu_tolerations: list[dict[str, Any]] = field(default_factory=_default_gpu_tolerations)
     max_concurrent_reconciles: int = 16
     max_concurrent_creates: int = 32
+    # Leader election: only the holder of this Lease reconciles; None runs without (a single replica).
+    lease_namespace: str | None = "trainingjob-system"
+    lease_name: str = "trainingjob-operator"

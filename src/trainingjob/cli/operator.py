@@ -36,6 +36,14 @@ def parse_key_values(values: tuple[str, ...]) -> dict[str, str]:
 @click.option("--max-concurrent-reconciles", default=16, show_default=True, type=click.IntRange(1, 512))
 @click.option("--max-concurrent-creates", default=32, show_default=True, type=click.IntRange(1, 1024))
 @click.option(
+    "--leader-elect/--no-leader-elect",
+    default=True,
+    show_default=True,
+    help="Reconcile only while holding the Lease, so 2+ replicas are safe.",
+)
+@click.option("--leader-election-namespace", envvar="POD_NAMESPACE", default="trainingjob-system", show_default=True)
+@click.option("--leader-election-id", default="trainingjob-operator", show_default=True, help="Name of the Lease.")
+@click.option(
     "--liveness",
     "liveness_endpoint",
     default=None,
@@ -50,6 +58,9 @@ def operator(
     gpu_node_selector: tuple[str, ...],
     max_concurrent_reconciles: int,
     max_concurrent_creates: int,
+    leader_elect: bool,
+    leader_election_namespace: str,
+    leader_election_id: str,
     liveness_endpoint: str | None,
 ) -> None:
     """Run the operator until interrupted."""
@@ -62,5 +73,7 @@ def operator(
         gpu_node_selector=parse_key_values(gpu_node_selector) or defaults.gpu_node_selector,
         max_concurrent_reconciles=max_concurrent_reconciles,
         max_concurrent_creates=max_concurrent_creates,
+        lease_namespace=leader_election_namespace if leader_elect else None,
+        lease_name=leader_election_id,
     )
     run_operator(config, list(namespaces), log_format, log_level, liveness_endpoint)

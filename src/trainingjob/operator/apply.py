@@ -225,6 +225,7 @@ class Applier:
                 "Pod": self.core.create_namespaced_pod,
                 "Service": self.core.create_namespaced_service,
                 "ConfigMap": self.core.create_namespaced_config_map,
+                "PersistentVolumeClaim": self.core.create_namespaced_persistent_volume_claim,
             }[action.kind]
             await create(ns, action.manifest)
         elif isinstance(action, DeleteChild):

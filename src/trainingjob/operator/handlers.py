@@ -6,6 +6,7 @@ reconcile of the owning job, which the Reconciler runs from the indexes.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from typing import Any
@@ -17,6 +18,7 @@ from kubernetes_asyncio import config as k8s_config
 from trainingjob.api import constants as k
 from trainingjob.api.names import config_map_name, service_name
 from trainingjob.operator.apply import Applier
+from trainingjob.operator.leader import LeaderElector, LeaseSettings
 from trainingjob.operator.reconciler import Reconciler
 from trainingjob.reconcile.observed import pod_view
 
@@ -57,12 +59,26 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: An
     memo.api = k8s_client.ApiClient()
     indexes = {name: kwargs[name] for name in INDEX_NAMES}
     memo.reconciler = Reconciler(indexes, Applier(memo.api, memo.config.max_concurrent_creates), memo.config)
-    memo.reconciler.start()
+    memo.elector = None
+    if memo.config.lease_namespace is None:
+        memo.reconciler.start()
+        return
+    memo.elector = LeaderElector(memo.api, LeaseSettings(memo.config.lease_namespace, memo.config.lease_name))
+    memo.election = asyncio.create_task(memo.elector.run(memo.reconciler.start_leading, stop_on_lost_lease))
+
+
+def stop_on_lost_lease() -> None:
+    """A replica that lost its Lease may be racing the new leader: stop now, the Deployment restarts us."""
+    logging.getLogger(__name__).critical("leadership lost; exiting so that only the new leader writes")
+    os._exit(70)
 
 
 @kopf.on.cleanup()
 async def cleanup(memo: kopf.Memo, **_: Any) -> None:
     await memo.reconciler.stop()
+    if memo.elector is not None:
+        memo.election.cancel()
+        await memo.elector.release()
     await memo.api.close()
 
 

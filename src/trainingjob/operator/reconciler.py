@@ -63,6 +63,13 @@ class Reconciler:
             for i in range(self.config.max_concurrent_reconciles)
         ]
 
+    def start_leading(self) -> None:
+        """Leadership acquired: start workers and look at every known job once (events seen as a standby were
+        queued too, but a fresh look at all of them is what makes a takeover level-triggered)."""
+        self.start()
+        for key in list(self.indexes["trainingjob_bodies"]):
+            self.enqueue(key)
+
     async def stop(self) -> None:
         for task in self.tasks:
             task.cancel()

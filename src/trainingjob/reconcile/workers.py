@@ -268,6 +268,6 @@ def add_transition_events(job: TrainingJob, outcome: Outcome, events: list[Event
     if outcome.phase == previous or outcome.phase not in TRANSITION_EVENTS:
         return
     event_type, reason = TRANSITION_EVENTS[outcome.phase]
-    if outcome.phase == "Running" and previous in ("Restarting", "Suspended"):
-        reason = "TrainingResumed"
+    if outcome.phase == "Running" and job.status.get("startTime"):
+        reason = "TrainingResumed"  # running again after a restart or a suspension
     events.append(Event(event_type, reason, outcome.message))
