@@ -71,7 +71,8 @@ def operator(cluster: ClusterUnderTest, kube: Kube, trainingjob_crd: None, tmp_p
     apply_manifests(cluster.kubectl, cluster.kubeconfig, REPO / "deploy" / "rbac")
     directory = tmp_path_factory.mktemp("operator")
     kubeconfig = service_account_kubeconfig(kube, directory / "operator.kubeconfig")
-    running = start_operator(kubeconfig, directory / "operator.log")
+    extra = ("--log-level", "DEBUG") if _truthy("TJ_OPERATOR_DEBUG") else ()
+    running = start_operator(kubeconfig, directory / "operator.log", *extra)
     yield running
     running.stop()
     print(f"operator log: {running.log_path}")

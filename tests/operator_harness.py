@@ -121,6 +121,11 @@ class RunningOperator:
     log_path: Path
     kubeconfig: Path
     health_url: str
+    progress_port: int = 0
+
+    @property
+    def progress_url(self) -> str:
+        return f"https://127.0.0.1:{self.progress_port}"
 
     def log_tail(self, lines: int = 40) -> str:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
@@ -135,25 +140,20 @@ class RunningOperator:
                 self.process.wait(timeout=10)
 
 
-def start_operator(kubeconfig: Path, log_path: Path, *extra_args: str) -> RunningOperator:
+def start_operator(kubeconfig: Path, log_path: Path, *extra_args: str, progress_port: int = 0) -> RunningOperator:
+    """The operator with its progress endpoint on 127.0.0.1 (tests play the workers that report to it)."""
     port = free_port()
     health_url = f"http://127.0.0.1:{port}/healthz"
+    progress_port = progress_port or free_port()
     command = [
-        sys.executable,
-        "-m",
-        "trainingjob.cli",
-        "operator",
-        "--all-namespaces",
-        "--log-format",
-        "json",
-        "--liveness",
-        health_url,
-        *extra_args,
+        *(sys.executable, "-m", "trainingjob.cli", "operator", "--all-namespaces", "--log-format", "json"),
+        *("--liveness", health_url, "--progress-port", str(progress_port), "--progress-bind", "127.0.0.1"),
+        *("--progress-url", f"https://127.0.0.1:{progress_port}", *extra_args),
     ]
     env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
     with log_path.open("ab") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
-    running = RunningOperator(process, log_path, kubeconfig, health_url)
+    running = RunningOperator(process, log_path, kubeconfig, health_url, progress_port)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if process.poll() is not None:

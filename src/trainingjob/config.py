@@ -24,3 +24,7 @@ class OperatorConfig:
     # Leader election: only the holder of this Lease reconciles; None runs without (a single replica).
     lease_namespace: str | None = "trainingjob-system"
     lease_name: str = "trainingjob-operator"
+    # Progress endpoint as workers reach it, and the CA that signs it (None: workers get no progress settings).
+    progress_url: str | None = None
+    progress_ca_pem: str | None = None
+    progress_reporters: tuple[int, ...] = (0,)

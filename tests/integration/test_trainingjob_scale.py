@@ -50,7 +50,7 @@ def test_operator_killed_mid_flight_converges_without_duplicates(
     wait_until(lambda: len(kube.core.list_namespaced_pod(namespace).items) >= 3, 60, "the first pods")
     operator.stop(hard=True)
     uids_before = {p.metadata.name: p.metadata.uid for p in kube.core.list_namespaced_pod(namespace).items}
-    restarted = start_operator(operator.kubeconfig, operator.log_path)
+    restarted = start_operator(operator.kubeconfig, operator.log_path, progress_port=operator.progress_port)
     operator.process = restarted.process
     wait_until(
         lambda: all_in_phase(kube, [(namespace, n) for n in jobs], "Succeeded"), 180, "all jobs to finish", interval=1

@@ -124,6 +124,8 @@ def test_printer_columns() -> None:
         ("Workers", "integer", ".spec.workers", 0),
         ("Phase", "string", ".status.phase", 0),
         ("Restarts", "integer", ".status.restartCount", 1),
+        ("Progress", "number", ".status.progress.percent", 0),
+        ("ETA", "integer", ".status.progress.estimatedRemainingSeconds", 0),
         ("Age", "date", ".metadata.creationTimestamp", 0),
     ]
 

@@ -33,6 +33,9 @@ CONFIG_MOUNT_PATH = "/etc/trainingjob"
 SHM_MOUNT_PATH = "/dev/shm"
 HYPERPARAMETERS_FILE = "hyperparameters.json"
 HOSTFILE = "hostfile"
+PROGRESS_CA_FILE = "progress-ca.crt"
+PROGRESS_AUDIENCE = "trainingjob-progress"
+PROGRESS_TOKEN_DIR = "/var/run/secrets/trainingjob/progress"
 
 # Child names are `<job>-worker-<index>` (a pod hostname: DNS-1123 label, 63 characters), `<job>-workers`
 # (a Service: DNS-1035 label), `<job>-config`, `<job>-hostfile`, `<job>-checkpoints`. With at most 1024 workers
@@ -100,4 +103,4 @@ RESERVED_ENV_NAMES = (
 RESERVED_ENV_PREFIXES = ("HYPERPARAM_", "TRAININGJOB_")
 
 # Volumes and mount paths the operator adds to every worker; user volumes may not reuse these names.
-RESERVED_VOLUME_NAMES = ("dshm", "tj-config", "tj-hostfile", "data", "checkpoints")
+RESERVED_VOLUME_NAMES = ("dshm", "tj-config", "tj-hostfile", "data", "checkpoints", "tj-progress-token")

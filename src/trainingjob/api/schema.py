@@ -73,6 +73,18 @@ def _printer_columns() -> list[Schema]:
             "priority": 1,
             "description": "Restarts after failures",
         },
+        {
+            "name": "Progress",
+            "type": "number",
+            "jsonPath": ".status.progress.percent",
+            "description": "Training progress in percent, reported by the chief worker",
+        },
+        {
+            "name": "ETA",
+            "type": "integer",
+            "jsonPath": ".status.progress.estimatedRemainingSeconds",
+            "description": "Estimated seconds left",
+        },
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     ]
 

@@ -7,7 +7,7 @@ rejected instead of silently stored, and `kubectl explain` documents every field
 from __future__ import annotations
 
 from trainingjob.api import constants as c
-from trainingjob.api.schema_builders import Schema, array, integer, obj, string
+from trainingjob.api.schema_builders import Schema, array, integer, node, obj, string, string_map
 
 # metav1.Condition's own limits, so conditions written with the standard helpers always fit.
 CONDITION_TYPE = (
@@ -110,6 +110,35 @@ def _last_checkpoint() -> Schema:
     )
 
 
+def _progress() -> Schema:
+    return obj(
+        "Training progress as the chief worker reports it through the operator's progress endpoint "
+        "(docs/progress-protocol.md); written at most once every few seconds per job.",
+        {
+            "percent": node(
+                "number",
+                "Completion in percent (0-100), from steps when known, else from epochs.",
+                minimum=0,
+                maximum=100,
+            ),
+            "epoch": integer("Current epoch.", minimum=0),
+            "totalEpochs": integer("Epochs the training will run.", minimum=0),
+            "step": integer("Current training step (iteration).", minimum=0),
+            "totalSteps": integer("Steps the training will run.", minimum=0),
+            "metrics": string_map(
+                "Latest metrics the worker reported, by name (loss, accuracy, ...).",
+                node("number", "A metric value."),
+                max_properties=32,
+            ),
+            "estimatedRemainingSeconds": integer(
+                "Estimated seconds until the training finishes, from the progress made since the attempt started.",
+                minimum=0,
+            ),
+            "lastUpdateTime": _timestamp("When the operator accepted the newest report."),
+        },
+    )
+
+
 def _lifecycle() -> dict[str, Schema]:
     return {
         "attemptStartTime": _timestamp(
@@ -127,6 +156,7 @@ def _lifecycle() -> dict[str, Schema]:
             minimum=0,
         ),
         "lastCheckpoint": _last_checkpoint(),
+        "progress": _progress(),
     }
 
 

@@ -9,6 +9,7 @@ from typing import Any
 from trainingjob.api import constants as k
 from trainingjob.api.names import worker_host
 from trainingjob.api.types import TrainingJob
+from trainingjob.config import OperatorConfig
 from trainingjob.frameworks.base import WorkerContext
 from trainingjob.frameworks.registry import framework_for
 
@@ -73,12 +74,26 @@ def identity_env(job: TrainingJob, index: int, attempt: int) -> dict[str, str]:
     return env
 
 
-def worker_env(job: TrainingJob, index: int, attempt: int) -> list[dict[str, Any]]:
+def progress_env(config: OperatorConfig | None) -> dict[str, str]:
+    """Where and how to report progress (docs/progress-protocol.md); nothing when the endpoint is off."""
+    if config is None or not config.progress_url:
+        return {}
+    return {
+        "TRAININGJOB_PROGRESS_URL": config.progress_url,
+        "TRAININGJOB_PROGRESS_CA_FILE": f"{k.CONFIG_MOUNT_PATH}/{k.PROGRESS_CA_FILE}",
+        "TRAININGJOB_PROGRESS_TOKEN_FILE": f"{k.PROGRESS_TOKEN_DIR}/token",
+    }
+
+
+def worker_env(
+    job: TrainingJob, index: int, attempt: int, config: OperatorConfig | None = None
+) -> list[dict[str, Any]]:
     """Ours first, the user's last: user values may then refer to ours with $(NAME) expansion."""
     framework = framework_for(job.spec.framework)
     ours = {
         **framework.worker_env(worker_context(job, index)),
         **identity_env(job, index, attempt),
+        **progress_env(config),
         **hyperparameter_env(job.spec.hyperparameters),
     }
     return [{"name": name, "value": value} for name, value in ours.items()] + list(job.spec.env)

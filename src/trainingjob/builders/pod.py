@@ -45,7 +45,18 @@ def worker_resources(job: TrainingJob) -> dict[str, dict[str, Any]]:
     return {key: value for key, value in (("requests", requests), ("limits", limits)) if value}
 
 
-def worker_volumes(job: TrainingJob) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def progress_token_volume(config: OperatorConfig) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """A pod-bound ServiceAccount token for the progress endpoint's audience, rotated by the kubelet."""
+    if not config.progress_url:
+        return None
+    source = {"serviceAccountToken": {"audience": k.PROGRESS_AUDIENCE, "expirationSeconds": 3600, "path": "token"}}
+    volume = {"name": "tj-progress-token", "projected": {"sources": [source]}}
+    return volume, {"name": "tj-progress-token", "mountPath": k.PROGRESS_TOKEN_DIR, "readOnly": True}
+
+
+def worker_volumes(
+    job: TrainingJob, config: OperatorConfig | None = None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(volumes, mounts): shared memory for dataloaders/NCCL, the job's ConfigMap, data, checkpoints, the user's."""
     volumes: list[dict[str, Any]] = [
         {"name": "dshm", "emptyDir": {"medium": "Memory"}},
@@ -61,6 +72,10 @@ def worker_volumes(job: TrainingJob) -> tuple[list[dict[str, Any]], list[dict[st
             {"name": "data", "persistentVolumeClaim": {"claimName": data.claim_name, "readOnly": data.read_only}}
         )
         mounts.append({"name": "data", "mountPath": data.mount_path, "readOnly": data.read_only})
+    token = progress_token_volume(config) if config is not None else None
+    if token is not None:
+        volumes.append(token[0])
+        mounts.append(token[1])
     claim = checkpoint_claim_name(job)
     if claim is not None:
         volumes.append({"name": "checkpoints", "persistentVolumeClaim": {"claimName": claim}})
@@ -92,14 +107,14 @@ def worker_placement(job: TrainingJob, config: OperatorConfig) -> dict[str, Any]
 
 def desired_worker_pod(job: TrainingJob, index: int, attempt: int, config: OperatorConfig) -> dict[str, Any]:
     spec = job.spec
-    volumes, mounts = worker_volumes(job)
+    volumes, mounts = worker_volumes(job, config)
     metadata = child_metadata(job, worker_pod_name(job.name, index), worker_labels(job, index, attempt, spec_hash(job)))
     metadata["annotations"] = dict(spec.pod_annotations)
     container: dict[str, Any] = {
         "name": "trainer",
         "image": spec.image,
         "command": list(spec.command),
-        "env": worker_env(job, index, attempt),
+        "env": worker_env(job, index, attempt, config),
         "ports": [{"name": "dist", "containerPort": spec.master_port, "protocol": "TCP"}],
         "volumeMounts": mounts,
         "securityContext": copy.deepcopy(

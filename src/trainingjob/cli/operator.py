@@ -44,6 +44,20 @@ def parse_key_values(values: tuple[str, ...]) -> dict[str, str]:
 @click.option("--leader-election-namespace", envvar="POD_NAMESPACE", default="trainingjob-system", show_default=True)
 @click.option("--leader-election-id", default="trainingjob-operator", show_default=True, help="Name of the Lease.")
 @click.option(
+    "--progress-port",
+    default=0,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="Serve the HTTPS progress endpoint on this port (0: off).",
+)
+@click.option("--progress-bind", default="0.0.0.0", show_default=True, help="Address the progress endpoint binds.")
+@click.option(
+    "--progress-url",
+    default=None,
+    help="URL workers use to reach the progress endpoint "
+    "(default https://trainingjob-operator.<namespace>.svc:<port>).",
+)
+@click.option(
     "--liveness",
     "liveness_endpoint",
     default=None,
@@ -61,6 +75,9 @@ def operator(
     leader_elect: bool,
     leader_election_namespace: str,
     leader_election_id: str,
+    progress_port: int,
+    progress_bind: str,
+    progress_url: str | None,
     liveness_endpoint: str | None,
 ) -> None:
     """Run the operator until interrupted."""
@@ -75,5 +92,17 @@ def operator(
         max_concurrent_creates=max_concurrent_creates,
         lease_namespace=leader_election_namespace if leader_elect else None,
         lease_name=leader_election_id,
+        progress_url=(progress_url or f"https://trainingjob-operator.{leader_election_namespace}.svc:{progress_port}")
+        if progress_port
+        else None,
     )
-    run_operator(config, list(namespaces), log_format, log_level, liveness_endpoint)
+    run_operator(
+        config,
+        list(namespaces),
+        log_format,
+        log_level,
+        liveness_endpoint,
+        leader_election_namespace,
+        progress_port,
+        progress_bind,
+    )

@@ -7,6 +7,7 @@ reconcile of the owning job, which the Reconciler runs from the indexes.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 from typing import Any
@@ -20,9 +21,12 @@ from trainingjob.api.names import config_map_name, service_name
 from trainingjob.operator.apply import Applier
 from trainingjob.operator.leader import LeaderElector, LeaseSettings
 from trainingjob.operator.reconciler import Reconciler
+from trainingjob.progress.server import ProgressEndpoint, serve
+from trainingjob.progress.tls import ensure_tls
 from trainingjob.reconcile.observed import pod_view
 
 OURS = {k.LABEL_MANAGED_BY: k.MANAGED_BY}
+SERVICE_NAME = "trainingjob-operator"  # the operator's Service: the progress certificate is issued for its names
 # The @kopf.index functions below, by name: Kopf passes each index to handlers under its function's name.
 INDEX_NAMES = ("trainingjob_bodies", "worker_pods", "worker_services", "job_config_maps", "job_claims")
 IN_CLUSTER_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
@@ -58,7 +62,15 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: An
         await k8s_config.load_kube_config()
     memo.api = k8s_client.ApiClient()
     indexes = {name: kwargs[name] for name in INDEX_NAMES}
+    material = None
+    if memo.progress_port:
+        material = await ensure_tls(memo.api, memo.operator_namespace, SERVICE_NAME)
+        memo.config = dataclasses.replace(memo.config, progress_ca_pem=material.ca_pem)
     memo.reconciler = Reconciler(indexes, Applier(memo.api, memo.config.max_concurrent_creates), memo.config)
+    memo.progress_runner = None
+    if material is not None:
+        endpoint = ProgressEndpoint(memo.api, memo.reconciler, memo.config.progress_reporters)
+        memo.progress_runner = await serve(endpoint, material, memo.progress_bind, memo.progress_port)
     memo.elector = None
     if memo.config.lease_namespace is None:
         memo.reconciler.start()
@@ -76,6 +88,8 @@ def stop_on_lost_lease() -> None:
 @kopf.on.cleanup()
 async def cleanup(memo: kopf.Memo, **_: Any) -> None:
     await memo.reconciler.stop()
+    if memo.progress_runner is not None:
+        await memo.progress_runner.cleanup()
     if memo.elector is not None:
         memo.election.cancel()
         await memo.elector.release()

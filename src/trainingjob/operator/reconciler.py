@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
 import logging
 import time
@@ -13,7 +14,8 @@ from trainingjob.api.types import TrainingJob
 from trainingjob.config import OperatorConfig
 from trainingjob.operator.apply import Applier, ApplyResult
 from trainingjob.operator.workqueue import WorkQueue
-from trainingjob.reconcile.observed import ObservedChildren
+from trainingjob.progress.report import Report
+from trainingjob.reconcile.observed import ObservedChildren, PodView
 from trainingjob.reconcile.planner import plan
 
 logger = logging.getLogger(__name__)
@@ -22,6 +24,8 @@ ERROR_BACKOFF_BASE = 1.0
 ERROR_BACKOFF_MAX = 300.0
 # A pod we created shows up in the cache within a second; after this long, trust the cache again.
 CLAIM_TTL_SECONDS = 30.0
+# At most one status write for progress per job this often; reports in between only replace the pending one.
+PROGRESS_WRITE_INTERVAL = 3.0
 
 
 def _values(index: Mapping[Any, Any], key: JobKey) -> list[Any]:
@@ -51,6 +55,10 @@ class Reconciler:
         self.released: dict[JobKey, dict[str, float]] = {}
         # resourceVersion of a job body we wrote over: until the cache shows our write, planning from it is moot.
         self.superseded: dict[JobKey, str] = {}
+        # Newest accepted progress report per job not yet in status, and when progress was last written.
+        self.progress: dict[JobKey, Report] = {}
+        self.progress_written: dict[JobKey, float] = {}
+        self.leading = False
         self.failures: dict[JobKey, int] = {}
         self.tasks: list[asyncio.Task] = []
 
@@ -58,10 +66,32 @@ class Reconciler:
         self.queue.add(key)
 
     def start(self) -> None:
+        self.leading = True
         self.tasks = [
             asyncio.create_task(self._worker(), name=f"reconcile-worker-{i}")
             for i in range(self.config.max_concurrent_reconciles)
         ]
+
+    def job_exists(self, key: JobKey) -> bool:
+        return self.job_body(key) is not None
+
+    def job_pods(self, key: JobKey) -> list[PodView]:
+        return _values(self.indexes["worker_pods"], key)
+
+    def accepts_progress(self) -> bool:
+        return self.leading
+
+    def report_progress(self, key: JobKey, report: Report) -> None:
+        """Keep the newest report; write it now, or when this job's progress interval is over (newest wins)."""
+        previous = self.progress.get(key)
+        if previous is not None and previous.checkpoint and not report.checkpoint:
+            report = dataclasses.replace(report, checkpoint=previous.checkpoint)
+        self.progress[key] = report
+        wait = PROGRESS_WRITE_INTERVAL - (time.monotonic() - self.progress_written.get(key, -1e9))
+        if wait <= 0:
+            self.queue.add(key)
+        else:
+            self.queue.add_after(key, wait)
 
     def start_leading(self) -> None:
         """Leadership acquired: start workers and look at every known job once (events seen as a standby were
@@ -111,6 +141,7 @@ class Reconciler:
                 present={p.uid for p in pods},
             ),
             claims=_values(self.indexes["job_claims"], key),
+            progress=self.progress.get(key),
         )
 
     @staticmethod
@@ -143,9 +174,14 @@ class Reconciler:
         if self.superseded.get(key) == resource_version:
             return  # our own write is on its way through the watch; its event will bring us back
         job = TrainingJob.from_body(body)
-        result = plan(job, self.observed(key), self.clock(), self.config)
+        observed = self.observed(key)
+        result = plan(job, observed, self.clock(), self.config)
         outcome = await self.applier.apply(job, body, result)
         self.remember(key, resource_version, outcome)
+        if observed.progress is not None and outcome.wrote_job and not outcome.stale:
+            if self.progress.get(key) is observed.progress:
+                del self.progress[key]
+            self.progress_written[key] = time.monotonic()
         if result.requeue_after is not None:
             self.queue.add_after(key, result.requeue_after)
 
@@ -163,6 +199,15 @@ class Reconciler:
 
     def forget(self, key: JobKey) -> None:
         """The job is gone: drop everything we kept for it, so memory does not grow with jobs ever seen."""
-        for memory in (self.rejections, self.failures, self.claimed, self.released, self.superseded):
+        memories = (
+            self.rejections,
+            self.failures,
+            self.claimed,
+            self.released,
+            self.superseded,
+            self.progress,
+            self.progress_written,
+        )
+        for memory in memories:
             memory.pop(key, None)
         self.queue.forget(key)

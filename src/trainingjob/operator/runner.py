@@ -18,6 +18,9 @@ def run_operator(
     log_format: str = "text",
     log_level: str = "INFO",
     liveness_endpoint: str | None = None,
+    operator_namespace: str = "trainingjob-system",
+    progress_port: int = 0,
+    progress_bind: str = "0.0.0.0",
 ) -> None:
     """Block until the operator is stopped (SIGINT/SIGTERM)."""
     import trainingjob.operator.handlers  # noqa: F401  (registers the Kopf handlers)
@@ -38,7 +41,12 @@ def run_operator(
             standalone=True,
             clusterwide=not namespaces,
             namespaces=namespaces,
-            memo=kopf.Memo(config=config),
+            memo=kopf.Memo(
+                config=config,
+                operator_namespace=operator_namespace,
+                progress_port=progress_port,
+                progress_bind=progress_bind,
+            ),
             liveness_endpoint=liveness_endpoint,
         )
     )

@@ -27,10 +27,17 @@ class WorkQueue:
             self._queue.put_nowait(key)
 
     def add_after(self, key: Hashable, delay: float) -> None:
-        """(Re)arm the single timer of `key`; an earlier timer for it is replaced."""
-        self.forget(key)
+        """Make sure `key` is processed within `delay` seconds: one timer per key, the sooner deadline wins.
+
+        Keeping the sooner one is always safe: every reconcile re-derives its own next deadline from the job.
+        """
         loop = asyncio.get_running_loop()
-        self._timers[key] = loop.call_later(max(delay, 0.0), self._fire, key)
+        when = loop.time() + max(delay, 0.0)
+        existing = self._timers.get(key)
+        if existing is not None and existing.when() <= when:
+            return
+        self.forget(key)
+        self._timers[key] = loop.call_at(when, self._fire, key)
 
     def _fire(self, key: Hashable) -> None:
         self._timers.pop(key, None)

@@ -96,6 +96,8 @@ class ObservedChildren:
     # uids of pods we deleted that the cache still shows alive (delete expectations).
     released_pods: frozenset[str] = frozenset()
     claims: frozenset[str] = frozenset()
+    # The newest progress report not yet written to status (see trainingjob.progress).
+    progress: Any = None
 
     @classmethod
     def from_cache(
@@ -107,6 +109,7 @@ class ObservedChildren:
         claimed_pods: Iterable[str] = (),
         released_pods: Iterable[str] = (),
         claims: Iterable[str] = (),
+        progress: Any = None,
     ) -> ObservedChildren:
         config_maps = list(config_maps)
         return cls(
@@ -117,4 +120,5 @@ class ObservedChildren:
             claimed_pods=frozenset(claimed_pods),
             released_pods=frozenset(released_pods),
             claims=frozenset(claims),
+            progress=progress,
         )

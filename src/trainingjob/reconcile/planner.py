@@ -44,7 +44,7 @@ def plan(job: TrainingJob, observed: ObservedChildren, now: datetime.datetime, c
     problems = spec_errors(job.spec) + list(observed.rejections)
     if problems:
         return fail_invalid(job, observed, result, "; ".join(problems), format_time(now))
-    result.actions += repair_shared_children(job, observed, result.events)
+    result.actions += repair_shared_children(job, observed, config, result.events)
     if job.spec.suspend:
         plan_suspended(job, observed, format_time(now), result)
         return result
@@ -107,15 +107,17 @@ def fail_invalid(job: TrainingJob, observed: ObservedChildren, result: Plan, mes
     return result
 
 
-def repair_shared_children(job: TrainingJob, observed: ObservedChildren, events: list[Event]) -> list:
+def repair_shared_children(
+    job: TrainingJob, observed: ObservedChildren, config: OperatorConfig, events: list[Event]
+) -> list:
     """Create the Service, ConfigMap and checkpoint PVC when missing; put back ConfigMap data someone changed."""
     actions: list = []
     if not observed.service_exists:
         actions.append(CreateChild(desired_service(job)))
     if observed.config_data is None:
-        actions.append(CreateChild(desired_config_map(job)))
-    elif dict(observed.config_data) != desired_config_data(job):
-        actions.append(ReplaceChild(desired_config_map(job)))
+        actions.append(CreateChild(desired_config_map(job, config)))
+    elif dict(observed.config_data) != desired_config_data(job, config):
+        actions.append(ReplaceChild(desired_config_map(job, config)))
         events.append(Event("Normal", "ConfigRestored", f"restored {config_map_name(job.name)} to the job's spec"))
     claim = desired_checkpoint_pvc(job)
     if claim is not None and claim["metadata"]["name"] not in observed.claims:

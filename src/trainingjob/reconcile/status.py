@@ -22,6 +22,7 @@ CARRIED_FIELDS = (
     "suspendTime",
     "attemptStartTime",
     "nextRestartTime",
+    "progress",
 )
 
 

@@ -16,6 +16,7 @@ from trainingjob.api.types import TrainingJob, format_time, parse_time
 from trainingjob.builders.common import spec_hash
 from trainingjob.builders.pod import desired_worker_pod
 from trainingjob.config import OperatorConfig
+from trainingjob.progress.report import checkpoint_status, progress_status
 from trainingjob.reconcile import policies
 from trainingjob.reconcile.actions import CreateChild, DeleteChild, Event, Plan
 from trainingjob.reconcile.observed import ObservedChildren, PodView
@@ -67,7 +68,7 @@ def plan_workers(
     now_text = format_time(now)
     gang = observe_gang(job, observed)
     started = bool(job.status.get("startTime"))
-    changes = resume_changes(job, now_text)
+    changes = {**resume_changes(job, now_text), **progress_changes(job, observed)}
     decision = decide(job, gang, started, now_text)
     if isinstance(decision, Outcome):
         fail(job, gang, decision, now_text, result, changes)
@@ -101,6 +102,19 @@ def resume_changes(job: TrainingJob, now: str) -> dict:
     changes: dict = {"suspendTime": None, "suspendedSeconds": int(job.status.get("suspendedSeconds", 0)) + paused}
     if job.status.get("startTime"):
         changes["_counters"] = {"attempt": 1}
+    return changes
+
+
+def progress_changes(job: TrainingJob, observed: ObservedChildren) -> dict:
+    """Fold the newest accepted progress report into status.progress and status.lastCheckpoint."""
+    report = observed.progress
+    if report is None:
+        return {}
+    since = job.status.get("attemptStartTime") or job.status.get("startTime")
+    changes: dict = {"progress": progress_status(report, job.status.get("progress") or {}, since)}
+    checkpoint = checkpoint_status(report)
+    if checkpoint is not None:
+        changes["lastCheckpoint"] = checkpoint
     return changes
 
 

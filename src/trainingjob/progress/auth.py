@@ -1,0 +1,61 @@
+"""Who may report progress for which job: TokenReview with our audience, then the token's pod must be a
+worker of that very job (a pod of job A can never write job B) and one allowed to report (worker 0 by default)."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from trainingjob.progress.report import ReportError
+from trainingjob.reconcile.observed import PodView
+
+AUDIENCE = "trainingjob-progress"
+POD_NAME = "authentication.kubernetes.io/pod-name"
+POD_UID = "authentication.kubernetes.io/pod-uid"
+
+
+@dataclass(frozen=True)
+class Caller:
+    namespace: str
+    pod_name: str
+    pod_uid: str
+
+
+def caller_from_review(status: client.V1TokenReviewStatus | None) -> Caller:
+    """The pod behind a reviewed token; 401 unless it is a valid, pod-bound ServiceAccount token for us."""
+    if status is None or not status.authenticated:
+        raise ReportError(401, f"token rejected: {(status and status.error) or 'not authenticated'}")
+    if AUDIENCE not in (status.audiences or []):
+        raise ReportError(401, f"token is not for audience {AUDIENCE}")
+    user = status.user
+    parts = (user.username or "").split(":")
+    extra = user.extra or {}
+    if len(parts) != 4 or parts[:2] != ["system", "serviceaccount"] or not extra.get(POD_NAME):
+        raise ReportError(401, "token must be a ServiceAccount token bound to a pod")
+    return Caller(namespace=parts[2], pod_name=extra[POD_NAME][0], pod_uid=(extra.get(POD_UID) or [""])[0])
+
+
+def authorize(caller: Caller, namespace: str, job_pods: Iterable[PodView], reporters: Collection[int]) -> PodView:
+    """The caller's pod among the job's workers (by name and uid), allowed to report; 403 otherwise."""
+    if caller.namespace != namespace:
+        raise ReportError(403, "the token's pod is not in this job's namespace")
+    pod = next(
+        (p for p in job_pods if p.name == caller.pod_name and (not caller.pod_uid or p.uid == caller.pod_uid)), None
+    )
+    if pod is None or pod.deleting:
+        raise ReportError(403, f"pod {caller.pod_name} is not a worker of this job")
+    if pod.index not in reporters:
+        raise ReportError(403, f"worker {pod.index} may not report progress (allowed: {sorted(reporters)})")
+    return pod
+
+
+async def review_token(api: client.ApiClient, token: str) -> client.V1TokenReviewStatus | None:
+    review = client.V1TokenReview(spec=client.V1TokenReviewSpec(token=token, audiences=[AUDIENCE]))
+    try:
+        result = await client.AuthenticationV1Api(api).create_token_review(review)
+    except ApiException as error:
+        raise ReportError(503, f"cannot review the token now: {error.reason}") from None
+    return result.status

@@ -1,0 +1,146 @@
+"""Parse and check one progress report (docs/progress-protocol.md), and turn reports into status.progress.
+
+Pure functions: the HTTP layer maps ReportError to a status code, the planner calls `progress_status`.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainingjob.api.types import format_time, parse_time
+
+MAX_BODY_BYTES = 16 * 1024
+MAX_METRICS = 32
+METRIC_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,62}$")
+COUNTS = ("epoch", "totalEpochs", "step", "totalSteps", "worker")
+
+
+class ReportError(ValueError):
+    """A report the endpoint refuses; `status` is the HTTP code to answer with."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Report:
+    worker: int | None = None
+    epoch: int | None = None
+    total_epochs: int | None = None
+    step: int | None = None
+    total_steps: int | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
+    checkpoint: dict[str, Any] | None = None
+    received: str = ""
+
+
+def _count(body: Mapping[str, Any], key: str) -> int | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ReportError(400, f"{key} must be a non-negative integer")
+    return value
+
+
+def _metrics(value: Any) -> dict[str, float]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or len(value) > MAX_METRICS:
+        raise ReportError(400, f"metrics must be an object of at most {MAX_METRICS} numbers")
+    metrics = {}
+    for name, number in value.items():
+        if not METRIC_NAME.match(name):
+            raise ReportError(400, f"metric name {name[:64]!r} is invalid")
+        if isinstance(number, bool) or not isinstance(number, int | float) or not math.isfinite(number):
+            raise ReportError(400, f"metric {name} must be a finite number")
+        metrics[name] = number
+    return metrics
+
+
+def _checkpoint(value: Any) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not isinstance(value.get("path", ""), str):
+        raise ReportError(400, "checkpoint must be an object with a string path")
+    checkpoint: dict[str, Any] = {"path": value.get("path", "")[:1024]}
+    for key in ("epoch", "step"):
+        number = _count(value, key)
+        if number is not None:
+            checkpoint[key] = number
+    return checkpoint
+
+
+def parse_report(raw: bytes, now: datetime.datetime) -> Report:
+    if len(raw) > MAX_BODY_BYTES:
+        raise ReportError(413, f"report is larger than {MAX_BODY_BYTES} bytes")
+    try:
+        body = json.loads(raw)
+    except (UnicodeDecodeError, ValueError) as error:
+        raise ReportError(400, f"report is not valid JSON: {error}") from None
+    if not isinstance(body, dict):
+        raise ReportError(400, "report must be a JSON object")
+    counts = {key: _count(body, key) for key in COUNTS}
+    for done, total in (("epoch", "totalEpochs"), ("step", "totalSteps")):
+        if counts[done] is not None and counts[total] is not None and counts[done] > counts[total]:
+            raise ReportError(400, f"{done} must not exceed {total}")
+    report = Report(
+        worker=counts["worker"],
+        epoch=counts["epoch"],
+        total_epochs=counts["totalEpochs"],
+        step=counts["step"],
+        total_steps=counts["totalSteps"],
+        metrics=_metrics(body.get("metrics")),
+        checkpoint=_checkpoint(body.get("checkpoint")),
+        received=format_time(now),
+    )
+    if report == Report(worker=report.worker, received=report.received):
+        raise ReportError(400, "report carries nothing: give epoch, step, metrics or checkpoint")
+    return report
+
+
+def percent_done(report: Report) -> float | None:
+    if report.step is not None and report.total_steps:
+        return round(100.0 * report.step / report.total_steps, 1)
+    if report.epoch is not None and report.total_epochs:
+        return round(100.0 * report.epoch / report.total_epochs, 1)
+    return None
+
+
+def progress_status(report: Report, previous: Mapping[str, Any], since: str | None) -> dict[str, Any]:
+    """status.progress: the newest report over the previous one, with an ETA from the attempt's pace so far."""
+    progress = {key: value for key, value in previous.items() if key != "estimatedRemainingSeconds"}
+    fields = {
+        "epoch": report.epoch,
+        "totalEpochs": report.total_epochs,
+        "step": report.step,
+        "totalSteps": report.total_steps,
+    }
+    progress.update({key: value for key, value in fields.items() if value is not None})
+    if report.metrics:
+        progress["metrics"] = {**progress.get("metrics", {}), **report.metrics}
+    percent = percent_done(report)
+    if percent is not None:
+        progress["percent"] = percent
+    progress["lastUpdateTime"] = report.received
+    started, received = parse_time(since), parse_time(report.received)
+    if percent and started and received and percent < 100:
+        elapsed = (received - started).total_seconds()
+        progress["estimatedRemainingSeconds"] = max(int(elapsed * (100 - percent) / percent), 0)
+    elif percent == 100:
+        progress["estimatedRemainingSeconds"] = 0
+    return progress
+
+
+def checkpoint_status(report: Report) -> dict[str, Any] | None:
+    if report.checkpoint is None:
+        return None
+    return {**report.checkpoint, "time": report.received}

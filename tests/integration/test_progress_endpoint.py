@@ -1,0 +1,218 @@
+"""Workers report progress with a real pod-bound token (TokenRequest); the operator authenticates each report
+with TokenReview, lets only the job's own chief worker write, rejects bad bodies and coalesces bursts."""
+
+from __future__ import annotations
+
+import json
+import ssl
+import tempfile
+import threading
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.jobs import create_job, get_job, job_manifest, kubectl, live_pods, wait_phase
+from tests.kube import Kube, wait_until
+from tests.operator_harness import RunningOperator
+
+pytestmark = pytest.mark.integration
+AUDIENCE = "trainingjob-progress"
+
+
+def pod_token(kube: Kube, namespace: str, pod_name: str, audience: str = AUDIENCE) -> str:
+    """What the kubelet would project into the worker: a token of its ServiceAccount bound to the pod."""
+    pod = kube.core.read_namespaced_pod(pod_name, namespace)
+    request = {
+        "spec": {
+            "audiences": [audience],
+            "expirationSeconds": 600,
+            "boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": pod_name, "uid": pod.metadata.uid},
+        }
+    }
+    return kube.core.create_namespaced_service_account_token(
+        pod.spec.service_account_name or "default", namespace, request
+    ).status.token
+
+
+def worker_ca(kube: Kube, namespace: str, job: str) -> ssl.SSLContext:
+    """The CA the worker trusts: the one the operator put in the job's ConfigMap."""
+    pem = kube.core.read_namespaced_config_map(f"{job}-config", namespace).data["progress-ca.crt"]
+    with tempfile.NamedTemporaryFile("w", suffix=".crt", delete=False) as handle:
+        handle.write(pem)
+    return ssl.create_default_context(cafile=handle.name)
+
+
+def post(
+    operator: RunningOperator, context: ssl.SSLContext, namespace: str, job: str, token: str | None, body: bytes
+) -> tuple[int, dict]:
+    request = urllib.request.Request(
+        f"{operator.progress_url}/v1/namespaces/{namespace}/trainingjobs/{job}/progress",
+        data=body,
+        method="POST",
+        headers={"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})},
+    )
+    try:
+        with urllib.request.urlopen(request, context=context, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"{}")
+
+
+@pytest.fixture
+def running_job(kube: Kube, namespace: str, operator: RunningOperator) -> str:
+    create_job(kube, namespace, job_manifest("learner", workers=2, complete_after=None))
+    wait_phase(kube, namespace, "learner", "Running")
+    return "learner"
+
+
+def test_worker_env_points_at_the_endpoint_with_a_bound_token(
+    kube: Kube, namespace: str, running_job: str, operator: RunningOperator
+) -> None:
+    pod = live_pods(kube, namespace, running_job)[0]
+    env = {e.name: e.value for e in pod.spec.containers[0].env}
+    assert env["TRAININGJOB_PROGRESS_URL"] == operator.progress_url
+    assert env["TRAININGJOB_PROGRESS_CA_FILE"] == "/etc/trainingjob/progress-ca.crt"
+    token_volume = next(v for v in pod.spec.volumes if v.name == "tj-progress-token")
+    projected = token_volume.projected.sources[0].service_account_token
+    assert (projected.audience, projected.path) == (AUDIENCE, "token")
+
+
+def test_chief_report_updates_status_and_printer_columns(
+    kube: Kube, namespace: str, running_job: str, operator: RunningOperator, cluster
+) -> None:
+    context = worker_ca(kube, namespace, running_job)
+    token = pod_token(kube, namespace, f"{running_job}-worker-0")
+    body = {
+        "epoch": 3,
+        "totalEpochs": 10,
+        "metrics": {"loss": 0.42, "accuracy": 0.9},
+        "checkpoint": {"epoch": 3, "path": "/checkpoints/ckpt-00000003"},
+    }
+    assert post(operator, context, namespace, running_job, token, json.dumps(body).encode())[0] == 202
+    job = wait_until(lambda: _with_progress(kube, namespace, running_job), 30, "status.progress")
+    progress = job["status"]["progress"]
+    assert (progress["epoch"], progress["totalEpochs"], progress["percent"]) == (3, 10, 30.0)
+    assert progress["metrics"] == {"loss": 0.42, "accuracy": 0.9}
+    assert "estimatedRemainingSeconds" in progress and progress["lastUpdateTime"]
+    assert job["status"]["lastCheckpoint"]["path"] == "/checkpoints/ckpt-00000003"
+    table = kubectl(cluster, "get", "tj", running_job, "-n", namespace)
+    header, row = table.splitlines()[:2]
+    assert "PROGRESS" in header and "ETA" in header and "30" in row
+
+
+def _with_progress(kube: Kube, namespace: str, name: str) -> dict | None:
+    job = get_job(kube, namespace, name) or {}
+    return job if (job.get("status") or {}).get("progress") else None
+
+
+def test_reports_that_must_be_refused(kube: Kube, namespace: str, running_job: str, operator: RunningOperator) -> None:
+    create_job(kube, namespace, job_manifest("other", complete_after=None))
+    wait_phase(kube, namespace, "other", "Running")
+    context = worker_ca(kube, namespace, running_job)
+    good = json.dumps({"epoch": 1, "totalEpochs": 2}).encode()
+    before = get_job(kube, namespace, running_job)["metadata"]["resourceVersion"]
+    cases = {
+        "no token": (None, good, 401),
+        "garbage token": ("not-a-token", good, 401),
+        "wrong audience": (
+            pod_token(
+                kube, namespace, f"{running_job}-worker-0", audience="https://kubernetes.default.svc.cluster.local"
+            ),
+            good,
+            401,
+        ),
+        "another job's pod": (pod_token(kube, namespace, "other-worker-0"), good, 403),
+        "a worker that may not report": (pod_token(kube, namespace, f"{running_job}-worker-1"), good, 403),
+        "malformed JSON": (pod_token(kube, namespace, f"{running_job}-worker-0"), b"{epoch: 1", 400),
+        "epoch past total": (
+            pod_token(kube, namespace, f"{running_job}-worker-0"),
+            json.dumps({"epoch": 5, "totalEpochs": 2}).encode(),
+            400,
+        ),
+        "oversized": (pod_token(kube, namespace, f"{running_job}-worker-0"), b" " * (17 * 1024), 413),
+    }
+    for name, (token, body, expected) in cases.items():
+        status, answer = post(operator, context, namespace, running_job, token, body)
+        assert status == expected, f"{name}: {status} {answer}"
+        assert answer.get("reason"), name
+    assert get_job(kube, namespace, running_job)["metadata"]["resourceVersion"] == before
+
+
+def test_token_of_a_deleted_pod_is_refused(
+    kube: Kube, namespace: str, running_job: str, operator: RunningOperator
+) -> None:
+    context = worker_ca(kube, namespace, running_job)
+    token = pod_token(kube, namespace, f"{running_job}-worker-0")
+    kube.core.delete_namespaced_pod(f"{running_job}-worker-0", namespace)
+    wait_until(
+        lambda: (
+            kube.pod_or_none(namespace, f"{running_job}-worker-0") is None
+            or kube.pod_or_none(namespace, f"{running_job}-worker-0").metadata.uid
+        ),
+        30,
+        "the pod to go",
+    )
+    status, _ = post(operator, context, namespace, running_job, token, json.dumps({"epoch": 1}).encode())
+    assert status in (401, 403)
+
+
+def test_a_burst_of_reports_gives_at_most_a_few_status_writes(
+    kube: Kube, namespace: str, running_job: str, operator: RunningOperator
+) -> None:
+    context = worker_ca(kube, namespace, running_job)
+    token = pod_token(kube, namespace, f"{running_job}-worker-0")
+    versions: set[str] = set()
+    stop = threading.Event()
+
+    def watch_versions() -> None:
+        while not stop.is_set():
+            versions.add(get_job(kube, namespace, running_job)["metadata"]["resourceVersion"])
+
+    watcher = threading.Thread(target=watch_versions, daemon=True)
+    before = get_job(kube, namespace, running_job)["metadata"]["resourceVersion"]
+    watcher.start()
+    for step in range(1, 101):
+        body = json.dumps({"step": step, "totalSteps": 100, "metrics": {"loss": 1.0 / step}}).encode()
+        assert post(operator, context, namespace, running_job, token, body)[0] == 202
+    final = wait_until(lambda: _at_step(kube, namespace, running_job, 100), 30, "the newest report in status")
+    stop.set()
+    watcher.join(timeout=10)
+    versions.add(final["metadata"]["resourceVersion"])
+    writes = len(versions - {before})
+    assert 1 <= writes <= 5, f"{writes} status writes for 100 reports"
+    assert final["status"]["progress"]["percent"] == 100.0
+
+
+def _at_step(kube: Kube, namespace: str, name: str, step: int) -> dict | None:
+    job = get_job(kube, namespace, name) or {}
+    return job if ((job.get("status") or {}).get("progress") or {}).get("step") == step else None
+
+
+def test_sdk_reports_through_the_endpoint(
+    kube: Kube, namespace: str, running_job: str, operator: RunningOperator, tmp_path: Path
+) -> None:
+    from trainingjob.sdk import ProgressReporter
+
+    ca = tmp_path / "ca.crt"
+    ca.write_text(kube.core.read_namespaced_config_map(f"{running_job}-config", namespace).data["progress-ca.crt"])
+    token = tmp_path / "token"
+    token.write_text(pod_token(kube, namespace, f"{running_job}-worker-0"))
+    env = {
+        "TRAININGJOB_PROGRESS_URL": operator.progress_url,
+        "TRAININGJOB_PROGRESS_CA_FILE": str(ca),
+        "TRAININGJOB_PROGRESS_TOKEN_FILE": str(token),
+        "TRAININGJOB_NAME": running_job,
+        "TRAININGJOB_NAMESPACE": namespace,
+        "TRAININGJOB_WORKER_INDEX": "0",
+    }
+    reporter = ProgressReporter(env=env)
+    assert reporter.report_progress(epoch=7, total_epochs=8, metrics={"loss": 0.1}) is True
+    wait_until(
+        lambda: (
+            ((get_job(kube, namespace, running_job) or {}).get("status", {}).get("progress") or {}).get("epoch") == 7
+        ),
+        30,
+        "the SDK's report in status",
+    )

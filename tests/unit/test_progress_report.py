@@ -1,0 +1,126 @@
+"""Progress reports: parsing and limits, the status they become, and who may send them (pure, no server)."""
+
+from __future__ import annotations
+
+import datetime
+import json
+
+import pytest
+from kubernetes_asyncio import client
+
+from trainingjob.progress.auth import Caller, authorize, caller_from_review
+from trainingjob.progress.report import ReportError, parse_report, progress_status
+from trainingjob.reconcile.observed import PodView
+
+NOW = datetime.datetime(2026, 11, 22, 12, 0, tzinfo=datetime.UTC)
+
+
+def parse(body: object) -> object:
+    return parse_report(json.dumps(body).encode(), NOW)
+
+
+def test_a_full_report_is_parsed() -> None:
+    report = parse(
+        {
+            "worker": 0,
+            "epoch": 2,
+            "totalEpochs": 4,
+            "step": 10,
+            "totalSteps": 40,
+            "metrics": {"loss": 0.5, "acc": 1},
+            "checkpoint": {"epoch": 2, "path": "/c/2"},
+        }
+    )
+    assert (report.epoch, report.total_steps, report.metrics, report.checkpoint) == (
+        2,
+        40,
+        {"loss": 0.5, "acc": 1},
+        {"path": "/c/2", "epoch": 2},
+    )
+
+
+@pytest.mark.parametrize(
+    ("raw", "status", "reason"),
+    [
+        (b"{nope", 400, "not valid JSON"),
+        (b"[1, 2]", 400, "JSON object"),
+        (json.dumps({"epoch": -1}).encode(), 400, "non-negative"),
+        (json.dumps({"epoch": 1.5}).encode(), 400, "non-negative integer"),
+        (json.dumps({"epoch": 3, "totalEpochs": 2}).encode(), 400, "must not exceed"),
+        (json.dumps({"metrics": {"loss": "low"}}).encode(), 400, "finite number"),
+        (json.dumps({"metrics": {"bad name": 1}}).encode(), 400, "invalid"),
+        (json.dumps({"metrics": {f"m{i}": i for i in range(33)}}).encode(), 400, "at most 32"),
+        (json.dumps({"worker": 0}).encode(), 400, "carries nothing"),
+        (b" " * (16 * 1024 + 1), 413, "larger than"),
+    ],
+)
+def test_bad_reports_are_refused_with_a_reason(raw: bytes, status: int, reason: str) -> None:
+    with pytest.raises(ReportError) as refused:
+        parse_report(raw, NOW)
+    assert refused.value.status == status and reason in refused.value.reason
+
+
+def test_progress_status_prefers_steps_and_estimates_the_remaining_time() -> None:
+    report = parse({"epoch": 1, "totalEpochs": 4, "step": 30, "totalSteps": 40, "metrics": {"loss": 0.1}})
+    started = (NOW - datetime.timedelta(seconds=300)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    status = progress_status(report, {"metrics": {"accuracy": 0.5}}, started)
+    assert status["percent"] == 75.0
+    assert status["estimatedRemainingSeconds"] == 100
+    assert status["metrics"] == {"accuracy": 0.5, "loss": 0.1}
+
+
+def review(
+    authenticated: bool = True,
+    audiences: tuple[str, ...] = ("trainingjob-progress",),
+    username: str = "system:serviceaccount:ml:default",
+    pod: str | None = "job-worker-0",
+) -> object:
+    extra = {"authentication.kubernetes.io/pod-name": [pod], "authentication.kubernetes.io/pod-uid": ["u0"]}
+    return client.V1TokenReviewStatus(
+        authenticated=authenticated,
+        audiences=list(audiences),
+        user=client.V1UserInfo(username=username, extra=extra if pod else {}),
+    )
+
+
+@pytest.mark.parametrize(
+    "status",
+    [
+        review(authenticated=False),
+        review(audiences=("https://kubernetes.default.svc",)),
+        review(username="alice"),
+        review(pod=None),
+        None,
+    ],
+)
+def test_only_pod_bound_service_account_tokens_for_our_audience_authenticate(status: object) -> None:
+    with pytest.raises(ReportError) as refused:
+        caller_from_review(status)
+    assert refused.value.status == 401
+
+
+def workers() -> list[PodView]:
+    return [
+        PodView(name=f"job-worker-{i}", index=i, attempt=0, spec_hash="h", phase="Running", uid=f"u{i}")
+        for i in range(2)
+    ]
+
+
+def test_the_chief_of_the_job_may_report() -> None:
+    caller = caller_from_review(review())
+    assert authorize(caller, "ml", workers(), (0,)).index == 0
+
+
+@pytest.mark.parametrize(
+    ("caller", "namespace", "reporters"),
+    [
+        (Caller("other", "job-worker-0", "u0"), "ml", (0,)),  # another namespace
+        (Caller("ml", "elsewhere-worker-0", "x"), "ml", (0,)),  # a pod of another job
+        (Caller("ml", "job-worker-0", "stale-uid"), "ml", (0,)),  # a former pod of the same name
+        (Caller("ml", "job-worker-1", "u1"), "ml", (0,)),  # a worker that may not report
+    ],
+)
+def test_everyone_else_is_forbidden(caller: Caller, namespace: str, reporters: tuple[int, ...]) -> None:
+    with pytest.raises(ReportError) as refused:
+        authorize(caller, namespace, workers(), reporters)
+    assert refused.value.status == 403
