@@ -122,6 +122,11 @@ class RunningOperator:
     kubeconfig: Path
     health_url: str
     progress_port: int = 0
+    metrics_port: int = 0
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.metrics_port}"
 
     @property
     def progress_url(self) -> str:
@@ -145,15 +150,17 @@ def start_operator(kubeconfig: Path, log_path: Path, *extra_args: str, progress_
     port = free_port()
     health_url = f"http://127.0.0.1:{port}/healthz"
     progress_port = progress_port or free_port()
+    metrics_port = free_port()
     command = [
         *(sys.executable, "-m", "trainingjob.cli", "operator", "--all-namespaces", "--log-format", "json"),
         *("--liveness", health_url, "--progress-port", str(progress_port), "--progress-bind", "127.0.0.1"),
-        *("--progress-url", f"https://127.0.0.1:{progress_port}", *extra_args),
+        *("--progress-url", f"https://127.0.0.1:{progress_port}", "--metrics-port", str(metrics_port)),
+        *("--metrics-bind", "127.0.0.1", *extra_args),
     ]
     env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
     with log_path.open("ab") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
-    running = RunningOperator(process, log_path, kubeconfig, health_url, progress_port)
+    running = RunningOperator(process, log_path, kubeconfig, health_url, progress_port, metrics_port)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if process.poll() is not None:

@@ -47,3 +47,4 @@ def test_standby_takes_over_when_the_leader_dies(kube: Kube, namespace: str, ope
         # The standby is the leader now: it becomes the session's operator for the tests that follow.
         operator.process = standby.process
         operator.progress_port = standby.progress_port
+        operator.metrics_port = standby.metrics_port

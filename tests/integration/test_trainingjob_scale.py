@@ -52,6 +52,7 @@ def test_operator_killed_mid_flight_converges_without_duplicates(
     uids_before = {p.metadata.name: p.metadata.uid for p in kube.core.list_namespaced_pod(namespace).items}
     restarted = start_operator(operator.kubeconfig, operator.log_path, progress_port=operator.progress_port)
     operator.process = restarted.process
+    operator.metrics_port = restarted.metrics_port
     wait_until(
         lambda: all_in_phase(kube, [(namespace, n) for n in jobs], "Succeeded"), 180, "all jobs to finish", interval=1
     )

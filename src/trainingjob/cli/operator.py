@@ -50,6 +50,14 @@ def parse_key_values(values: tuple[str, ...]) -> dict[str, str]:
     type=click.IntRange(0, 65535),
     help="Serve the HTTPS progress endpoint on this port (0: off).",
 )
+@click.option(
+    "--metrics-port",
+    default=0,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="Serve /metrics, /healthz and /readyz over HTTP on this port (0: off).",
+)
+@click.option("--metrics-bind", default="0.0.0.0", show_default=True, help="Address the metrics port binds.")
 @click.option("--progress-bind", default="0.0.0.0", show_default=True, help="Address the progress endpoint binds.")
 @click.option(
     "--progress-url",
@@ -78,6 +86,8 @@ def operator(
     progress_port: int,
     progress_bind: str,
     progress_url: str | None,
+    metrics_port: int,
+    metrics_bind: str,
     liveness_endpoint: str | None,
 ) -> None:
     """Run the operator until interrupted."""
@@ -105,4 +115,6 @@ def operator(
         leader_election_namespace,
         progress_port,
         progress_bind,
+        metrics_port,
+        metrics_bind,
     )

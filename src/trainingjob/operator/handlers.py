@@ -13,13 +13,16 @@ import os
 from typing import Any
 
 import kopf
-from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 
 from trainingjob.api import constants as k
 from trainingjob.api.names import config_map_name, service_name
+from trainingjob.operator.api_client import CountingApiClient
 from trainingjob.operator.apply import Applier
+from trainingjob.operator.http import build_app
+from trainingjob.operator.http import serve as serve_http
 from trainingjob.operator.leader import LeaderElector, LeaseSettings
+from trainingjob.operator.metrics import CacheCollector, OperatorMetrics
 from trainingjob.operator.reconciler import Reconciler
 from trainingjob.progress.server import ProgressEndpoint, serve
 from trainingjob.progress.tls import ensure_tls
@@ -60,13 +63,23 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: An
         k8s_config.load_incluster_config()
     else:
         await k8s_config.load_kube_config()
-    memo.api = k8s_client.ApiClient()
+    memo.metrics = OperatorMetrics()
+    memo.api = CountingApiClient(
+        lambda verb, resource, code: memo.metrics.api_requests.labels(verb, resource, str(code)).inc()
+    )
     indexes = {name: kwargs[name] for name in INDEX_NAMES}
     material = None
     if memo.progress_port:
         material = await ensure_tls(memo.api, memo.operator_namespace, SERVICE_NAME)
         memo.config = dataclasses.replace(memo.config, progress_ca_pem=material.ca_pem)
-    memo.reconciler = Reconciler(indexes, Applier(memo.api, memo.config.max_concurrent_creates), memo.config)
+    memo.reconciler = Reconciler(
+        indexes, Applier(memo.api, memo.config.max_concurrent_creates), memo.config, metrics=memo.metrics
+    )
+    memo.metrics.register_cache(cache_collector(indexes, memo.reconciler))
+    memo.http_runner = None
+    if memo.metrics_port:
+        app = build_app(memo.metrics, lambda: liveness(memo.reconciler), lambda: readiness(memo.reconciler))
+        memo.http_runner = await serve_http(app, memo.metrics_bind, memo.metrics_port)
     memo.progress_runner = None
     if material is not None:
         endpoint = ProgressEndpoint(memo.api, memo.reconciler, memo.config.progress_reporters)
@@ -79,6 +92,27 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: An
     memo.election = asyncio.create_task(memo.elector.run(memo.reconciler.start_leading, stop_on_lost_lease))
 
 
+def cache_collector(indexes: dict, reconciler: Reconciler) -> CacheCollector:
+    def jobs() -> list:
+        return [body for store in list(indexes["trainingjob_bodies"].values()) for body in store]
+
+    def pod_phases() -> list[tuple[str, str, str]]:
+        return [(key[0], key[1], pod.phase) for key, store in list(indexes["worker_pods"].items()) for pod in store]
+
+    return CacheCollector(jobs, pod_phases, lambda: reconciler.leading)
+
+
+def liveness(reconciler: Reconciler) -> tuple[bool, str]:
+    """Alive while the event loop answers and, on the leader, every reconcile worker is still running."""
+    dead = [t for t in reconciler.tasks if t.done()]
+    return (not dead, f"{len(dead)} reconcile workers died" if dead else "ok")
+
+
+def readiness(reconciler: Reconciler) -> tuple[bool, str]:
+    """Ready only on the leader: the Service then routes progress reports to the replica that writes status."""
+    return (True, "ok: leader") if reconciler.leading else (False, "standby: not the leader")
+
+
 def stop_on_lost_lease() -> None:
     """A replica that lost its Lease may be racing the new leader: stop now, the Deployment restarts us."""
     logging.getLogger(__name__).critical("leadership lost; exiting so that only the new leader writes")
@@ -88,8 +122,9 @@ def stop_on_lost_lease() -> None:
 @kopf.on.cleanup()
 async def cleanup(memo: kopf.Memo, **_: Any) -> None:
     await memo.reconciler.stop()
-    if memo.progress_runner is not None:
-        await memo.progress_runner.cleanup()
+    for runner in (memo.progress_runner, memo.http_runner):
+        if runner is not None:
+            await runner.cleanup()
     if memo.elector is not None:
         memo.election.cancel()
         await memo.elector.release()

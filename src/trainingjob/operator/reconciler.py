@@ -13,6 +13,8 @@ from typing import Any
 from trainingjob.api.types import TrainingJob
 from trainingjob.config import OperatorConfig
 from trainingjob.operator.apply import Applier, ApplyResult
+from trainingjob.operator.logs import reconcile_context
+from trainingjob.operator.metrics import OperatorMetrics
 from trainingjob.operator.workqueue import WorkQueue
 from trainingjob.progress.report import Report
 from trainingjob.reconcile.observed import ObservedChildren, PodView
@@ -42,7 +44,9 @@ class Reconciler:
         applier: Applier,
         config: OperatorConfig,
         clock: Callable[[], datetime.datetime] | None = None,
+        metrics: OperatorMetrics | None = None,
     ) -> None:
+        self.metrics = metrics
         self.indexes = indexes
         self.applier = applier
         self.config = config
@@ -108,18 +112,23 @@ class Reconciler:
     async def _worker(self) -> None:
         while True:
             key = await self.queue.get()
+            started = time.monotonic()
             try:
                 await self.reconcile(key)
                 self.failures.pop(key, None)
             except asyncio.CancelledError:
                 raise
-            except Exception:
+            except Exception as error:
+                if self.metrics is not None:
+                    self.metrics.reconcile_errors.labels(type(error).__name__).inc()
                 attempts = self.failures[key] = self.failures.get(key, 0) + 1
                 delay = min(ERROR_BACKOFF_BASE * 2 ** (attempts - 1), ERROR_BACKOFF_MAX)
                 logger.exception("reconcile of %s/%s failed (attempt %d); retrying in %.0fs", *key, attempts, delay)
                 self.queue.add_after(key, delay)
             finally:
                 self.queue.done(key)
+                if self.metrics is not None:
+                    self.metrics.reconcile_duration.observe(time.monotonic() - started)
 
     def job_body(self, key: JobKey) -> Mapping[str, Any] | None:
         bodies = _values(self.indexes["trainingjob_bodies"], key)
@@ -166,6 +175,10 @@ class Reconciler:
         return set(entries)
 
     async def reconcile(self, key: JobKey) -> None:
+        with reconcile_context(*key):
+            await self._reconcile(key)
+
+    async def _reconcile(self, key: JobKey) -> None:
         body = self.job_body(key)
         if body is None:
             self.forget(key)
@@ -178,6 +191,15 @@ class Reconciler:
         result = plan(job, observed, self.clock(), self.config)
         outcome = await self.applier.apply(job, body, result)
         self.remember(key, resource_version, outcome)
+        if self.metrics is not None and outcome.wrote_job and not outcome.stale and result.status != job.status:
+            self.metrics.observe_transition(body, job.status, result.status)
+        if result.actions or result.status != job.status:
+            logger.info(
+                "reconciled: %d action(s), %d write(s), phase %s",
+                len(result.actions),
+                outcome.writes,
+                result.status.get("phase"),
+            )
         if observed.progress is not None and outcome.wrote_job and not outcome.stale:
             if self.progress.get(key) is observed.progress:
                 del self.progress[key]

@@ -8,6 +8,7 @@ import logging
 import kopf
 
 from trainingjob.config import OperatorConfig
+from trainingjob.operator.logs import install as install_log_context
 
 LOG_FORMATS = {"json": kopf.LogFormat.JSON, "text": kopf.LogFormat.FULL}
 
@@ -21,6 +22,8 @@ def run_operator(
     operator_namespace: str = "trainingjob-system",
     progress_port: int = 0,
     progress_bind: str = "0.0.0.0",
+    metrics_port: int = 0,
+    metrics_bind: str = "0.0.0.0",
 ) -> None:
     """Block until the operator is stopped (SIGINT/SIGTERM)."""
     import trainingjob.operator.handlers  # noqa: F401  (registers the Kopf handlers)
@@ -34,6 +37,7 @@ def run_operator(
         log_refkey="job",
     )
     logging.getLogger().setLevel(level)
+    install_log_context()
     # Kopf logs every handler call at INFO; with an event per pod change that is noise, not information.
     logging.getLogger("kopf.objects").setLevel(max(level, logging.WARNING))
     asyncio.run(
@@ -46,6 +50,8 @@ def run_operator(
                 operator_namespace=operator_namespace,
                 progress_port=progress_port,
                 progress_bind=progress_bind,
+                metrics_port=metrics_port,
+                metrics_bind=metrics_bind,
             ),
             liveness_endpoint=liveness_endpoint,
         )

@@ -1,0 +1,44 @@
+"""The reconciler's Kubernetes client, counting every request by verb, resource and response code.
+
+Counting at the client (not at each call site) covers every write and read the operator makes through it; Kopf's
+own watch connections use Kopf's client and are not counted here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlparse
+
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete", "GET": "get"}
+
+
+def resource_of(url: str) -> str:
+    """/api/v1/namespaces/ns/pods/name/log -> pods/log; /apis/g/v/tokenreviews -> tokenreviews."""
+    parts = [p for p in urlparse(url).path.split("/") if p]
+    start = 2 if parts[:1] == ["api"] else 3
+    rest = parts[start:]
+    if len(rest) >= 2 and rest[0] == "namespaces":
+        rest = rest[2:] or ["namespaces"]
+    if not rest:
+        return "unknown"
+    return rest[0] + (f"/{rest[2]}" if len(rest) > 2 else "")
+
+
+class CountingApiClient(client.ApiClient):
+    def __init__(self, on_request: Callable[[str, str, int], None], *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.on_request = on_request
+
+    async def request(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        verb, resource = VERBS.get(method, method.lower()), resource_of(url)
+        try:
+            response = await super().request(method, url, *args, **kwargs)
+        except ApiException as error:
+            self.on_request(verb, resource, error.status or 0)
+            raise
+        self.on_request(verb, resource, getattr(response, "status", 200))
+        return response

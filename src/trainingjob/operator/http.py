@@ -1,0 +1,39 @@
+"""/metrics, /healthz and /readyz on one plain-HTTP port (the progress endpoint has its own TLS port)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from trainingjob.operator.metrics import OperatorMetrics
+
+
+def build_app(
+    metrics: OperatorMetrics, live: Callable[[], tuple[bool, str]], ready: Callable[[], tuple[bool, str]]
+) -> web.Application:
+    async def scrape(_: web.Request) -> web.Response:
+        body = await asyncio.get_running_loop().run_in_executor(None, generate_latest, metrics.registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    def probe(check: Callable[[], tuple[bool, str]]) -> Callable:
+        async def handler(_: web.Request) -> web.Response:
+            ok, detail = check()
+            return web.Response(text=detail + "\n", status=200 if ok else 503)
+
+        return handler
+
+    app = web.Application()
+    app.router.add_get("/metrics", scrape)
+    app.router.add_get("/healthz", probe(live))
+    app.router.add_get("/readyz", probe(ready))
+    return app
+
+
+async def serve(app: web.Application, host: str, port: int) -> web.AppRunner:
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, host, port).start()
+    return runner

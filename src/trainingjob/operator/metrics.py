@@ -1,0 +1,153 @@
+"""Operator metrics (Prometheus naming: _total counters, _seconds histograms, base units).
+
+Counters and histograms move on transitions the leader writes (so a restart of the operator never counts a job
+twice); gauges are computed from the operator's caches at scrape time, never by listing the cluster, and per-job
+series disappear with the job because they are derived from the cache, not stored.
+"""
+
+from __future__ import annotations
+
+from collections import Counter as Tally
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from trainingjob.api.types import parse_time
+
+DURATION_BUCKETS = (10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, 43200, 86400, 259200)
+STARTUP_BUCKETS = (1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800)
+
+
+class OperatorMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        labels = ["namespace", "framework"]
+        self.created = Counter(
+            "trainingjob_jobs_created_total", "TrainingJobs seen for the first time.", labels, registry=self.registry
+        )
+        self.succeeded = Counter(
+            "trainingjob_jobs_succeeded_total", "TrainingJobs that succeeded.", labels, registry=self.registry
+        )
+        self.failed = Counter(
+            "trainingjob_jobs_failed_total",
+            "TrainingJobs that failed, by reason.",
+            [*labels, "reason"],
+            registry=self.registry,
+        )
+        self.restarted = Counter(
+            "trainingjob_jobs_restarted_total",
+            "Gang or worker restarts, by reason.",
+            [*labels, "reason"],
+            registry=self.registry,
+        )
+        self.job_duration = Histogram(
+            "trainingjob_job_duration_seconds",
+            "Creation to completion of finished jobs.",
+            ["framework"],
+            buckets=DURATION_BUCKETS,
+            registry=self.registry,
+        )
+        self.time_to_running = Histogram(
+            "trainingjob_time_to_running_seconds",
+            "Creation until all workers first ran.",
+            ["framework"],
+            buckets=STARTUP_BUCKETS,
+            registry=self.registry,
+        )
+        self.reconcile_duration = Histogram(
+            "trainingjob_reconcile_duration_seconds", "Time of one reconcile (plan and apply).", registry=self.registry
+        )
+        self.reconcile_errors = Counter(
+            "trainingjob_reconcile_errors_total", "Reconciles that raised, by kind.", ["kind"], registry=self.registry
+        )
+        self.api_requests = Counter(
+            "trainingjob_api_requests_total",
+            "Kubernetes API requests the reconciler made, by verb, resource and code.",
+            ["verb", "resource", "code"],
+            registry=self.registry,
+        )
+
+    def register_cache(self, collector: Collector) -> None:
+        self.registry.register(collector)
+
+    def observe_transition(self, body: Mapping[str, Any], old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
+        """Count what changed between the stored status and the one just written."""
+        metadata, spec = body.get("metadata") or {}, body.get("spec") or {}
+        namespace, framework = metadata.get("namespace", ""), spec.get("framework", "")
+        created = parse_time(metadata.get("creationTimestamp"))
+        if not old.get("phase") and new.get("phase"):
+            self.created.labels(namespace, framework).inc()
+        if new.get("startTime") and not old.get("startTime") and created:
+            started = parse_time(new["startTime"])
+            self.time_to_running.labels(framework).observe(max((started - created).total_seconds(), 0))
+        if int(new.get("attempt", 0)) > int(old.get("attempt", 0)):
+            self.restarted.labels(namespace, framework, _condition_reason(new, "Restarting") or "Resumed").inc()
+        phase = new.get("phase")
+        if phase == old.get("phase") or phase not in ("Succeeded", "Failed"):
+            return
+        if phase == "Succeeded":
+            self.succeeded.labels(namespace, framework).inc()
+        else:
+            self.failed.labels(namespace, framework, _condition_reason(new, "Failed") or "Unknown").inc()
+        finished = parse_time(new.get("completionTime"))
+        if created and finished:
+            self.job_duration.labels(framework).observe(max((finished - created).total_seconds(), 0))
+
+
+def _condition_reason(status: Mapping[str, Any], condition_type: str) -> str | None:
+    return next((c.get("reason") for c in status.get("conditions") or [] if c.get("type") == condition_type), None)
+
+
+class CacheCollector(Collector):
+    """Gauges from the Kopf indexes: jobs by phase, workers by pod phase, GPUs of running workers, progress."""
+
+    def __init__(
+        self,
+        jobs: Callable[[], list[Mapping[str, Any]]],
+        pod_phases: Callable[[], list[tuple]],
+        is_leader: Callable[[], bool],
+    ) -> None:
+        self.jobs = jobs
+        self.pod_phases = pod_phases
+        self.is_leader = is_leader
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        jobs = self.jobs()
+        by_phase = GaugeMetricFamily("trainingjob_jobs", "TrainingJobs by phase.", labels=["phase"])
+        for phase, count in sorted(Tally((j.get("status") or {}).get("phase") or "New" for j in jobs).items()):
+            by_phase.add_metric([phase], count)
+        yield by_phase
+        gpus_per_worker = {
+            (j["metadata"]["namespace"], j["metadata"]["name"]): (j.get("spec") or {}).get("gpuPerWorker", 0)
+            for j in jobs
+        }
+        workers = GaugeMetricFamily("trainingjob_workers", "Worker pods by pod phase.", labels=["phase"])
+        gpus = GaugeMetricFamily(
+            "trainingjob_gpus_requested", "GPUs requested by running workers.", labels=["namespace"]
+        )
+        worker_phases: Tally = Tally()
+        gpu_totals: Tally = Tally()
+        for namespace, job, phase in self.pod_phases():
+            worker_phases[phase] += 1
+            if phase == "Running":
+                gpu_totals[namespace] += gpus_per_worker.get((namespace, job), 0)
+        for phase, count in sorted(worker_phases.items()):
+            workers.add_metric([phase], count)
+        for namespace, count in sorted(gpu_totals.items()):
+            gpus.add_metric([namespace], count)
+        yield workers
+        yield gpus
+        progress = GaugeMetricFamily(
+            "trainingjob_job_progress_percent", "Training progress reported by each job.", labels=["namespace", "job"]
+        )
+        for job in jobs:
+            percent = ((job.get("status") or {}).get("progress") or {}).get("percent")
+            if percent is not None:
+                progress.add_metric([job["metadata"]["namespace"], job["metadata"]["name"]], percent)
+        yield progress
+        leader = GaugeMetricFamily("trainingjob_operator_leader", "1 if this replica holds the leader Lease.")
+        leader.add_metric([], 1 if self.is_leader() else 0)
+        yield leader

@@ -1,0 +1,117 @@
+"""Metrics follow a job's life, probes answer, and JSON logs parse line by line with the job on each record."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.jobs import SIM, create_job, job_manifest, wait_phase
+from tests.kube import Kube, wait_until
+from tests.operator_harness import RunningOperator
+
+pytestmark = pytest.mark.integration
+
+
+def scrape(operator: RunningOperator) -> dict[tuple[str, tuple], float]:
+    with urllib.request.urlopen(f"{operator.metrics_url}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def value(samples: dict, name: str, **labels: str) -> float:
+    """Sum of the samples of `name` whose labels include `labels`."""
+    return sum(
+        v for (n, sample_labels), v in samples.items() if n == name and set(labels.items()) <= set(sample_labels)
+    )
+
+
+def test_probes_answer_on_the_leader(operator: RunningOperator) -> None:
+    for path, expected in (("/healthz", "ok"), ("/readyz", "ok: leader")):
+        with urllib.request.urlopen(f"{operator.metrics_url}{path}", timeout=10) as response:
+            assert response.status == 200 and response.read().decode().strip() == expected
+
+
+def test_metrics_follow_a_job_from_creation_to_success(kube: Kube, namespace: str, operator: RunningOperator) -> None:
+    before = scrape(operator)
+    create_job(kube, namespace, job_manifest("counted", workers=2, gpuPerWorker=1, complete_after="4s"))
+    wait_phase(kube, namespace, "counted", "Running")
+    running = scrape(operator)
+    assert value(running, "trainingjob_gpus_requested", namespace=namespace) == 2
+    assert value(running, "trainingjob_workers", phase="Running") >= 2
+    assert (
+        value(running, "trainingjob_time_to_running_seconds_count")
+        == value(before, "trainingjob_time_to_running_seconds_count") + 1
+    )
+    wait_phase(kube, namespace, "counted", "Succeeded")
+    after = wait_until(lambda: _succeeded_counted(operator, namespace), 30, "the success to be counted")
+    assert value(after, "trainingjob_jobs_created_total", namespace=namespace, framework="pytorch") == 1
+    assert (
+        value(after, "trainingjob_job_duration_seconds_count")
+        == value(before, "trainingjob_job_duration_seconds_count") + 1
+    )
+    assert value(after, "trainingjob_jobs", phase="Succeeded") >= 1
+    assert (
+        value(after, "trainingjob_api_requests_total", verb="create", resource="pods", code="201")
+        >= value(before, "trainingjob_api_requests_total", verb="create", resource="pods", code="201") + 2
+    )
+    assert value(after, "trainingjob_reconcile_duration_seconds_count") > value(
+        before, "trainingjob_reconcile_duration_seconds_count"
+    )
+    assert value(after, "trainingjob_operator_leader") == 1
+
+
+def _succeeded_counted(operator: RunningOperator, namespace: str) -> dict | None:
+    samples = scrape(operator)
+    return samples if value(samples, "trainingjob_jobs_succeeded_total", namespace=namespace) == 1 else None
+
+
+def test_failures_and_restarts_are_counted_by_reason(kube: Kube, namespace: str, operator: RunningOperator) -> None:
+    create_job(
+        kube,
+        namespace,
+        job_manifest(
+            "flaky",
+            workers=2,
+            complete_after=None,
+            backoffLimit=0,
+            failurePolicy={"backoff": {"baseSeconds": 1, "maxSeconds": 1}},
+        ),
+    )
+    wait_phase(kube, namespace, "flaky", "Running")
+    kube.core.patch_namespaced_pod("flaky-worker-0", namespace, {"metadata": {"annotations": {f"{SIM}/evict": "true"}}})
+    wait_until(
+        lambda: (
+            value(scrape(operator), "trainingjob_jobs_restarted_total", namespace=namespace, reason="WorkerDisrupted")
+            == 1
+        ),
+        60,
+        "the disruption restart to be counted",
+    )
+    wait_phase(kube, namespace, "flaky", "Running")
+    kube.core.patch_namespaced_pod("flaky-worker-1", namespace, {"metadata": {"annotations": {f"{SIM}/fail": "true"}}})
+    wait_phase(kube, namespace, "flaky", "Failed")
+    wait_until(
+        lambda: (
+            value(scrape(operator), "trainingjob_jobs_failed_total", namespace=namespace, reason="BackoffLimitExceeded")
+            == 1
+        ),
+        30,
+        "the failure to be counted",
+    )
+
+
+def test_json_logs_parse_line_by_line_and_name_the_job(kube: Kube, namespace: str, operator: RunningOperator) -> None:
+    create_job(kube, namespace, job_manifest("logged", complete_after="1s"))
+    wait_phase(kube, namespace, "logged", "Succeeded")
+    records = [json.loads(line) for line in operator.log_path.read_text().splitlines() if line.strip()]
+    assert all({"message", "timestamp", "severity"} <= set(r) for r in records)
+    ours = [r for r in records if r.get("job") == "logged" and r.get("namespace") == namespace]
+    assert ours and all(r["reconcile"].startswith("r") for r in ours)
+    assert not any("token" in r["message"].lower() and "eyJ" in r["message"] for r in records)
