@@ -27,30 +27,48 @@ KUBECONFIG="$operator_kubeconfig" kubectl config set-cluster local --server="$se
 KUBECONFIG="$operator_kubeconfig" kubectl config set-credentials operator --token="$token" >/dev/null
 KUBECONFIG="$operator_kubeconfig" kubectl config set-context operator --cluster=local --user=operator >/dev/null
 KUBECONFIG="$operator_kubeconfig" kubectl config use-context operator >/dev/null
+free_port() { "$BIN/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+progress_port=$(free_port)
+metrics_port=$(free_port)
+# Outside the cluster the operator listens on loopback; in a cluster these are the Service's ports.
 KUBECONFIG="$operator_kubeconfig" nohup "$BIN/tj" operator --all-namespaces --log-format json \
+  --progress-port "$progress_port" --progress-bind 127.0.0.1 --progress-url "https://127.0.0.1:$progress_port" \
+  --metrics-port "$metrics_port" --metrics-bind 127.0.0.1 \
   >"$state_dir/logs/operator.log" 2>&1 &
 echo $! >"$state_dir/operator.pid"
+for _ in $(seq 1 60); do
+  curl -fs "http://127.0.0.1:$metrics_port/readyz" >/dev/null 2>&1 && break
+  sleep 1
+done
+curl -fs "http://127.0.0.1:$metrics_port/readyz" >/dev/null || { echo "operator not ready; see $state_dir/logs/operator.log" >&2; exit 1; }
 
 echo "== submitting examples/pytorch-simulated.yaml to namespace $NS"
 kubectl create namespace "$NS" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 kubectl label namespace "$NS" pod-security.kubernetes.io/enforce=restricted --overwrite >/dev/null
 kubectl delete trainingjob "$JOB" -n "$NS" --ignore-not-found --wait=true >/dev/null
-kubectl apply -n "$NS" -f examples/pytorch-simulated.yaml
+"$BIN/tj" submit -n "$NS" -f examples/pytorch-simulated.yaml
 
-deadline=$((SECONDS + 180))
-phase=""
-while [ $SECONDS -lt $deadline ]; do
-  phase=$(kubectl get trainingjob "$JOB" -n "$NS" -o jsonpath='{.status.phase}')
-  printf '   %s  phase=%-10s %s\n' "$(date +%T)" "${phase:-?}" \
-    "$(kubectl get trainingjob "$JOB" -n "$NS" -o jsonpath='{.status.message}')"
-  case "$phase" in Succeeded|Failed) break ;; esac
-  sleep 3
+echo "== a SIMULATED worker 0 reports progress through the real endpoint (kwok pods run no code)"
+for _ in $(seq 1 60); do
+  [ "$(kubectl get trainingjob "$JOB" -n "$NS" -o jsonpath='{.status.phase}')" = Running ] && break
+  sleep 1
 done
+"$BIN/tj" cluster simulate-training "$JOB" -n "$NS" --epochs 6 --seconds-per-epoch 2 >"$state_dir/logs/simulated-worker.log" 2>&1 &
+simulator=$!
+
+echo "== tj watch $JOB"
+status=0
+"$BIN/tj" watch "$JOB" -n "$NS" --timeout 180 || status=$?
+wait "$simulator" || true
+phase=$(kubectl get trainingjob "$JOB" -n "$NS" -o jsonpath='{.status.phase}')
 echo
-kubectl get trainingjob,pods -n "$NS" -o wide
+"$BIN/tj" get -n "$NS"
+kubectl get pods -n "$NS" -o wide
 echo
 kubectl get events -n "$NS" --field-selector involvedObject.kind=TrainingJob --sort-by=.lastTimestamp
-if [ "$phase" != "Succeeded" ]; then
+echo
+echo "progress: $(kubectl get trainingjob "$JOB" -n "$NS" -o jsonpath='{.status.progress}')"
+if [ "$status" != 0 ] || [ "$phase" != "Succeeded" ]; then
   echo "demo job ended as '${phase:-unknown}'; operator log: $state_dir/logs/operator.log" >&2
   exit 1
 fi
@@ -59,7 +77,8 @@ cat <<MSG
 The job Succeeded. Try next:
   eval "\$($BIN/tj cluster env --name $CLUSTER)"
   kubectl explain trainingjob.spec
-  kubectl get tj -A
+  $BIN/tj describe $JOB -n $NS
+  curl -s http://127.0.0.1:$metrics_port/metrics | grep ^trainingjob_
   kubectl scale tj/$JOB -n $NS --replicas=2     # (on a running job: coordinated restart)
   tail -f $state_dir/logs/operator.log
   make demo-down                               # stops the operator and the cluster

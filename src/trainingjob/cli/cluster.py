@@ -64,6 +64,25 @@ def build() -> None:
         click.echo(f"{name:<25}{path}")
 
 
+@cluster.command("simulate-training")
+@click.argument("job")
+@click.option("--namespace", "-n", default="default", show_default=True)
+@click.option("--epochs", default=5, show_default=True, type=click.IntRange(1, 1000))
+@click.option("--seconds-per-epoch", default=2.0, show_default=True, type=click.FloatRange(0, 3600))
+@click.option("--kubeconfig", default=None, envvar="KUBECONFIG", help="Kubeconfig of the local cluster.")
+def simulate_training(job: str, namespace: str, epochs: int, seconds_per_epoch: float, kubeconfig: str | None) -> None:
+    """Play worker 0 of JOB on the local cluster: report simulated epochs to the real progress endpoint with a
+    real pod-bound token, then let kwok complete the workers. For demos; real workers use trainingjob.sdk."""
+    import asyncio
+
+    from trainingjob.cluster.simulate import simulate
+
+    try:
+        asyncio.run(simulate(namespace, job, epochs, seconds_per_epoch, kubeconfig, say=click.echo))
+    except Exception as error:  # a demo helper: one clear line, not a traceback
+        fail(ClusterError(f"simulated training of {namespace}/{job} failed: {error}"))
+
+
 @cluster.command()
 @name_option
 def down(name: str) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import datetime
 import logging
 import time
@@ -16,7 +15,7 @@ from trainingjob.operator.apply import Applier, ApplyResult
 from trainingjob.operator.logs import reconcile_context
 from trainingjob.operator.metrics import OperatorMetrics
 from trainingjob.operator.workqueue import WorkQueue
-from trainingjob.progress.report import Report
+from trainingjob.progress.report import Report, merge_reports
 from trainingjob.reconcile.observed import ObservedChildren, PodView
 from trainingjob.reconcile.planner import plan
 
@@ -88,9 +87,7 @@ class Reconciler:
     def report_progress(self, key: JobKey, report: Report) -> None:
         """Keep the newest report; write it now, or when this job's progress interval is over (newest wins)."""
         previous = self.progress.get(key)
-        if previous is not None and previous.checkpoint and not report.checkpoint:
-            report = dataclasses.replace(report, checkpoint=previous.checkpoint)
-        self.progress[key] = report
+        self.progress[key] = report if previous is None else merge_reports(previous, report)
         wait = PROGRESS_WRITE_INTERVAL - (time.monotonic() - self.progress_written.get(key, -1e9))
         if wait <= 0:
             self.queue.add(key)

@@ -107,6 +107,26 @@ def parse_report(raw: bytes, now: datetime.datetime) -> Report:
     return report
 
 
+def merge_reports(older: Report, newer: Report) -> Report:
+    """Two reports not yet written: the newer one's fields win, nothing the older one said is lost (a checkpoint-
+    only report right after an epoch report must not hide the epoch)."""
+
+    def pick(name: str) -> Any:
+        value = getattr(newer, name)
+        return getattr(older, name) if value is None else value
+
+    return Report(
+        worker=pick("worker"),
+        epoch=pick("epoch"),
+        total_epochs=pick("total_epochs"),
+        step=pick("step"),
+        total_steps=pick("total_steps"),
+        metrics={**older.metrics, **newer.metrics},
+        checkpoint=pick("checkpoint"),
+        received=newer.received,
+    )
+
+
 def percent_done(report: Report) -> float | None:
     if report.step is not None and report.total_steps:
         return round(100.0 * report.step / report.total_steps, 1)

@@ -1,0 +1,96 @@
+"""A clearly simulated worker for the local cluster: it plays worker 0 of a job whose pods kwok runs.
+
+kwok pods run no code, so on the local cluster nothing would ever report progress. This stand-in does what the
+training program in worker 0 would do through `trainingjob.sdk`: it reads the job's ConfigMap for the progress CA,
+gets a token bound to worker 0's pod from the TokenRequest API (what the kubelet projects into a real pod), and
+reports epochs, metrics and checkpoints to the operator's real progress endpoint. At the end it marks the
+worker pods to complete (kwok annotation), so the job succeeds exactly when "training" is done.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from kubernetes_asyncio import client, config
+
+from trainingjob.api.constants import PROGRESS_AUDIENCE, PROGRESS_CA_FILE
+from trainingjob.api.names import config_map_name, worker_pod_name
+from trainingjob.sdk import ProgressReporter
+
+
+async def worker_credentials(api: client.ApiClient, namespace: str, job: str, directory: Path) -> dict[str, str]:
+    """The env a real worker 0 would have: URL (from its pod spec), CA file and a pod-bound token file."""
+    core = client.CoreV1Api(api)
+    pod = await core.read_namespaced_pod(worker_pod_name(job, 0), namespace)
+    env = {e.name: e.value for e in pod.spec.containers[0].env or [] if e.value is not None}
+    if "TRAININGJOB_PROGRESS_URL" not in env:
+        raise RuntimeError("the operator runs without a progress endpoint (tj operator --progress-port)")
+    config_map = await core.read_namespaced_config_map(config_map_name(job), namespace)
+    (directory / "ca.crt").write_text(config_map.data[PROGRESS_CA_FILE])
+    request = client.AuthenticationV1TokenRequest(
+        spec=client.V1TokenRequestSpec(
+            audiences=[PROGRESS_AUDIENCE],
+            expiration_seconds=3600,
+            bound_object_ref=client.V1BoundObjectReference(
+                kind="Pod", api_version="v1", name=pod.metadata.name, uid=pod.metadata.uid
+            ),
+        )
+    )
+    token = await core.create_namespaced_service_account_token(
+        pod.spec.service_account_name or "default", namespace, request
+    )
+    (directory / "token").write_text(token.status.token)
+    return {
+        **env,
+        "TRAININGJOB_PROGRESS_CA_FILE": str(directory / "ca.crt"),
+        "TRAININGJOB_PROGRESS_TOKEN_FILE": str(directory / "token"),
+    }
+
+
+async def finish_workers(api: client.ApiClient, namespace: str, job: str, workers: int) -> None:
+    core = client.CoreV1Api(api)
+    patch = {"metadata": {"annotations": {"sim.ml.example.com/complete-after": "1s"}}}
+    for index in range(workers):
+        await core.patch_namespaced_pod(worker_pod_name(job, index), namespace, patch)
+
+
+def train(
+    reporter: ProgressReporter,
+    epochs: int,
+    seconds_per_epoch: float,
+    say: Callable[[str], None],
+    sleep: Callable[[float], None] = time.sleep,
+) -> None:
+    """Simulated epochs with a loss that falls and an accuracy that rises, a checkpoint after each epoch."""
+    for epoch in range(1, epochs + 1):
+        sleep(seconds_per_epoch)
+        loss = round(2.3 * math.exp(-0.6 * epoch), 4)
+        accuracy = round(1 - 0.9 * math.exp(-0.5 * epoch), 4)
+        reporter.report_progress(epoch=epoch, total_epochs=epochs, metrics={"loss": loss, "accuracy": accuracy})
+        reporter.report_checkpoint(f"/checkpoints/ckpt-{epoch:08d}", epoch=epoch)
+        say(f"[simulated worker 0] epoch {epoch}/{epochs} loss={loss} accuracy={accuracy}")
+    reporter.flush()
+
+
+async def simulate(
+    namespace: str,
+    job: str,
+    epochs: int,
+    seconds_per_epoch: float,
+    kubeconfig: str | None,
+    say: Callable[[str], None] = print,
+) -> None:
+    await config.load_kube_config(config_file=kubeconfig)
+    async with client.ApiClient() as api:
+        with tempfile.TemporaryDirectory(prefix="tj-sim-") as directory:
+            env = await worker_credentials(api, namespace, job, Path(directory))
+            reporter = ProgressReporter(env=env, min_interval=0.0)
+            await asyncio.to_thread(train, reporter, epochs, seconds_per_epoch, say)
+            workers = int(env.get("TRAININGJOB_WORLD_SIZE", "1"))
+            await finish_workers(api, namespace, job, workers)
+            say(f"[simulated worker 0] training done; marked {workers} worker pod(s) to complete")
