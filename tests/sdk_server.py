@@ -6,8 +6,6 @@ and error handling are exercised exactly as in a worker pod; only the answers ar
 
 from __future__ import annotations
 
-import datetime as dt
-import ipaddress
 import json
 import socket
 import ssl
@@ -19,10 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
+from trainingjob.progress.tls import generate
 
 
 @dataclass(frozen=True)
@@ -32,68 +27,15 @@ class Pki:
     key_file: Path
 
 
-def _name(common_name: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-
-
-def make_pki(directory: Path, *, ca_name: str = "test progress CA") -> Pki:
-    """A self-signed CA and a certificate for 127.0.0.1/localhost signed by it, as PEM files in `directory`."""
+def make_pki(directory: Path) -> Pki:
+    """A fresh CA and a certificate for 127.0.0.1/localhost signed by it (the operator's own generator), as PEM
+    files in `directory`. Every call makes a new CA, so one PKI's CA never trusts another's certificate."""
     directory.mkdir(parents=True, exist_ok=True)
-    now = dt.datetime.now(dt.UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_cert = (
-        x509.CertificateBuilder()
-        .subject_name(_name(ca_name))
-        .issuer_name(_name(ca_name))
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(_name("trainingjob-operator"))
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
-            critical=False,
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
+    material = generate(["localhost"], ["127.0.0.1"])
     pki = Pki(directory / "ca.crt", directory / "server.crt", directory / "server.key")
-    pki.ca_file.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
-    pki.cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    pki.key_file.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
+    pki.ca_file.write_text(material.ca_pem)
+    pki.cert_file.write_text(material.cert_pem)
+    pki.key_file.write_text(material.key_pem)
     return pki
 
 

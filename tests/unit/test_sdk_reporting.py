@@ -311,7 +311,7 @@ def test_untrusted_certificate_is_not_retried(
     sleeps: list[float],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    other = make_pki(tmp_path / "other", ca_name="some other CA")
+    other = make_pki(tmp_path / "other")
     reporter = ProgressReporter(env=job_env(endpoint.url, other, token_file), sleep=sleeps.append)
     assert reporter.report_progress(epoch=1) is False
     assert sleeps == [] and endpoint.received == []

@@ -7,9 +7,7 @@ from typing import Any
 
 
 @dataclass(frozen=True)
-class CreateChild:
-    """Create a child; AlreadyExists counts as success (names are deterministic)."""
-
+class _ManifestAction:
     manifest: dict[str, Any]
 
     @property
@@ -19,6 +17,11 @@ class CreateChild:
     @property
     def name(self) -> str:
         return self.manifest["metadata"]["name"]
+
+
+@dataclass(frozen=True)
+class CreateChild(_ManifestAction):
+    """Create a child; AlreadyExists counts as success (names are deterministic)."""
 
 
 @dataclass(frozen=True)
@@ -31,18 +34,8 @@ class DeleteChild:
 
 
 @dataclass(frozen=True)
-class ReplaceChild:
+class ReplaceChild(_ManifestAction):
     """Put a child back as the planner wants it (e.g. a ConfigMap someone edited); a full replace, not a merge."""
-
-    manifest: dict[str, Any]
-
-    @property
-    def kind(self) -> str:
-        return self.manifest["kind"]
-
-    @property
-    def name(self) -> str:
-        return self.manifest["metadata"]["name"]
 
 
 @dataclass(frozen=True)
