@@ -129,7 +129,9 @@ def test_everyone_else_is_forbidden(caller: Caller, namespace: str, reporters: t
 def test_pending_reports_merge_so_a_checkpoint_report_does_not_hide_the_epoch() -> None:
     from trainingjob.progress.report import merge_reports
 
-    merged = merge_reports(parse({"epoch": 2, "totalEpochs": 6, "metrics": {"loss": 0.7}}),
-                           parse({"checkpoint": {"epoch": 2, "path": "/c/2"}, "metrics": {"acc": 0.6}}))
+    merged = merge_reports(
+        parse({"epoch": 2, "totalEpochs": 6, "metrics": {"loss": 0.7}}),
+        parse({"checkpoint": {"epoch": 2, "path": "/c/2"}, "metrics": {"acc": 0.6}}),
+    )
     assert (merged.epoch, merged.total_epochs, merged.checkpoint["path"]) == (2, 6, "/c/2")
     assert merged.metrics == {"loss": 0.7, "acc": 0.6}
