@@ -48,3 +48,4 @@ def test_standby_takes_over_when_the_leader_dies(kube: Kube, namespace: str, ope
         operator.process = standby.process
         operator.progress_port = standby.progress_port
         operator.metrics_port = standby.metrics_port
+        operator.log_path = standby.log_path
