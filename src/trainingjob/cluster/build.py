@@ -67,6 +67,11 @@ COMPONENT_SETS: tuple[ComponentSet, ...] = (
     ComponentSet("kwok", "sigs.k8s.io/kwok", {"kwok": "sigs.k8s.io/kwok/cmd/kwok"}),
 )
 
+# Not a control-plane component (ensure_binaries never builds it): promtool checks deploy/monitoring/'s rules.
+PROMETHEUS = ComponentSet(
+    "prometheus", "github.com/prometheus/prometheus", {"promtool": "github.com/prometheus/prometheus/cmd/promtool"}
+)
+
 COMPLETE_MARKER = ".complete"
 
 
