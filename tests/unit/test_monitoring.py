@@ -1,0 +1,471 @@
+"""deploy/monitoring/: the dashboard and the alerts name only metrics the operator exports, and are well formed.
+
+The first tests need nothing but Python. The `integration` ones need built tools and skip without them: promtool
+(tools/prometheus, `PROMETHEUS` in trainingjob.cluster.build) parses every expression and runs unit tests of the
+alerts on synthetic series; the cluster's kubectl renders the kustomization.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from trainingjob.cluster.build import COMPONENT_SETS, PROMETHEUS, binary_path, is_built
+from trainingjob.cluster.paths import binaries_dir
+from trainingjob.operator.metrics import CacheCollector, OperatorMetrics
+
+MONITORING = Path(__file__).resolve().parents[2] / "deploy" / "monitoring"
+RULE_FILE = MONITORING / "prometheus-rule.yaml"
+DASHBOARD_FILE = MONITORING / "grafana-dashboard.json"
+KUSTOMIZATION_FILE = MONITORING / "kustomization.yaml"
+
+# The series a family of each type exposes (prometheus_client: counters `_total`, every counter and histogram a
+# `_created` timestamp). A bare counter or histogram family name is not a series.
+SERIES_SUFFIXES = {
+    "counter": ("_total", "_created"),
+    "histogram": ("_bucket", "_sum", "_count", "_created"),
+    "gauge": ("",),
+}
+ALLOWED_FOREIGN_METRICS = {"up"}
+METRIC_NAME = re.compile(r"(?<![A-Za-z0-9_:])trainingjob_[A-Za-z0-9_:]*")
+STRING_LITERAL = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'')
+REQUIRED_ALERTS = {
+    "TrainingJobFailed",
+    "TrainingJobStuckPending",
+    "TrainingJobRestartRateHigh",
+    "TrainingJobOperatorDown",
+    "TrainingJobOperatorNoLeader",
+    "TrainingJobReconcileErrors",
+}
+DURATION = re.compile(r"^(\d+(ms|s|m|h|d|w|y))+$")
+
+
+# --- what the operator exports -------------------------------------------------------------------------------------
+
+
+def operator_families() -> dict[str, tuple[str, set[str]]]:
+    """Family name -> (type, names of the samples it exposes), with a fake job and pod so every gauge has one."""
+    metrics = OperatorMetrics()
+    job = {
+        "metadata": {"namespace": "ml", "name": "bert", "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"framework": "pytorch", "gpuPerWorker": 2},
+        "status": {"phase": "Running", "progress": {"percent": 42.0}},
+    }
+    metrics.register_cache(CacheCollector(lambda: [job], lambda: [("ml", "bert", "Running")], lambda: True))
+    return {f.name: (f.type, {s.name for s in f.samples}) for f in metrics.registry.collect()}
+
+
+def exported_series_names() -> set[str]:
+    names: set[str] = set()
+    for family, (kind, samples) in operator_families().items():
+        names |= {family + suffix for suffix in SERIES_SUFFIXES[kind]}
+        names |= samples
+    return names
+
+
+def test_the_fake_cache_makes_every_gauge_family_expose_a_sample() -> None:
+    families = operator_families()
+    gauges = {name for name, (kind, _) in families.items() if kind == "gauge"}
+    assert gauges == {
+        "trainingjob_jobs",
+        "trainingjob_workers",
+        "trainingjob_gpus_requested",
+        "trainingjob_job_progress_percent",
+        "trainingjob_operator_leader",
+    }
+    assert all(families[name][1] == {name} for name in gauges)
+
+
+def test_suffix_table_matches_what_prometheus_client_exposes() -> None:
+    for family, (kind, samples) in operator_families().items():
+        assert samples <= {family + suffix for suffix in SERIES_SUFFIXES[kind]}, family
+
+
+# --- the expressions in deploy/monitoring/ ---------------------------------------------------------------------------
+
+
+def load_rule() -> dict[str, Any]:
+    return yaml.safe_load(RULE_FILE.read_text())
+
+
+def load_dashboard() -> dict[str, Any]:
+    return json.loads(DASHBOARD_FILE.read_text())
+
+
+def rules() -> Iterator[dict[str, Any]]:
+    for group in load_rule()["spec"]["groups"]:
+        yield from group["rules"]
+
+
+def dashboard_panels(dashboard: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Every panel that shows data (rows, collapsed or not, only hold panels)."""
+    for panel in dashboard["panels"]:
+        if panel.get("type") == "row":
+            yield from panel.get("panels", [])
+        else:
+            yield panel
+
+
+def dashboard_expressions() -> Iterator[tuple[str, str]]:
+    dashboard = load_dashboard()
+    for panel in dashboard_panels(dashboard):
+        for target in panel.get("targets", []):
+            yield f"panel {panel['title']!r} {target.get('refId')}", target.get("expr", "")
+    for variable in dashboard["templating"]["list"]:
+        query = variable.get("query")
+        if variable.get("type") == "query":
+            yield f"variable {variable['name']}", query["query"] if isinstance(query, dict) else query
+
+
+def all_expressions() -> list[tuple[str, str]]:
+    return [(f"rule {r.get('alert') or r.get('record')}", r["expr"]) for r in rules()] + list(dashboard_expressions())
+
+
+def metric_names(expr: str) -> set[str]:
+    """trainingjob_* identifiers outside string literals (label values such as job="trainingjob-operator")."""
+    return set(METRIC_NAME.findall(STRING_LITERAL.sub('""', expr)))
+
+
+def test_metric_name_extraction() -> None:
+    expr = 'sum by (le) (rate(trainingjob_x_bucket{job="trainingjob_not_a_metric"}[5m])) / on() trainingjob_y'
+    assert metric_names(expr) == {"trainingjob_x_bucket", "trainingjob_y"}
+
+
+def test_every_metric_in_the_dashboard_and_rules_is_exported_by_the_operator() -> None:
+    allowed = exported_series_names() | ALLOWED_FOREIGN_METRICS
+    unknown = {where: sorted(metric_names(expr) - allowed) for where, expr in all_expressions()}
+    assert {where: names for where, names in unknown.items() if names} == {}
+
+
+def test_every_expression_names_a_metric() -> None:
+    for where, expr in all_expressions():
+        assert metric_names(expr) or re.search(r"\bup\{", expr), where
+
+
+def test_the_dashboard_shows_every_metric_family() -> None:
+    used = set().union(*(metric_names(expr) for _, expr in dashboard_expressions()))
+    for family, (kind, _) in operator_families().items():
+        assert any(family + suffix in used for suffix in SERIES_SUFFIXES[kind]), family
+
+
+def test_quantiles_come_from_bucket_rates_aggregated_by_le() -> None:
+    quantiles = [(where, expr) for where, expr in all_expressions() if "histogram_quantile" in expr]
+    assert len(quantiles) >= 7  # time to Running x3, job duration x2, reconcile x2
+    for where, expr in quantiles:
+        assert re.search(r"sum by \(le\) \(rate\(trainingjob_\w+_bucket", expr), where
+
+
+# --- the PrometheusRule ----------------------------------------------------------------------------------------------
+
+
+def test_rule_has_the_prometheus_rule_shape() -> None:
+    rule = load_rule()
+    assert rule["apiVersion"] == "monitoring.coreos.com/v1"
+    assert rule["kind"] == "PrometheusRule"
+    assert rule["metadata"]["name"] == "trainingjob-operator"
+    assert rule["metadata"]["namespace"] == "trainingjob-system"
+    groups = rule["spec"]["groups"]
+    assert groups and len({g["name"] for g in groups}) == len(groups)
+    for group in groups:
+        assert set(group) <= {"name", "interval", "rules", "limit", "partial_response_strategy"}
+        assert group["rules"], group["name"]
+
+
+def test_every_alert_has_severity_summary_description_and_for() -> None:
+    alerts = [r for r in rules() if "alert" in r]
+    names = [a["alert"] for a in alerts]
+    assert len(set(names)) == len(names)
+    assert set(names) >= REQUIRED_ALERTS
+    for alert in alerts:
+        name = alert["alert"]
+        assert set(alert) <= {"alert", "expr", "for", "keep_firing_for", "labels", "annotations"}, name
+        assert isinstance(alert["expr"], str) and alert["expr"].strip(), name
+        assert DURATION.match(str(alert["for"])), name
+        assert alert["labels"]["severity"] in ("info", "warning", "critical"), name
+        assert alert["annotations"]["summary"].strip(), name
+        assert alert["annotations"]["description"].strip(), name
+
+
+def test_gauge_alerts_count_the_leader_only() -> None:
+    """Both replicas serve the cache gauges: an alert summing them without the leader filter counts jobs twice."""
+    for where, expr in all_expressions():
+        if metric_names(expr) & {"trainingjob_jobs", "trainingjob_workers", "trainingjob_gpus_requested"}:
+            assert "and on (instance) (trainingjob_operator_leader == 1)" in expr, where
+
+
+# --- the dashboard ---------------------------------------------------------------------------------------------------
+
+
+def test_dashboard_variables() -> None:
+    dashboard = load_dashboard()
+    assert dashboard["schemaVersion"] >= 38
+    assert dashboard["uid"] and dashboard["title"]
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert variables["datasource"]["type"] == "datasource"
+    assert variables["datasource"]["query"] == "prometheus"
+    for name in ("namespace", "framework"):
+        variable = variables[name]
+        assert variable["type"] == "query"
+        assert variable["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
+        query = variable["query"]["query"] if isinstance(variable["query"], dict) else variable["query"]
+        assert re.fullmatch(rf"label_values\(trainingjob_\w+, {name}\)", query), name
+
+
+def test_every_panel_has_a_datasource_and_a_target_with_an_expression() -> None:
+    dashboard = load_dashboard()
+    panels = list(dashboard_panels(dashboard))
+    assert len(panels) >= 12
+    ids = [p["id"] for p in dashboard["panels"]]
+    assert len(set(ids)) == len(ids)
+    for panel in panels:
+        title = panel["title"]
+        assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}, title
+        assert panel["targets"], title
+        assert len({t["refId"] for t in panel["targets"]}) == len(panel["targets"]), title
+        for target in panel["targets"]:
+            assert target["expr"].strip(), title
+            assert target.get("datasource", panel["datasource"]) == panel["datasource"], title
+
+
+def test_panels_fit_the_grid_without_overlapping() -> None:
+    cells: dict[tuple[int, int], str] = {}
+    for panel in load_dashboard()["panels"]:
+        grid = panel["gridPos"]
+        assert grid["x"] + grid["w"] <= 24, panel["title"]
+        for x in range(grid["x"], grid["x"] + grid["w"]):
+            for y in range(grid["y"], grid["y"] + grid["h"]):
+                assert (x, y) not in cells, f"{panel['title']!r} overlaps {cells[(x, y)]!r}"
+                cells[(x, y)] = panel["title"]
+
+
+# --- the kustomization -----------------------------------------------------------------------------------------------
+
+
+def test_kustomization_lists_the_rule_and_generates_the_dashboard_config_map() -> None:
+    kustomization = yaml.safe_load(KUSTOMIZATION_FILE.read_text())
+    assert kustomization["kind"] == "Kustomization"
+    assert kustomization["resources"] == ["prometheus-rule.yaml"]
+    (generator,) = kustomization["configMapGenerator"]
+    assert generator["name"] == "trainingjob-grafana-dashboard"
+    assert generator["namespace"] == "trainingjob-system"
+    assert generator["options"]["disableNameSuffixHash"] is True
+    assert generator["options"]["labels"]["grafana_dashboard"] == "1"  # a string: label values are strings
+    sources = [entry.split("=", 1)[-1] for entry in generator["files"]]
+    assert sources == ["grafana-dashboard.json"]
+    listed = {"kustomization.yaml", *kustomization["resources"], *sources}
+    assert {p.name for p in MONITORING.iterdir()} == listed
+
+
+# --- with built tools (integration) ---------------------------------------------------------------------------------
+
+PROMTOOL_HINT = (
+    "promtool is not built; build it once (about 6 minutes from a cold Go cache) with: "
+    "python -c 'from trainingjob.cluster.build import PROMETHEUS, build_component_set; "
+    "build_component_set(PROMETHEUS)'"
+)
+GRAFANA_VARIABLES = {"__rate_interval": "5m", "namespace": ".*", "framework": ".*"}
+
+
+@pytest.fixture
+def promtool() -> Path:
+    if not is_built(PROMETHEUS):
+        pytest.skip(PROMTOOL_HINT)
+    return binaries_dir(PROMETHEUS.name, PROMETHEUS.version) / "promtool"
+
+
+def run(command: list[str | Path], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(c) for c in command], cwd=cwd, capture_output=True, text=True, timeout=120, check=False)
+
+
+def write_rule_file(path: Path, groups: list[dict[str, Any]]) -> Path:
+    path.write_text(yaml.safe_dump({"groups": groups}, sort_keys=False))
+    return path
+
+
+@pytest.mark.integration
+def test_promtool_accepts_the_rules(promtool: Path, tmp_path: Path) -> None:
+    rule_file = write_rule_file(tmp_path / "rules.yaml", load_rule()["spec"]["groups"])
+    result = run([promtool, "check", "rules", rule_file])
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"SUCCESS: {len(list(rules()))} rules found" in result.stdout
+    # The check is not vacuous: the same promtool rejects a broken expression.
+    broken_group = {"name": "x", "rules": [{"record": "x", "expr": "sum by (le"}]}
+    broken = write_rule_file(tmp_path / "broken.yaml", [broken_group])
+    assert run([promtool, "check", "rules", broken]).returncode != 0
+
+
+def substitute_grafana_variables(expr: str) -> str:
+    def value(match: re.Match[str]) -> str:
+        return GRAFANA_VARIABLES[match.group(1) or match.group(2)]
+
+    return re.sub(r"\$\{(\w+)\}|\$(\w+)", value, expr)
+
+
+@pytest.mark.integration
+def test_promtool_parses_every_dashboard_expression(promtool: Path, tmp_path: Path) -> None:
+    """Each panel query becomes a recording rule (Grafana's variables replaced by sample values) for promtool."""
+    records = [
+        {"record": f"dashboard:expr_{i}", "expr": substitute_grafana_variables(expr)}
+        for i, (where, expr) in enumerate(dashboard_expressions())
+        if where.startswith("panel")
+    ]
+    rule_file = write_rule_file(tmp_path / "dashboard.yaml", [{"name": "dashboard", "rules": records}])
+    result = run([promtool, "check", "rules", rule_file])
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def series(name: str, values: str, **labels: str) -> dict[str, str]:
+    label_text = ", ".join(f'{k}="{v}"' for k, v in labels.items())
+    return {"series": f"{name}{{{label_text}}}", "values": values}
+
+
+OPERATOR = {"job": "trainingjob-operator"}
+LEADER_A = series("trainingjob_operator_leader", "1+0x40", instance="a", **OPERATOR)
+STANDBY_B = series("trainingjob_operator_leader", "0+0x40", instance="b", **OPERATOR)
+UP = [series("up", "1+0x40", instance=i, **OPERATOR) for i in "ab"]
+FAILED = {"namespace": "ml", "framework": "pytorch", "reason": "BackoffLimitExceeded", "instance": "a", **OPERATOR}
+FAILED_ALERT = {"severity": "warning", "namespace": "ml", "framework": "pytorch", "reason": "BackoffLimitExceeded"}
+
+
+def alert_test(at: str, name: str, *firing: dict[str, str]) -> dict[str, Any]:
+    return {"eval_time": at, "alertname": name, "exp_alerts": [{"exp_labels": labels} for labels in firing]}
+
+
+ALERT_SCENARIOS: list[dict[str, Any]] = [
+    {
+        "name": "a label set's first failure (the series appears at 1) fires for 10 minutes",
+        "input_series": [LEADER_A, series("trainingjob_jobs_failed_total", "_x20 1+0x20", **FAILED)],
+        "alert_rule_test": [
+            alert_test("19m", "TrainingJobFailed"),
+            alert_test("22m", "TrainingJobFailed", FAILED_ALERT),
+            alert_test("29m", "TrainingJobFailed", FAILED_ALERT),
+            alert_test("35m", "TrainingJobFailed"),
+        ],
+    },
+    {
+        "name": "a further failure fires through increase()",
+        "input_series": [LEADER_A, series("trainingjob_jobs_failed_total", "1+0x19 2+0x20", **FAILED)],
+        "alert_rule_test": [
+            alert_test("15m", "TrainingJobFailed"),
+            alert_test("22m", "TrainingJobFailed", FAILED_ALERT),
+        ],
+    },
+    {
+        "name": "old failures do not fire again after Prometheus (re)starts",
+        "input_series": [LEADER_A, series("trainingjob_jobs_failed_total", "3+0x40", **FAILED)],
+        "alert_rule_test": [alert_test("5m", "TrainingJobFailed"), alert_test("15m", "TrainingJobFailed")],
+    },
+    {
+        "name": "Pending counts on the leader only, for 15 minutes",
+        "input_series": [
+            LEADER_A,
+            STANDBY_B,
+            series("trainingjob_jobs", "1+0x40", phase="Pending", instance="a", **OPERATOR),
+            series("trainingjob_jobs", "1+0x40", phase="Pending", instance="b", **OPERATOR),
+        ],
+        "alert_rule_test": [
+            alert_test("10m", "TrainingJobStuckPending"),
+            alert_test("20m", "TrainingJobStuckPending", {"severity": "warning"}),
+        ],
+    },
+    {
+        "name": "a standby's stale Pending count does not fire",
+        "input_series": [
+            LEADER_A,
+            STANDBY_B,
+            series("trainingjob_jobs", "0+0x40", phase="Pending", instance="a", **OPERATOR),
+            series("trainingjob_jobs", "1+0x40", phase="Pending", instance="b", **OPERATOR),
+        ],
+        "alert_rule_test": [alert_test("20m", "TrainingJobStuckPending")],
+    },
+    {
+        "name": "restarts: above 3 per 15 minutes per namespace and framework, summed over reasons",
+        "input_series": [
+            series("trainingjob_jobs_restarted_total", "0+1x40", namespace="a", framework="jax", reason="X"),
+            series("trainingjob_jobs_restarted_total", "0+0.1x40", namespace="b", framework="jax", reason="X"),
+            series("trainingjob_jobs_restarted_total", "0+0.15x40", namespace="c", framework="mpi", reason="X"),
+            series("trainingjob_jobs_restarted_total", "0+0.15x40", namespace="c", framework="mpi", reason="Y"),
+        ],
+        "alert_rule_test": [
+            alert_test(
+                "20m",
+                "TrainingJobRestartRateHigh",
+                {"severity": "warning", "namespace": "a", "framework": "jax"},
+                {"severity": "warning", "namespace": "c", "framework": "mpi"},
+            )
+        ],
+    },
+    {
+        "name": "no replica up: one alert, not one per absent() term",
+        "input_series": [series("up", "0+0x40", instance="a", **OPERATOR)],
+        "alert_rule_test": [
+            alert_test("3m", "TrainingJobOperatorDown"),
+            alert_test("10m", "TrainingJobOperatorDown", {"severity": "critical"}),
+        ],
+    },
+    {
+        "name": "a healthy pair: one leader, one standby",
+        "input_series": [*UP, LEADER_A, STANDBY_B],
+        "alert_rule_test": [
+            alert_test("10m", "TrainingJobOperatorDown"),
+            alert_test("10m", "TrainingJobOperatorNoLeader"),
+        ],
+    },
+    {
+        "name": "replicas up but nobody leads",
+        "input_series": [*UP, series("trainingjob_operator_leader", "0+0x40", instance="a", **OPERATOR), STANDBY_B],
+        "alert_rule_test": [
+            alert_test("3m", "TrainingJobOperatorNoLeader"),
+            alert_test("10m", "TrainingJobOperatorNoLeader", {"severity": "critical"}),
+            alert_test("10m", "TrainingJobOperatorDown"),
+        ],
+    },
+    {
+        "name": "reconcile errors that keep coming for 10 minutes, per kind",
+        "input_series": [
+            series("trainingjob_reconcile_errors_total", "0+1x40", kind="ApiException"),
+            series("trainingjob_reconcile_errors_total", "5+0x40", kind="TimeoutError"),
+        ],
+        "alert_rule_test": [
+            alert_test("8m", "TrainingJobReconcileErrors"),
+            alert_test("20m", "TrainingJobReconcileErrors", {"severity": "warning", "kind": "ApiException"}),
+        ],
+    },
+]
+
+
+@pytest.mark.integration
+def test_promtool_unit_tests_of_the_alerts(promtool: Path, tmp_path: Path) -> None:
+    """The alerts' logic on synthetic series (annotations left out: these tests are about the expressions)."""
+    groups = load_rule()["spec"]["groups"]
+    for rule in (r for g in groups for r in g["rules"]):
+        rule.pop("annotations", None)
+    write_rule_file(tmp_path / "rules.yaml", groups)
+    tests = [{"interval": "1m", **scenario} for scenario in ALERT_SCENARIOS]
+    test_file = tmp_path / "alerts_test.yaml"
+    test_file.write_text(yaml.safe_dump({"rule_files": ["rules.yaml"], "evaluation_interval": "1m", "tests": tests}))
+    result = run([promtool, "test", "rules", test_file.name], cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.integration
+def test_kubectl_kustomize_renders_the_rule_and_the_dashboard_config_map() -> None:
+    kubernetes = next(s for s in COMPONENT_SETS if s.name == "kubernetes")
+    if not is_built(kubernetes):
+        pytest.skip("kubectl is not built (make components)")
+    result = run([binary_path("kubectl"), "kustomize", MONITORING])
+    assert result.returncode == 0, result.stderr
+    objects = {(o["kind"], o["metadata"]["name"]): o for o in yaml.safe_load_all(result.stdout)}
+    assert set(objects) == {("PrometheusRule", "trainingjob-operator"), ("ConfigMap", "trainingjob-grafana-dashboard")}
+    config_map = objects["ConfigMap", "trainingjob-grafana-dashboard"]
+    assert config_map["metadata"]["namespace"] == "trainingjob-system"
+    assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(config_map["data"]["trainingjob-operator.json"]) == load_dashboard()
+    assert objects["PrometheusRule", "trainingjob-operator"] == load_rule()
