@@ -4,9 +4,11 @@ with TokenReview, lets only the job's own chief worker write, rejects bad bodies
 from __future__ import annotations
 
 import json
+import math
 import ssl
 import tempfile
 import threading
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -16,6 +18,7 @@ import pytest
 from tests.jobs import create_job, get_job, job_manifest, kubectl, live_pods, wait_phase
 from tests.kube import Kube, wait_until
 from tests.operator_harness import RunningOperator
+from trainingjob.operator.reconciler import PROGRESS_WRITE_INTERVAL
 
 pytestmark = pytest.mark.integration
 AUDIENCE = "trainingjob-progress"
@@ -173,6 +176,7 @@ def test_a_burst_of_reports_gives_at_most_a_few_status_writes(
     watcher = threading.Thread(target=watch_versions, daemon=True)
     before = get_job(kube, namespace, running_job)["metadata"]["resourceVersion"]
     watcher.start()
+    started = time.monotonic()
     for step in range(1, 101):
         body = json.dumps({"step": step, "totalSteps": 100, "metrics": {"loss": 1.0 / step}}).encode()
         assert post(operator, context, namespace, running_job, token, body)[0] == 202
@@ -180,8 +184,12 @@ def test_a_burst_of_reports_gives_at_most_a_few_status_writes(
     stop.set()
     watcher.join(timeout=10)
     versions.add(final["metadata"]["resourceVersion"])
+    burst_seconds = time.monotonic() - started
     writes = len(versions - {before})
-    assert 1 <= writes <= 5, f"{writes} status writes for 100 reports"
+    # One write per job per PROGRESS_WRITE_INTERVAL (3 s) at most: a few for a burst of a few seconds, and never
+    # one per report even when a loaded machine stretches the burst.
+    allowed = math.ceil(burst_seconds / PROGRESS_WRITE_INTERVAL) + 2
+    assert 1 <= writes <= min(allowed, 50), f"{writes} status writes for 100 reports in {burst_seconds:.1f}s"
     assert final["status"]["progress"]["percent"] == 100.0
 
 
