@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 CLUSTER ?= default
 
-.PHONY: help install generate components lint test test-unit test-integration demo demo-down cluster-up cluster-down clean
+.PHONY: help install generate components tools lint test test-unit test-integration demo demo-down cluster-up cluster-down clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -24,8 +24,8 @@ components: install  ## build the pinned control-plane binaries from their Go mo
 	$(BIN)/tj cluster build
 
 lint: install  ## ruff
-	$(BIN)/ruff check src tests
-	$(BIN)/ruff format --check src tests
+	$(BIN)/ruff check src tests examples
+	$(BIN)/ruff format --check src tests examples
 
 test-unit: install  ## pure tests, no cluster
 	$(BIN)/python -m pytest tests/unit
@@ -33,7 +33,10 @@ test-unit: install  ## pure tests, no cluster
 test-integration: components  ## tests against a real local control plane (started for the session)
 	$(BIN)/python -m pytest tests/integration
 
-test: lint components  ## everything CI runs: lint, unit and integration tests
+tools: install  ## control-plane binaries plus promtool (checks the alert rules in tests; ~6 min on first use)
+	$(BIN)/tj cluster build --with-promtool
+
+test: lint tools  ## everything CI runs: lint, unit and integration tests
 	$(BIN)/python -m pytest tests
 
 demo: components  ## local cluster, operator, a sample TrainingJob followed to Succeeded
