@@ -1,0 +1,368 @@
+"""PyTorch DistributedDataParallel on a small MLP classifier over synthetic data, inside a TrainingJob.
+
+Launched by torchrun, which reads the PET_* variables the operator injects (nodes, node rank, processes per node,
+rendezvous address) and starts one process per GPU, each with its own RANK, WORLD_SIZE and LOCAL_RANK. It also runs
+as a plain single process (`python train_ddp.py`: WORLD_SIZE unset or 1), on a laptop as well.
+
+What it shows:
+- torch.distributed with init_method env:// and the backend from DISTRIBUTED_BACKEND (gloo on CPU, nccl on GPUs);
+- a DistributedSampler, so each process trains on its own part of every epoch;
+- hyperparameters from the JSON file TRAININGJOB_HYPERPARAMETERS_FILE, over the defaults in DEFAULTS;
+- progress (epoch, totalEpochs, loss, accuracy) reported by the chief (global rank 0) through trainingjob.sdk;
+- a checkpoint every CHECKPOINT_INTERVAL epochs (and after the last one), saved atomically by the chief with
+  sdk.save_checkpoint and pruned to CHECKPOINT_KEEP_LAST; a restarted attempt (RESUME_FROM_CHECKPOINT=true) loads the
+  newest one and continues with the next epoch.
+
+The dataset is generated from `seed`, so every process builds the same one and nothing is downloaded. The functions
+above `main` are pure or import torch only when called, so tests can import this file without PyTorch.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import random
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+try:
+    from trainingjob import sdk
+except ImportError:  # the SDK directory copied into the image on its own (see README.md)
+    import trainingjob_sdk as sdk
+
+log = logging.getLogger("train_ddp")
+
+EXIT_INVALID_CONFIG = 2  # a configuration error: restarting won't help (see failurePolicy in the YAML)
+BACKENDS = ("gloo", "nccl")
+
+DEFAULTS: dict[str, Any] = {
+    "epochs": 10,
+    "batchSize": 64,
+    "learningRate": 0.001,
+    "hiddenSize": 64,
+    "numSamples": 4096,
+    "numFeatures": 20,
+    "numClasses": 4,
+    "seed": 42,
+}
+POSITIVE = ("epochs", "batchSize", "learningRate", "hiddenSize", "numSamples", "numFeatures")
+
+
+class ConfigError(ValueError):
+    """Hyperparameters or launcher variables that cannot work; the process exits with EXIT_INVALID_CONFIG."""
+
+
+def _check(params: Mapping[str, Any]) -> None:
+    """What the hyperparameters must satisfy together, beyond being positive."""
+    if params["numClasses"] < 2:
+        raise ConfigError(f"hyperparameter numClasses must be at least 2, got {params['numClasses']}")
+
+
+# --- hyperparameters -----------------------------------------------------------------------------------------------
+
+
+def parse_hyperparameters(path: str | os.PathLike[str] | None) -> dict[str, Any]:
+    """DEFAULTS, overridden by the JSON object in `path` (TRAININGJOB_HYPERPARAMETERS_FILE).
+
+    Each value is converted to the type of its default (64.0 → 64, "true" → True); one that cannot be is a
+    ConfigError. Keys without a default are ignored with a warning. No path, or no file there: the defaults.
+    """
+    params = dict(DEFAULTS)
+    if not path:
+        return params
+    try:
+        text = Path(path).read_text()
+    except FileNotFoundError:
+        log.warning("hyperparameters file %s does not exist; using the defaults", path)
+        return params
+    try:
+        given = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ConfigError(f"{path} is not valid JSON: {error}") from None
+    if not isinstance(given, dict):
+        raise ConfigError(f"{path} must hold a JSON object, not {type(given).__name__}")
+    for key, value in given.items():
+        if key not in DEFAULTS:
+            log.warning("ignoring unknown hyperparameter %s", key)
+            continue
+        params[key] = _coerce(key, value, DEFAULTS[key])
+    for key in POSITIVE:
+        if key in params and params[key] <= 0:
+            raise ConfigError(f"hyperparameter {key} must be positive, got {params[key]}")
+    _check(params)
+    return params
+
+
+def _coerce(key: str, value: Any, default: Any) -> Any:
+    """`value` as the type of `default`, or a ConfigError that names the key."""
+    if isinstance(default, bool):
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+            return value.strip().lower() == "true"
+    elif isinstance(default, int):
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, str):
+            try:
+                return int(value.strip())
+            except ValueError:
+                pass
+    elif isinstance(default, float):
+        number = value
+        if isinstance(value, str):
+            try:
+                number = float(value.strip())
+            except ValueError:
+                number = None
+        if isinstance(number, int | float) and not isinstance(number, bool) and math.isfinite(number):
+            return float(number)
+    elif isinstance(default, str) and isinstance(value, str):
+        return value
+    raise ConfigError(f"hyperparameter {key} must be a {type(default).__name__}, got {value!r}")
+
+
+# --- launcher environment ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DistributedSettings:
+    backend: str
+    rank: int
+    world_size: int
+    local_rank: int
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def is_chief(self) -> bool:
+        """Global rank 0: on worker 0 (the one the operator takes progress reports from), local rank 0."""
+        return self.rank == 0
+
+
+def distributed_settings(env: Mapping[str, str] | None = None) -> DistributedSettings:
+    """RANK, WORLD_SIZE and LOCAL_RANK as torchrun sets them for this process, and DISTRIBUTED_BACKEND.
+
+    Without torchrun they are the operator's per-pod values (one process per pod), or unset: a single process.
+    """
+    env = os.environ if env is None else env
+    backend = env.get("DISTRIBUTED_BACKEND", "").strip().lower() or "gloo"
+    if backend not in BACKENDS:
+        raise ConfigError(f"DISTRIBUTED_BACKEND must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    world_size = _env_int(env, "WORLD_SIZE", 1)
+    rank = _env_int(env, "RANK", 0)
+    local_rank = _env_int(env, "LOCAL_RANK", 0)
+    if world_size < 1 or not 0 <= rank < world_size or local_rank < 0:
+        raise ConfigError(f"inconsistent RANK={rank} WORLD_SIZE={world_size} LOCAL_RANK={local_rank}")
+    return DistributedSettings(backend, rank, world_size, local_rank)
+
+
+def _env_int(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be an integer, got {raw!r}") from None
+
+
+# --- data ----------------------------------------------------------------------------------------------------------
+
+
+def make_dataset(
+    num_samples: int, num_features: int, num_classes: int, seed: int
+) -> tuple[list[list[float]], list[int]]:
+    """A synthetic classification set: one Gaussian blob per class around a random centre; same seed, same data."""
+    rng = random.Random(seed)
+    centres = [[rng.gauss(0.0, 2.0) for _ in range(num_features)] for _ in range(num_classes)]
+    features, labels = [], []
+    for _ in range(num_samples):
+        label = rng.randrange(num_classes)
+        features.append([centre + rng.gauss(0.0, 1.0) for centre in centres[label]])
+        labels.append(label)
+    return features, labels
+
+
+# --- checkpoints ---------------------------------------------------------------------------------------------------
+
+
+def resume_point(directory: str | os.PathLike[str] | None = None) -> tuple[int, Path | None]:
+    """(first epoch to train, checkpoint to load): epochs count from 1, and checkpoint ckpt-E holds the state
+    after epoch E, so a restarted attempt (RESUME_FROM_CHECKPOINT=true) with one continues at E + 1. A first
+    attempt, or one that finds no checkpoint, starts at epoch 1 from scratch. `directory`: CHECKPOINT_DIR."""
+    if not sdk.should_resume(directory):
+        return 1, None
+    latest = sdk.latest_checkpoint(directory)
+    info = sdk.parse_checkpoint(latest) if latest is not None else None
+    if info is None:  # removed since should_resume looked
+        return 1, None
+    return info.epoch + 1, latest
+
+
+def should_checkpoint(epoch: int, interval: int, total_epochs: int) -> bool:
+    """Every `interval` epochs (CHECKPOINT_INTERVAL), and after the last epoch so the final model is kept."""
+    return epoch % max(interval, 1) == 0 or epoch == total_epochs
+
+
+# --- PyTorch -------------------------------------------------------------------------------------------------------
+
+
+def _torch() -> Any:
+    try:
+        import torch
+    except ImportError as error:
+        raise RuntimeError(
+            "this example needs PyTorch: pip install torch, or build from a pytorch/pytorch image"
+        ) from error
+    return torch
+
+
+def build_model(num_features: int, hidden_size: int, num_classes: int) -> Any:
+    nn = _torch().nn
+    return nn.Sequential(
+        nn.Linear(num_features, hidden_size),
+        nn.ReLU(),
+        nn.Linear(hidden_size, hidden_size),
+        nn.ReLU(),
+        nn.Linear(hidden_size, num_classes),
+    )
+
+
+def train_epoch(model: Any, loader: Any, optimizer: Any, device: Any) -> dict[str, float]:
+    """One pass over this process's share of the data; loss and accuracy over all processes."""
+    torch = _torch()
+    model.train()
+    totals = torch.zeros(3, dtype=torch.float64, device=device)  # loss sum, correct, samples
+    for features, labels in loader:
+        features = features.to(device, non_blocking=True)
+        labels = labels.to(device, non_blocking=True)
+        optimizer.zero_grad(set_to_none=True)
+        logits = model(features)
+        loss = torch.nn.functional.cross_entropy(logits, labels)
+        loss.backward()
+        optimizer.step()
+        totals[0] += loss.detach() * labels.size(0)
+        totals[1] += (logits.argmax(dim=1) == labels).sum()
+        totals[2] += labels.size(0)
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.all_reduce(totals)
+    loss_sum, correct, samples = totals.tolist()
+    return {"loss": loss_sum / max(samples, 1.0), "accuracy": correct / max(samples, 1.0)}
+
+
+def save_checkpoint(model: Any, optimizer: Any, epoch: int, params: Mapping[str, Any]) -> Path:
+    """Write ckpt-<epoch>.pt atomically into CHECKPOINT_DIR, keep the newest CHECKPOINT_KEEP_LAST, report it."""
+    torch = _torch()
+    state = {
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "epoch": epoch,
+        "hyperparameters": dict(params),
+    }
+    return sdk.save_checkpoint(
+        lambda path: torch.save(state, path), epoch=epoch, keep_last=sdk.checkpoint_keep_last(), suffix=".pt"
+    )
+
+
+def load_checkpoint(path: Path) -> dict[str, Any]:
+    return _torch().load(path, map_location="cpu", weights_only=True)
+
+
+def train(params: Mapping[str, Any], settings: DistributedSettings) -> None:
+    torch = _torch()
+    from torch.nn.parallel import DistributedDataParallel
+    from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+
+    if settings.backend == "nccl":
+        if not torch.cuda.is_available():
+            raise ConfigError("DISTRIBUTED_BACKEND is nccl but no GPU is visible; use gloo or request GPUs")
+        torch.cuda.set_device(settings.local_rank)
+        device = torch.device("cuda", settings.local_rank)
+    else:
+        device = torch.device("cpu")
+    if settings.distributed:
+        torch.distributed.init_process_group(backend=settings.backend, init_method="env://")
+    log.info(
+        "rank %d of %d (local rank %d), backend %s, device %s",
+        settings.rank,
+        settings.world_size,
+        settings.local_rank,
+        settings.backend,
+        device,
+    )
+
+    features, labels = make_dataset(params["numSamples"], params["numFeatures"], params["numClasses"], params["seed"])
+    dataset = TensorDataset(torch.tensor(features, dtype=torch.float32), torch.tensor(labels, dtype=torch.long))
+    sampler = DistributedSampler(
+        dataset, num_replicas=settings.world_size, rank=settings.rank, shuffle=True, seed=params["seed"]
+    )
+    loader = DataLoader(dataset, batch_size=params["batchSize"], sampler=sampler, pin_memory=device.type == "cuda")
+
+    torch.manual_seed(params["seed"])
+    model = build_model(params["numFeatures"], params["hiddenSize"], params["numClasses"]).to(device)
+    start, checkpoint = resume_point()
+    state = None
+    if checkpoint is not None:
+        state = load_checkpoint(checkpoint)
+        model.load_state_dict(state["model"])
+        log.info("resuming from %s at epoch %d", checkpoint, start)
+    # DDP broadcasts rank 0's parameters, which also makes every rank wait until all have loaded the checkpoint.
+    net = model
+    if settings.distributed:
+        net = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    optimizer = torch.optim.Adam(net.parameters(), lr=params["learningRate"])
+    if state is not None:
+        optimizer.load_state_dict(state["optimizer"])
+
+    epochs, interval = params["epochs"], sdk.checkpoint_interval()
+    if start > epochs:
+        log.info("the checkpoint already completes all %d epochs", epochs)
+    for epoch in range(start, epochs + 1):
+        sampler.set_epoch(epoch)
+        metrics = train_epoch(net, loader, optimizer, device)
+        if not settings.is_chief:
+            continue
+        log.info("epoch %d/%d: loss %.4f accuracy %.4f", epoch, epochs, metrics["loss"], metrics["accuracy"])
+        sdk.report_progress(epoch=epoch, total_epochs=epochs, metrics=metrics)
+        if should_checkpoint(epoch, interval, epochs):
+            log.info("saved checkpoint %s", save_checkpoint(model, optimizer, epoch, params))
+    if settings.is_chief:
+        sdk.report_progress(epoch=epochs, total_epochs=epochs)
+        sdk.flush()
+    if settings.distributed:
+        torch.distributed.barrier()  # nobody leaves while the chief still writes the last checkpoint
+
+
+def main() -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        params = parse_hyperparameters(os.environ.get("TRAININGJOB_HYPERPARAMETERS_FILE"))
+        settings = distributed_settings()
+    except ConfigError as error:
+        log.error("%s", error)
+        return EXIT_INVALID_CONFIG
+    log.info("hyperparameters %s", json.dumps(params, sort_keys=True))
+    torch = _torch()
+    try:
+        train(params, settings)
+    except ConfigError as error:
+        log.error("%s", error)
+        return EXIT_INVALID_CONFIG
+    finally:
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,388 @@
+"""XGBoost gradient-boosted trees on a synthetic regression problem, distributed over a TrainingJob's workers.
+
+Every worker runs this script as one process and trains on its own rows of the data. XGBoost's collective needs a
+tracker that coordinates the workers: worker 0 starts it in-process at DMLC_TRACKER_URI:DMLC_TRACKER_PORT (its own
+address, as the operator sets it), and every worker, worker 0 included, joins with the DMLC_* variables. With a
+single worker (DMLC_NUM_WORKER unset or 1) it is plain xgboost.train, on a laptop as well. Needs xgboost >= 2.1.
+
+What it shows:
+- the collective (rabit) tracker and CommunicatorContext from DMLC_TRACKER_URI, DMLC_TRACKER_PORT, DMLC_TASK_ID and
+  DMLC_NUM_WORKER; each worker's share of the rows by DMLC_TASK_ID;
+- hyperparameters from the JSON file TRAININGJOB_HYPERPARAMETERS_FILE, over the defaults in DEFAULTS; an "epoch"
+  is roundsPerEpoch boosting rounds;
+- progress (epoch, totalEpochs, rmse) reported by the chief (worker 0) through trainingjob.sdk;
+- the model (JSON) as checkpoint every CHECKPOINT_INTERVAL epochs and after the last one, saved atomically by the
+  chief with sdk.save_checkpoint and pruned to CHECKPOINT_KEEP_LAST; a restarted attempt
+  (RESUME_FROM_CHECKPOINT=true) loads the newest model and boosts on from the next epoch.
+
+The dataset is generated from `seed`, so every worker builds the same one and nothing is downloaded. The functions
+above `main` are pure or import xgboost only when called, so tests can import this file without xgboost.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import random
+import socket
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+try:
+    from trainingjob import sdk
+except ImportError:  # the SDK directory copied into the image on its own (see README.md)
+    import trainingjob_sdk as sdk
+
+log = logging.getLogger("train_xgboost")
+
+EXIT_INVALID_CONFIG = 2  # a configuration error: restarting won't help (see failurePolicy in the YAML)
+CONNECT_RETRIES = 30  # a worker may start before worker 0's tracker listens
+RESOLVE_TIMEOUT_SECONDS = 300.0  # worker 0's DNS record appears once its pod has an IP
+TRACKER_SHUTDOWN_TIMEOUT_SECONDS = 300
+
+DEFAULTS: dict[str, Any] = {
+    "epochs": 10,
+    "roundsPerEpoch": 10,
+    "learningRate": 0.1,
+    "maxDepth": 6,
+    "numSamples": 8192,
+    "numFeatures": 20,
+    "noise": 0.1,
+    "seed": 42,
+    "treeMethod": "hist",
+    "device": "cpu",
+}
+POSITIVE = ("epochs", "roundsPerEpoch", "learningRate", "maxDepth", "numSamples", "numFeatures")
+
+T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    """Hyperparameters or launcher variables that cannot work; the process exits with EXIT_INVALID_CONFIG."""
+
+
+def _check(params: Mapping[str, Any]) -> None:
+    """What the hyperparameters must satisfy together, beyond being positive."""
+    if params["noise"] < 0:
+        raise ConfigError(f"hyperparameter noise must not be negative, got {params['noise']}")
+    device = params["device"]
+    if device != "cpu" and device != "cuda" and not device.startswith("cuda:"):
+        raise ConfigError(f"hyperparameter device must be cpu, cuda or cuda:<n>, got {device!r}")
+
+
+# --- hyperparameters -----------------------------------------------------------------------------------------------
+
+
+def parse_hyperparameters(path: str | os.PathLike[str] | None) -> dict[str, Any]:
+    """DEFAULTS, overridden by the JSON object in `path` (TRAININGJOB_HYPERPARAMETERS_FILE).
+
+    Each value is converted to the type of its default (64.0 → 64, "true" → True); one that cannot be is a
+    ConfigError. Keys without a default are ignored with a warning. No path, or no file there: the defaults.
+    """
+    params = dict(DEFAULTS)
+    if not path:
+        return params
+    try:
+        text = Path(path).read_text()
+    except FileNotFoundError:
+        log.warning("hyperparameters file %s does not exist; using the defaults", path)
+        return params
+    try:
+        given = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ConfigError(f"{path} is not valid JSON: {error}") from None
+    if not isinstance(given, dict):
+        raise ConfigError(f"{path} must hold a JSON object, not {type(given).__name__}")
+    for key, value in given.items():
+        if key not in DEFAULTS:
+            log.warning("ignoring unknown hyperparameter %s", key)
+            continue
+        params[key] = _coerce(key, value, DEFAULTS[key])
+    for key in POSITIVE:
+        if key in params and params[key] <= 0:
+            raise ConfigError(f"hyperparameter {key} must be positive, got {params[key]}")
+    _check(params)
+    return params
+
+
+def _coerce(key: str, value: Any, default: Any) -> Any:
+    """`value` as the type of `default`, or a ConfigError that names the key."""
+    if isinstance(default, bool):
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+            return value.strip().lower() == "true"
+    elif isinstance(default, int):
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, str):
+            try:
+                return int(value.strip())
+            except ValueError:
+                pass
+    elif isinstance(default, float):
+        number = value
+        if isinstance(value, str):
+            try:
+                number = float(value.strip())
+            except ValueError:
+                number = None
+        if isinstance(number, int | float) and not isinstance(number, bool) and math.isfinite(number):
+            return float(number)
+    elif isinstance(default, str) and isinstance(value, str):
+        return value
+    raise ConfigError(f"hyperparameter {key} must be a {type(default).__name__}, got {value!r}")
+
+
+# --- launcher environment ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CollectiveSettings:
+    """This worker's part in XGBoost's collective, from the DMLC_* variables."""
+
+    num_workers: int
+    task_index: int
+    tracker_host: str = ""
+    tracker_port: int = 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.num_workers > 1
+
+    @property
+    def is_chief(self) -> bool:
+        """Worker 0: it runs the tracker, reports progress and writes checkpoints."""
+        return self.task_index == 0
+
+    def worker_args(self, tracker_address: str) -> dict[str, Any]:
+        """The arguments of xgboost.collective.CommunicatorContext for this worker."""
+        return {
+            "dmlc_communicator": "rabit",
+            "dmlc_tracker_uri": tracker_address,
+            "dmlc_tracker_port": self.tracker_port,
+            "dmlc_task_id": str(self.task_index),
+            "dmlc_retry": CONNECT_RETRIES,
+        }
+
+
+def collective_settings(env: Mapping[str, str] | None = None) -> CollectiveSettings:
+    """DMLC_NUM_WORKER, DMLC_TASK_ID, DMLC_TRACKER_URI and DMLC_TRACKER_PORT; one worker when they are unset."""
+    env = os.environ if env is None else env
+    num_workers = _env_int(env, "DMLC_NUM_WORKER", 1)
+    if num_workers < 1:
+        raise ConfigError(f"DMLC_NUM_WORKER must be at least 1, got {num_workers}")
+    if num_workers == 1:
+        return CollectiveSettings(1, 0)
+    task_index = _env_int(env, "DMLC_TASK_ID", -1)
+    host = env.get("DMLC_TRACKER_URI", "").strip()
+    port = _env_int(env, "DMLC_TRACKER_PORT", 0)
+    if not 0 <= task_index < num_workers:
+        raise ConfigError(f"DMLC_TASK_ID must be 0 to {num_workers - 1}, got {env.get('DMLC_TASK_ID')!r}")
+    if not host or not 0 < port < 65536:
+        raise ConfigError("DMLC_TRACKER_URI and DMLC_TRACKER_PORT must name the tracker for a distributed run")
+    return CollectiveSettings(num_workers, task_index, host, port)
+
+
+def _env_int(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be an integer, got {raw!r}") from None
+
+
+def resolve(host: str, timeout: float = RESOLVE_TIMEOUT_SECONDS, interval: float = 2.0) -> str:
+    """An IPv4 address of `host`, retrying while DNS does not know it yet."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return socket.gethostbyname(host)
+        except OSError as error:
+            if time.monotonic() >= deadline:
+                raise RuntimeError(f"cannot resolve the tracker host {host}: {error}") from error
+            log.info("waiting for %s to resolve: %s", host, error)
+            time.sleep(interval)
+
+
+# --- data ----------------------------------------------------------------------------------------------------------
+
+
+def make_dataset(num_samples: int, num_features: int, noise: float, seed: int) -> tuple[list[list[float]], list[float]]:
+    """A synthetic regression set: a random linear function plus a non-linear term and Gaussian noise."""
+    rng = random.Random(seed)
+    weights = [rng.gauss(0.0, 1.0) for _ in range(num_features)]
+    features, targets = [], []
+    for _ in range(num_samples):
+        row = [rng.uniform(-1.0, 1.0) for _ in range(num_features)]
+        target = sum(w * x for w, x in zip(weights, row, strict=True)) + math.sin(3.0 * row[0])
+        features.append(row)
+        targets.append(target + rng.gauss(0.0, noise))
+    return features, targets
+
+
+def shard(rows: Sequence[T], index: int, count: int) -> list[T]:
+    """Worker `index`'s rows out of `count` workers: every count-th row, so the shards differ by one row at most."""
+    return list(rows[index::count])
+
+
+def booster_parameters(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The xgboost.train parameters for the hyperparameters."""
+    return {
+        "objective": "reg:squarederror",
+        "eval_metric": "rmse",
+        "eta": params["learningRate"],
+        "max_depth": params["maxDepth"],
+        "tree_method": params["treeMethod"],
+        "device": params["device"],
+        "seed": params["seed"],
+    }
+
+
+# --- checkpoints ---------------------------------------------------------------------------------------------------
+
+
+def resume_point(directory: str | os.PathLike[str] | None = None) -> tuple[int, Path | None]:
+    """(first epoch to train, checkpoint to load): epochs count from 1, and checkpoint ckpt-E holds the state
+    after epoch E, so a restarted attempt (RESUME_FROM_CHECKPOINT=true) with one continues at E + 1. A first
+    attempt, or one that finds no checkpoint, starts at epoch 1 from scratch. `directory`: CHECKPOINT_DIR."""
+    if not sdk.should_resume(directory):
+        return 1, None
+    latest = sdk.latest_checkpoint(directory)
+    info = sdk.parse_checkpoint(latest) if latest is not None else None
+    if info is None:  # removed since should_resume looked
+        return 1, None
+    return info.epoch + 1, latest
+
+
+def should_checkpoint(epoch: int, interval: int, total_epochs: int) -> bool:
+    """Every `interval` epochs (CHECKPOINT_INTERVAL), and after the last epoch so the final model is kept."""
+    return epoch % max(interval, 1) == 0 or epoch == total_epochs
+
+
+# --- XGBoost -------------------------------------------------------------------------------------------------------
+
+
+def _xgboost() -> Any:
+    try:
+        import xgboost
+    except ImportError as error:
+        raise RuntimeError("this example needs XGBoost 2.1 or later: pip install 'xgboost>=2.1'") from error
+    return xgboost
+
+
+def train_epoch(booster_params: Mapping[str, Any], dtrain: Any, booster: Any, rounds: int) -> tuple[Any, dict]:
+    """`rounds` more boosting rounds on top of `booster` (None: from scratch); the new booster and the training
+    metrics after its last round (over all workers' rows when distributed)."""
+    xgb = _xgboost()
+    results: dict[str, dict[str, list[float]]] = {}
+    booster = xgb.train(
+        dict(booster_params),
+        dtrain,
+        num_boost_round=rounds,
+        evals=[(dtrain, "train")],
+        evals_result=results,
+        xgb_model=booster,
+        verbose_eval=False,
+    )
+    return booster, {name: float(values[-1]) for name, values in results.get("train", {}).items() if values}
+
+
+def save_checkpoint(booster: Any, epoch: int) -> Path:
+    """The model as JSON in ckpt-<epoch>.json, atomically, pruned to CHECKPOINT_KEEP_LAST, reported."""
+    raw = bytes(booster.save_raw(raw_format="json"))
+    return sdk.save_checkpoint(
+        lambda path: Path(path).write_bytes(raw), epoch=epoch, keep_last=sdk.checkpoint_keep_last(), suffix=".json"
+    )
+
+
+def load_checkpoint(path: Path) -> Any:
+    booster = _xgboost().Booster()
+    booster.load_model(str(path))
+    return booster
+
+
+def start_tracker(settings: CollectiveSettings, address: str) -> Any:
+    """Worker 0's tracker, listening on `address`:DMLC_TRACKER_PORT until every worker has shut down."""
+    _xgboost()
+    from xgboost.tracker import RabitTracker
+
+    tracker = RabitTracker(n_workers=settings.num_workers, host_ip=address, port=settings.tracker_port, sortby="task")
+    tracker.start()
+    log.info("tracker for %d workers listening on %s:%d", settings.num_workers, address, settings.tracker_port)
+    return tracker
+
+
+def train(params: Mapping[str, Any], settings: CollectiveSettings) -> None:
+    xgb = _xgboost()
+    import numpy as np
+
+    features, targets = make_dataset(params["numSamples"], params["numFeatures"], params["noise"], params["seed"])
+    rows = shard(features, settings.task_index, settings.num_workers)
+    labels = shard(targets, settings.task_index, settings.num_workers)
+    dtrain = xgb.DMatrix(np.asarray(rows, dtype=np.float32), label=np.asarray(labels, dtype=np.float32))
+    log.info("worker %d of %d: %d rows", settings.task_index, settings.num_workers, len(rows))
+    booster_params = booster_parameters(params)
+
+    booster = None
+    start, checkpoint = resume_point()
+    if checkpoint is not None:
+        booster = load_checkpoint(checkpoint)
+        log.info("resuming from %s at epoch %d (%d rounds)", checkpoint, start, booster.num_boosted_rounds())
+
+    epochs, interval = params["epochs"], sdk.checkpoint_interval()
+    if start > epochs:
+        log.info("the checkpoint already completes all %d epochs", epochs)
+    for epoch in range(start, epochs + 1):
+        booster, metrics = train_epoch(booster_params, dtrain, booster, params["roundsPerEpoch"])
+        if not settings.is_chief:
+            continue
+        shown = " ".join(f"{name} {value:.4f}" for name, value in sorted(metrics.items()))
+        log.info("epoch %d/%d (%d rounds): %s", epoch, epochs, booster.num_boosted_rounds(), shown)
+        sdk.report_progress(epoch=epoch, total_epochs=epochs, metrics=metrics)
+        if should_checkpoint(epoch, interval, epochs):
+            log.info("saved checkpoint %s", save_checkpoint(booster, epoch))
+    if settings.is_chief:
+        sdk.report_progress(epoch=epochs, total_epochs=epochs)
+        sdk.flush()
+
+
+def main() -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        params = parse_hyperparameters(os.environ.get("TRAININGJOB_HYPERPARAMETERS_FILE"))
+        settings = collective_settings()
+    except ConfigError as error:
+        log.error("%s", error)
+        return EXIT_INVALID_CONFIG
+    log.info("hyperparameters %s", json.dumps(params, sort_keys=True))
+    if not settings.distributed:
+        train(params, settings)  # plain xgboost.train
+        return 0
+
+    collective = _xgboost().collective
+    address = resolve(settings.tracker_host)
+    tracker = start_tracker(settings, address) if settings.is_chief else None
+    with collective.CommunicatorContext(**settings.worker_args(address)):
+        log.info("joined the collective as rank %d of %d", collective.get_rank(), collective.get_world_size())
+        train(params, settings)
+    if tracker is not None:
+        try:
+            tracker.wait_for(TRACKER_SHUTDOWN_TIMEOUT_SECONDS)
+        except Exception as error:  # training is done and saved; don't fail the job over the tracker's goodbye
+            log.warning("tracker did not shut down cleanly: %s", error)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
