@@ -9,116 +9,33 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import sys
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from trainingjob.api import constants as k
 from trainingjob.cli import render
 from trainingjob.cli.common import CliError, Target, job_ref
+from trainingjob.cli.follow import watch
 from trainingjob.cli.manifest import ManifestError, manifest_from_flags, manifests_from_yaml, place
+from trainingjob.cli.plumbing import (
+    TIMEOUT_EXIT,
+    connect,
+    connection_options,
+    not_found,
+    output_option,
+    phase_of,
+    print_rich,
+    run,
+)
 
 if TYPE_CHECKING:
     from trainingjob.cli.kube import Client
 
 TRAINING_COMMAND = "trainingjob.training_command"
-TIMEOUT_EXIT = 2
-INTERRUPTED_EXIT = 130
-
-
-# Plumbing ------------------------------------------------------------------------------------------------------------
-
-
-def run(main: Coroutine[Any, Any, int | None]) -> None:
-    """Run one command's coroutine; exit with its code, or report a CliError as one line."""
-    try:
-        code = asyncio.run(main)
-    except CliError as error:
-        click.echo(f"error: {error}", err=True)
-        sys.exit(error.exit_code)
-    except KeyboardInterrupt:
-        sys.exit(INTERRUPTED_EXIT)
-    sys.exit(code or 0)
-
-
-def connection_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """--kubeconfig, --context and -n/--namespace, handed to the command as one `target`."""
-
-    @functools.wraps(command)
-    def wrapper(*args: Any, kubeconfig: str | None, context: str | None, namespace: str | None, **kwargs: Any) -> Any:
-        return command(*args, target=Target(kubeconfig, context, namespace), **kwargs)
-
-    options = [
-        click.option(
-            "--kubeconfig",
-            metavar="PATH",
-            default=None,
-            help="Kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then the in-cluster account).",
-        ),
-        click.option("--context", default=None, help="Kubeconfig context to use (default: its current-context)."),
-        click.option(
-            "--namespace",
-            "-n",
-            default=None,
-            help="Namespace (default: the namespace of the kubeconfig context, else 'default').",
-        ),
-    ]
-    for option in reversed(options):
-        wrapper = option(wrapper)
-    return wrapper
-
-
-def output_option(default: str = "table") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    return click.option(
-        "--output",
-        "-o",
-        type=click.Choice(render.OUTPUTS),
-        default=default,
-        show_default=True,
-        help="Output format.",
-    )
-
-
-def connect(target: Target) -> contextlib.AbstractAsyncContextManager[Client]:
-    """A Client for `target`; the Kubernetes client library is loaded only by commands that talk to a cluster."""
-    from trainingjob.cli.kube import Client
-
-    return Client.connect(target)
-
-
-def stdout_console() -> Console:
-    """Rich output on stdout: the terminal's width on a terminal, wide plain text in pipes and files."""
-    tty = sys.stdout.isatty()
-    return Console(highlight=False, soft_wrap=False, width=None if tty else 160, force_terminal=None)
-
-
-def print_rich(renderable: Any) -> None:
-    """Print with rich: styled on a terminal; plain, with no trailing blanks, in pipes and files."""
-    console = stdout_console()
-    if console.is_terminal:
-        console.print(renderable)
-        return
-    with console.capture() as captured:
-        console.print(renderable)
-    click.echo("\n".join(line.rstrip() for line in captured.get().splitlines()))
-
-
-def not_found(namespace: str | None, name: str) -> CliError:
-    return CliError(f"{k.SINGULAR} {job_ref(namespace, name)} not found")
-
-
-async def get_existing(kube: Client, namespace: str, name: str) -> tuple[dict[str, Any], str]:
-    """Job `name` and the resourceVersion to watch it from; CliError when it does not exist."""
-    listing = await kube.list_jobs(namespace, name)
-    if not listing.get("items"):
-        raise not_found(namespace, name)
-    return listing["items"][0], listing["metadata"]["resourceVersion"]
 
 
 # submit --------------------------------------------------------------------------------------------------------------
@@ -402,92 +319,6 @@ def _current_pod(pods: list[dict[str, Any]]) -> dict[str, Any] | None:
     return max(pods, key=key, default=None)
 
 
-# watch ---------------------------------------------------------------------------------------------------------------
-
-
-@click.command()
-@click.argument("name")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, help="Give up after SECONDS.")
-@connection_options
-def watch(target: Target, name: str, timeout: float | None) -> None:
-    """Follow a job live (phase, running workers, progress) until it finishes.
-
-    Exits 0 when it Succeeded, 1 when it Failed (with the reason) or was deleted, 2 when --timeout expires.
-    """
-    run(_watch(target, name, timeout))
-
-
-class _Display:
-    """A rich progress bar on a terminal; elsewhere one line per change."""
-
-    def __init__(self, ref: str) -> None:
-        self.ref = ref
-        self.last = ""
-        self.tty = sys.stdout.isatty()
-        self.progress = Progress(
-            SpinnerColumn(finished_text="•"),
-            TextColumn("[bold]{task.fields[ref]}"),
-            BarColumn(),
-            TextColumn("{task.fields[summary]}"),
-            TimeElapsedColumn(),
-            console=stdout_console(),
-            disable=not self.tty,
-        )
-        self.task = self.progress.add_task("", total=None, ref=ref, summary="")
-
-    def __enter__(self) -> _Display:
-        self.progress.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.progress.stop()
-
-    def show(self, job: dict[str, Any]) -> None:
-        view = render.progress_view(job)
-        if self.tty:
-            self.progress.update(
-                self.task,
-                total=None if view.percent is None else 100,
-                completed=view.percent or 0,
-                summary=view.summary,
-            )
-        elif view.summary != self.last:
-            click.echo(f"{self.ref}: {view.summary}")
-        self.last = view.summary
-
-
-async def _watch(target: Target, name: str, limit: float | None) -> int:
-    async with connect(target) as kube:
-        namespace = kube.namespace
-        ref = job_ref(namespace, name)
-        job, version = await get_existing(kube, namespace, name)
-        with _Display(ref) as display:
-            display.show(job)
-            try:
-                async with asyncio.timeout(limit):
-                    if _phase(job) not in render.FINISHED_PHASES:
-                        async with contextlib.aclosing(kube.watch_jobs(namespace, version, name)) as events:
-                            async for kind, job in events:
-                                if kind == "DELETED":
-                                    raise CliError(f"{k.SINGULAR} {ref} was deleted")
-                                display.show(job)
-                                if _phase(job) in render.FINISHED_PHASES:
-                                    break
-            except TimeoutError:
-                raise CliError(
-                    f"timed out after {limit:g}s waiting for {k.SINGULAR} {ref} to finish (phase {_phase(job)})",
-                    exit_code=TIMEOUT_EXIT,
-                ) from None
-    if _phase(job) == "Failed":
-        raise CliError(f"{k.SINGULAR} {ref} failed: {render.failure_message(job)}")
-    click.echo(f"{k.SINGULAR} {ref} succeeded")
-    return 0
-
-
-def _phase(job: dict[str, Any]) -> str:
-    return (job.get("status") or {}).get("phase") or "Pending"
-
-
 # delete, suspend, resume, scale --------------------------------------------------------------------------------------
 
 
@@ -557,8 +388,8 @@ async def _set_suspend(target: Target, name: str, value: bool) -> int:
         job = await kube.patch_job(kube.namespace, name, {"spec": {"suspend": value}})
     ref = job_ref(kube.namespace, name)
     word = "suspended" if value else "resumed"
-    if _phase(job) in render.FINISHED_PHASES:
-        click.echo(f"{k.SINGULAR} {ref} {word} (it has already {_phase(job).lower()}; nothing changes)")
+    if phase_of(job) in render.FINISHED_PHASES:
+        click.echo(f"{k.SINGULAR} {ref} {word} (it has already {phase_of(job).lower()}; nothing changes)")
     else:
         click.echo(f"{k.SINGULAR} {ref} {word}")
     return 0
