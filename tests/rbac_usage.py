@@ -1,0 +1,99 @@
+"""Which Kubernetes API calls the operator's code makes, as RBAC (apiGroup, resource, verb) triples, read from
+the source with `ast`: kubernetes_asyncio methods (`create_namespaced_pod` → pods create,
+`replace_namespaced_config_map` → configmaps update, `patch_namespaced_custom_object_status` → trainingjobs/status
+patch, …) and Kopf resource decorators (`@kopf.index("", "v1", "pods")` → pods get, list, watch). deploy/rbac is
+checked against it (tests/unit/test_deploy_rbac.py, tests/integration/test_deploy_manifests.py).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+from typing import Any
+
+from trainingjob.api import constants
+
+REPO = Path(__file__).resolve().parents[1]
+# Everything `tj operator` runs that talks to the API server (reconcile/ and builders/ are pure).
+OPERATOR_CODE = sorted((REPO / "src" / "trainingjob" / "operator").glob("*.py")) + sorted(
+    (REPO / "src" / "trainingjob" / "progress").glob("*.py")
+)
+Grant = tuple[str, str, str]  # (apiGroup, resource, verb)
+
+# kubernetes_asyncio method verb → RBAC verb.
+VERBS = {"create": "create", "read": "get", "list": "list", "patch": "patch", "replace": "update", "delete": "delete"}
+# Method kind → (apiGroup, resource, namespaced); custom_object is resolved from the call's group and plural.
+KINDS = {
+    "pod": ("", "pods", True),
+    "service": ("", "services", True),
+    "config_map": ("", "configmaps", True),
+    "persistent_volume_claim": ("", "persistentvolumeclaims", True),
+    "event": ("", "events", True),
+    "secret": ("", "secrets", True),
+    "lease": ("coordination.k8s.io", "leases", True),
+    "token_review": ("authentication.k8s.io", "tokenreviews", False),
+}
+CLUSTER_SCOPED = {(group, resource) for group, resource, namespaced in KINDS.values() if not namespaced}
+METHOD = re.compile(
+    r"^(?P<verb>create|read|list|patch|replace|delete)_(?P<namespaced>namespaced_)?(?P<kind>[a-z_]+?)"
+    r"(?P<status>_status)?(?:_for_all_namespaces)?$"
+)
+WATCH_VERBS = ("get", "list", "watch")
+
+
+def _constant(node: ast.expr) -> str:
+    """A literal string, or `k.NAME` / `constants.NAME` from trainingjob.api.constants."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in ("k", "constants"):
+        return getattr(constants, node.attr)
+    raise AssertionError(f"cannot resolve {ast.unparse(node)} to a string")
+
+
+def _calls_in(path: Path) -> set[Grant]:
+    tree = ast.parse(path.read_text(), str(path))
+    calls: dict[int, ast.Call] = {id(node.func): node for node in ast.walk(tree) if isinstance(node, ast.Call)}
+    used: set[Grant] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            match = METHOD.match(node.attr)
+            # self.delete_job(…) is ours; API methods hang off an API object (self.core, core, AuthenticationV1Api()).
+            if not match or (isinstance(node.value, ast.Name) and node.value.id == "self"):
+                continue
+            verb, kind = VERBS[match["verb"]], match["kind"]
+            if kind == "custom_object":
+                call = calls.get(id(node))
+                assert call is not None, f"{path.name}: {node.attr} passed around; cannot tell its resource"
+                # (group, version, [namespace,] plural, …)
+                group, plural = _constant(call.args[0]), _constant(call.args[3 if match["namespaced"] else 2])
+            elif kind in KINDS:
+                group, plural, _ = KINDS[kind]
+            else:
+                # Every *_namespaced_* method is a Kubernetes call; other names (asyncio.create_task) are not.
+                assert not match["namespaced"], f"{path.name}: API call {node.attr}: add its kind to KINDS"
+                continue
+            used.add((group, plural + ("/status" if match["status"] else ""), verb))
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            for decorator in node.decorator_list:
+                if not isinstance(decorator, ast.Call) or not ast.unparse(decorator.func).startswith("kopf."):
+                    continue
+                if len(decorator.args) >= 3:  # (group, version, plural): a watched resource
+                    group, plural = _constant(decorator.args[0]), _constant(decorator.args[2])
+                    used.update((group, plural, verb) for verb in WATCH_VERBS)
+    return used
+
+
+def used_by_code() -> set[Grant]:
+    return set().union(*(_calls_in(path) for path in OPERATOR_CODE))
+
+
+def expand(rules: list[dict[str, Any]]) -> set[Grant]:
+    """RBAC rules as the (apiGroup, resource, verb) triples they allow."""
+    return {
+        (group, resource, verb)
+        for rule in rules
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
