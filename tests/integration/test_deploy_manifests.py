@@ -180,19 +180,20 @@ def test_the_monitoring_overlay_scrapes_the_metrics_port_and_alerts_when_the_ope
     ports = {p["name"]: p["port"] for p in service["spec"]["ports"]}
     assert endpoint["port"] == "metrics" and ports == {"metrics": 9090, "progress": 8443}
     assert endpoint["path"] == "/metrics"
-    (group,) = rule["spec"]["groups"]
-    assert group["name"] == "trainingjob-operator"
-    (alert,) = group["rules"]
-    # The Prometheus Operator names the scrape job after the Service, which is what the alert selects.
-    assert f'job="{service["metadata"]["name"]}"' in alert["expr"]
-    assert (alert["alert"], alert["expr"], alert["for"]) == (
-        "TrainingJobOperatorDown",
-        'absent(up{job="trainingjob-operator"} == 1)',
-        "5m",
-    )
-    # Everything but these two is the base, unchanged.
+    alerts = {r["alert"]: r for group in rule["spec"]["groups"] for r in group["rules"] if "alert" in r}
+    # The Prometheus Operator names the scrape job after the Service, which is what the Down alert selects.
+    assert f'job="{service["metadata"]["name"]}"' in alerts["TrainingJobOperatorDown"]["expr"]
+    assert {
+        "TrainingJobFailed",
+        "TrainingJobStuckPending",
+        "TrainingJobRestartRateHigh",
+        "TrainingJobReconcileErrors",
+    } <= set(alerts)
+    dashboard = one(docs, "ConfigMap", "trainingjob-grafana-dashboard")
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    # Everything but the monitoring objects is the base, unchanged.
     base = render(cluster, DEPLOY)
-    assert [d for d in docs if group_kind(d) not in PROMETHEUS_OPERATOR] == base
+    assert [d for d in docs if group_kind(d) not in PROMETHEUS_OPERATOR and d is not dashboard] == base
 
 
 @pytest.mark.parametrize("variant", sorted(RENDERED))
