@@ -224,3 +224,46 @@ def test_sdk_reports_through_the_endpoint(
         30,
         "the SDK's report in status",
     )
+
+
+def resigned(token: str, signing_key: Path, expires_in: int) -> str:
+    """The same pod-bound token with its lifetime moved (negative: already expired), signed with the cluster's
+    ServiceAccount key.
+
+    TokenRequest refuses lifetimes under 10 minutes, so waiting for a real token to expire is not an option; the
+    local cluster's signing key makes a token the API server would have issued an hour earlier.
+    """
+    import base64
+    import time as clock
+
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import padding
+
+    def decode(part: str) -> dict:
+        return json.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)))
+
+    def encode(data: dict) -> str:
+        return base64.urlsafe_b64encode(json.dumps(data, separators=(",", ":")).encode()).rstrip(b"=").decode()
+
+    header, payload, _ = token.split(".")
+    claims = decode(payload)
+    now = int(clock.time())
+    claims.update({"iat": now - 7200, "nbf": now - 7200, "exp": now + expires_in})
+    signing_input = f"{header}.{encode(claims)}"
+    key = serialization.load_pem_private_key(signing_key.read_bytes(), password=None)
+    signature = key.sign(signing_input.encode(), padding.PKCS1v15(), hashes.SHA256())
+    return f"{signing_input}.{base64.urlsafe_b64encode(signature).rstrip(b'=').decode()}"
+
+
+def test_an_expired_token_is_refused(
+    kube: Kube, namespace: str, running_job: str, operator: RunningOperator, cluster
+) -> None:
+    signing_key = Path(cluster.kubeconfig).parent / "pki" / "sa.key"
+    if not signing_key.exists():
+        pytest.skip("needs the local cluster's ServiceAccount signing key")
+    context = worker_ca(kube, namespace, running_job)
+    token = pod_token(kube, namespace, f"{running_job}-worker-0")
+    body = json.dumps({"epoch": 1, "totalEpochs": 2}).encode()
+    assert post(operator, context, namespace, running_job, resigned(token, signing_key, -3600), body)[0] == 401
+    # The re-signing itself is sound: the same claims re-signed with a valid lifetime are accepted.
+    assert post(operator, context, namespace, running_job, resigned(token, signing_key, 3600), body)[0] == 202
