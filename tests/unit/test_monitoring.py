@@ -58,7 +58,7 @@ def operator_families() -> dict[str, tuple[str, set[str]]]:
         "spec": {"framework": "pytorch", "gpuPerWorker": 2},
         "status": {"phase": "Running", "progress": {"percent": 42.0}},
     }
-    metrics.register_cache(CacheCollector(lambda: [job], lambda: [("ml", "bert", "Running")], lambda: True))
+    metrics.register_cache(CacheCollector(lambda: [job], lambda: [("ml", "bert", "Running")], lambda: True, lambda: 3))
     return {f.name: (f.type, {s.name for s in f.samples}) for f in metrics.registry.collect()}
 
 
@@ -79,6 +79,7 @@ def test_the_fake_cache_makes_every_gauge_family_expose_a_sample() -> None:
         "trainingjob_gpus_requested",
         "trainingjob_job_progress_percent",
         "trainingjob_operator_leader",
+        "trainingjob_workqueue_depth",
     }
     assert all(families[name][1] == {name} for name in gauges)
 

@@ -99,7 +99,7 @@ def cache_collector(indexes: dict, reconciler: Reconciler) -> CacheCollector:
     def pod_phases() -> list[tuple[str, str, str]]:
         return [(key[0], key[1], pod.phase) for key, store in list(indexes["worker_pods"].items()) for pod in store]
 
-    return CacheCollector(jobs, pod_phases, lambda: reconciler.leading)
+    return CacheCollector(jobs, pod_phases, lambda: reconciler.leading, lambda: len(reconciler.queue))
 
 
 def liveness(reconciler: Reconciler) -> tuple[bool, str]:

@@ -109,10 +109,12 @@ class CacheCollector(Collector):
         jobs: Callable[[], list[Mapping[str, Any]]],
         pod_phases: Callable[[], list[tuple]],
         is_leader: Callable[[], bool],
+        queue_depth: Callable[[], int] = lambda: 0,
     ) -> None:
         self.jobs = jobs
         self.pod_phases = pod_phases
         self.is_leader = is_leader
+        self.queue_depth = queue_depth
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         jobs = self.jobs()
@@ -151,3 +153,7 @@ class CacheCollector(Collector):
         leader = GaugeMetricFamily("trainingjob_operator_leader", "1 if this replica holds the leader Lease.")
         leader.add_metric([], 1 if self.is_leader() else 0)
         yield leader
+        # A queue that stays deep means reconciles can't keep up (what controller-runtime's workqueue_depth shows).
+        depth = GaugeMetricFamily("trainingjob_workqueue_depth", "Jobs waiting in the work queue for a reconcile.")
+        depth.add_metric([], self.queue_depth())
+        yield depth
