@@ -1,0 +1,119 @@
+"""`make bench` / `python -m bench`: run the scale benchmark and write docs/benchmarks.md.
+
+Each run starts a fresh local cluster; contenders alternate within each repeat, so a slow moment of the machine
+does not always hit the same one. Records are written after every run, so an interrupted benchmark keeps what it
+measured, and `--append` adds new runs to those already in docs/benchmarks.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from bench.contenders import CONTENDERS
+from bench.report import write_report
+from bench.run import steady_run, throughput_run
+
+REPO = Path(__file__).resolve().parents[1]
+FINDINGS = Path(__file__).with_name("findings.md")
+
+PREAMBLE = """# Benchmarks
+
+Written by `make bench` (`python -m bench`, code in `bench/`); the raw records are in `benchmarks.json`.
+
+**Workload.** N TrainingJobs x W workers, created as fast as a client with {concurrency} requests in flight can,
+on a fresh local cluster ({nodes} kwok nodes) for every run. kwok runs each pod and completes it
+`{complete_after}` after it started, so jobs go Pending → Running → Succeeded. Contenders, alternated within
+each repeat: **this operator** (as its shipped ServiceAccount and RBAC); **Kubeflow training-operator**
+(built from its Go module, PyTorchJobs of 1 Master + W-1 Workers, its own ClusterRole) with its defaults
+(`--kube-api-qps=20 --kube-api-burst=30 --controller-threads=1`) and tuned to our operator's settings (no
+effective client rate limit, 16 reconcile workers); and **the raw limit**: a client creating exactly the pods our
+operator would, with the same {concurrency} creates in flight.
+
+**Figures.** Times are seconds from the first create until the harness's own watch saw the last job's pods all
+exist / its status say Running / Succeeded (for raw pods: all W pods Running / Succeeded). CPU seconds come from
+`/proc` for every process (the operator, API server, etcd, … share the machine's cores); peak RSS is the
+operator's VmHWM. Requests are counted from the API server's audit log, filtered by each contender's identity;
+"writes" are create/update/patch/delete except Lease renewals. Steady state: N jobs that keep running, writes in a
+{idle}-s window with nothing changing, then `kill -9` of the operator and a restart: "ready" is when it serves
+readiness again (ours: once the dead replica's Lease has expired and it leads), "re-observed" when it has
+reconciled at least N times and its work queue is empty (ours: `trainingjob_reconcile_duration_seconds_count`,
+`trainingjob_workqueue_depth`; Kubeflow: `controller_runtime_reconcile_total`, `workqueue_depth`).
+"""
+
+
+def arguments(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    add = parser.add_argument
+    add("--jobs", default="100,1000", help="comma-separated job counts (scenarios)")
+    add("--workers", type=int, default=8, help="workers per job")
+    add("--repeats", type=int, default=3)
+    add("--contenders", default=",".join(CONTENDERS), help=f"comma-separated, of {', '.join(CONTENDERS)}")
+    add("--nodes", type=int, default=100, help="fake nodes (8 GPUs, 110 pods each)")
+    add("--complete-after", default="30s", help="how long kwok runs each pod before it succeeds")
+    add("--steady-jobs", type=int, default=1000, help="jobs for the steady-state/restart run (0: skip it)")
+    add("--steady-contenders", default="ours,kubeflow-tuned")
+    add("--idle-seconds", type=float, default=60)
+    add("--timeout", type=float, default=3600, help="seconds one run may take before it is recorded unfinished")
+    add("--docs", type=Path, default=REPO / "docs", help="where benchmarks.md/.json/-running.png go")
+    add("--append", action="store_true", help="keep the runs already in benchmarks.json")
+    return parser.parse_args(argv)
+
+
+def say(message: str) -> None:
+    print(f"{datetime.datetime.now():%H:%M:%S} {message}", flush=True)
+
+
+async def main(args: argparse.Namespace) -> int:
+    from bench.contenders import CREATE_CONCURRENCY
+
+    contenders = [c for c in args.contenders.split(",") if c]
+    unknown = set(contenders) - set(CONTENDERS)
+    if unknown:
+        say(f"unknown contender(s): {', '.join(sorted(unknown))}")
+        return 2
+    records: list[dict[str, Any]] = []
+    existing = args.docs / "benchmarks.json"
+    if args.append and existing.exists():
+        records = json.loads(existing.read_text())["runs"]
+    preamble = PREAMBLE.format(
+        concurrency=CREATE_CONCURRENCY,
+        nodes=args.nodes,
+        complete_after=args.complete_after,
+        idle=int(args.idle_seconds),
+    )
+    findings = FINDINGS.read_text() if FINDINGS.exists() else ""
+
+    def save(record: dict[str, Any]) -> None:
+        records.append(record)
+        write_report(records, args.docs, preamble, findings)
+
+    for jobs in (int(n) for n in args.jobs.split(",") if n):
+        for repeat in range(args.repeats):
+            order = contenders[repeat % len(contenders) :] + contenders[: repeat % len(contenders)]
+            for name in order:
+                say(f"{jobs}x{args.workers} repeat {repeat + 1}/{args.repeats}: {name}")
+                record = await throughput_run(
+                    name, jobs, args.workers, args.nodes, args.complete_after, args.timeout, say
+                )
+                say(f"  all Running {record['all_running_s']} s, all Succeeded {record['all_succeeded_s']} s")
+                save(record)
+    if args.steady_jobs:
+        for name in (c for c in args.steady_contenders.split(",") if c):
+            say(f"steady state {args.steady_jobs}x{args.workers}: {name}")
+            record = await steady_run(
+                name, args.steady_jobs, args.workers, args.nodes, args.idle_seconds, args.timeout, say
+            )
+            say(f"  idle writes/min {record['idle_writes_per_minute']}, re-observed {record['restart_reobserved_s']} s")
+            save(record)
+    say(f"wrote {args.docs / 'benchmarks.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main(arguments(sys.argv[1:]))))

@@ -1,0 +1,252 @@
+"""The three contenders on one workload: this operator, Kubeflow's training-operator, and a raw pod creator.
+
+Each knows how to install itself on a fresh local cluster, submit N jobs of W workers, tell which job a pod
+belongs to, read a job's state from its own status, and (for the operators) say from its metrics when it has
+re-observed every job after a restart. All three run under a ServiceAccount of their own, so the API server treats
+them alike (same priority level) and the audit log tells their requests apart.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench import kubeflow
+from bench.client import Api, create_all
+from bench.cluster import NAMESPACE, REPO, BenchCluster, free_port, wait_for
+from trainingjob.api import constants as k
+from trainingjob.api.types import TrainingJob
+from trainingjob.builders.pod import desired_worker_pod
+from trainingjob.config import OperatorConfig
+
+IMAGE = "registry.example/bench/train:1"
+COMMAND = ["python", "train.py"]
+COMPLETE_AFTER = "sim.ml.example.com/complete-after"
+# What our operator uses by default for creates; the raw client and the harness's submitter use the same bound.
+CREATE_CONCURRENCY = OperatorConfig().max_concurrent_creates
+
+
+def sim_annotations(complete_after: str | None) -> dict[str, str]:
+    return {COMPLETE_AFTER: complete_after} if complete_after else {}
+
+
+def metric_sum(text: str, name: str, label_filter: str = "") -> float | None:
+    """Sum of every sample of `name` whose labels contain `label_filter` (None if there is none)."""
+    pattern = re.compile(rf"^{re.escape(name)}(\{{[^}}]*\}})?\s+(\S+)$", re.MULTILINE)
+    values = [float(value) for labels, value in pattern.findall(text) if label_filter in (labels or "")]
+    return sum(values) if values else None
+
+
+def scrape(url: str) -> str:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.read().decode()
+    except OSError:
+        return ""
+
+
+@dataclass
+class Contender:
+    """Shared process handling; subclasses say how to install, submit and read state."""
+
+    name: str
+    identity: str
+    job_path: str | None = None
+    process: subprocess.Popen | None = None
+    metrics_url: str = ""
+    log_path: Path | None = None
+    restarts: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
+    def job_of_pod(self, pod: dict[str, Any]) -> str | None:
+        return (pod["metadata"].get("labels") or {}).get(k.LABEL_JOB_NAME)
+
+    def job_state(self, obj: dict[str, Any]) -> str | None:
+        return None
+
+    def reobserved(self, jobs: int) -> bool:
+        return True
+
+    def start(self, cluster: BenchCluster) -> None:
+        """Start (or restart) the controller process and wait until it is ready."""
+
+    def stop(self, hard: bool = False) -> None:
+        if self.process is not None and self.process.poll() is None:
+            (self.process.kill if hard else self.process.terminate)()
+            self.process.wait(timeout=30)
+
+    def launch(self, command: list[str], env: dict[str, str], ready_url: str, cluster: BenchCluster) -> None:
+        self.log_path = cluster.state.layout.logs / f"{self.name}-{self.restarts}.log"
+        self.restarts += 1
+        with self.log_path.open("wb") as log:
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
+
+        def ready() -> bool:
+            if self.process.poll() is not None:
+                tail = self.log_path.read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"{self.name} exited with {self.process.returncode}:\n{tail}")
+            return scrape(ready_url) != ""
+
+        wait_for(ready, 120, f"{self.name} to be ready")
+
+
+class Ours(Contender):
+    def __init__(self) -> None:
+        super().__init__(
+            "trainingjob-operator",
+            "system:serviceaccount:trainingjob-system:trainingjob-operator",
+            job_path=f"/apis/{k.GROUP}/{k.VERSION}/namespaces/{NAMESPACE}/{k.PLURAL}",
+        )
+
+    def install(self, cluster: BenchCluster) -> None:
+        cluster.kubectl("apply", "-f", str(REPO / "deploy/crd"), "-f", str(REPO / "deploy/rbac"))
+        cluster.kubectl("wait", "--for=condition=Established", "crd/trainingjobs.ml.example.com", "--timeout=60s")
+        self.kubeconfig = cluster.service_account_kubeconfig("trainingjob-system", "trainingjob-operator")
+        self.start(cluster)
+
+    def start(self, cluster: BenchCluster) -> None:
+        port = free_port()
+        self.metrics_url = f"http://127.0.0.1:{port}/metrics"
+        command = [
+            *(sys.executable, "-m", "trainingjob.cli", "operator", "--all-namespaces", "--log-format", "json"),
+            *("--log-level", "WARNING", "--metrics-port", str(port), "--metrics-bind", "127.0.0.1"),
+        ]
+        env = {"KUBECONFIG": str(self.kubeconfig), "PATH": "/usr/bin:/bin", "HOME": str(Path.home())}
+        # /readyz answers 200 once this replica leads (after a kill, once the dead holder's Lease expired).
+        self.launch(command, env, f"http://127.0.0.1:{port}/readyz", cluster)
+
+    async def submit(self, cluster: BenchCluster, jobs: int, workers: int, complete_after: str | None) -> None:
+        requests = [(self.job_path, self.manifest(f"job-{i:05d}", workers, complete_after)) for i in range(jobs)]
+        await create_all(cluster.admin, requests, CREATE_CONCURRENCY)
+
+    @staticmethod
+    def manifest(name: str, workers: int, complete_after: str | None) -> dict[str, Any]:
+        spec = {
+            "framework": "pytorch",
+            "image": IMAGE,
+            "command": COMMAND,
+            "workers": workers,
+            "podAnnotations": sim_annotations(complete_after),
+        }
+        return {"apiVersion": k.API_VERSION, "kind": k.KIND, "metadata": {"name": name}, "spec": spec}
+
+    def job_state(self, obj: dict[str, Any]) -> str | None:
+        return (obj.get("status") or {}).get("phase")
+
+    def reobserved(self, jobs: int) -> bool:
+        text = scrape(self.metrics_url)
+        reconciles = metric_sum(text, "trainingjob_reconcile_duration_seconds_count") or 0
+        return reconciles >= jobs and metric_sum(text, "trainingjob_workqueue_depth") == 0
+
+
+class Kubeflow(Contender):
+    """training-operator v1.x running PyTorchJobs: 1 Master + W-1 Workers, the same pods as W of ours."""
+
+    def __init__(self, tuned: bool) -> None:
+        super().__init__(
+            "kubeflow-tuned" if tuned else "kubeflow-default",
+            f"system:serviceaccount:{kubeflow.NAMESPACE}:{kubeflow.ACCOUNT}",
+            job_path=f"/apis/kubeflow.org/v1/namespaces/{NAMESPACE}/pytorchjobs",
+        )
+        # Tuned = our operator's settings: it has no client-side QPS limit, 16 concurrent reconciles.
+        self.flags = kubeflow.TUNED_FLAGS if tuned else []
+
+    def install(self, cluster: BenchCluster) -> None:
+        self.binary = kubeflow.install(cluster)
+        self.kubeconfig = cluster.service_account_kubeconfig(kubeflow.NAMESPACE, kubeflow.ACCOUNT)
+        self.start(cluster)
+
+    def start(self, cluster: BenchCluster) -> None:
+        metrics, probes, webhook = free_port(), free_port(), free_port()
+        self.metrics_url = f"http://127.0.0.1:{metrics}/metrics"
+        command = [
+            str(self.binary),
+            "--enable-scheme=pytorchjob",
+            f"--metrics-bind-address=127.0.0.1:{metrics}",
+            f"--health-probe-bind-address=127.0.0.1:{probes}",
+            f"--webhook-server-port={webhook}",
+            "--zap-log-level=error",
+            *self.flags,
+        ]
+        env = {"KUBECONFIG": str(self.kubeconfig), "MY_POD_NAMESPACE": kubeflow.NAMESPACE, "HOME": str(Path.home())}
+        self.launch(command, env, f"http://127.0.0.1:{probes}/readyz", cluster)
+
+    async def submit(self, cluster: BenchCluster, jobs: int, workers: int, complete_after: str | None) -> None:
+        requests = [
+            (
+                self.job_path,
+                kubeflow.pytorch_job(f"job-{i:05d}", workers, IMAGE, COMMAND, sim_annotations(complete_after)),
+            )
+            for i in range(jobs)
+        ]
+        await create_all(cluster.admin, requests, CREATE_CONCURRENCY)
+
+    def job_of_pod(self, pod: dict[str, Any]) -> str | None:
+        return (pod["metadata"].get("labels") or {}).get("training.kubeflow.org/job-name")
+
+    def job_state(self, obj: dict[str, Any]) -> str | None:
+        true = {c.get("type") for c in (obj.get("status") or {}).get("conditions") or [] if c.get("status") == "True"}
+        return next((state for state in ("Succeeded", "Failed", "Running") if state in true), None)
+
+    def reobserved(self, jobs: int) -> bool:
+        text = scrape(self.metrics_url)
+        reconciles = metric_sum(text, "controller_runtime_reconcile_total", 'controller="pytorchjob-controller"')
+        depth = metric_sum(text, "workqueue_depth", 'name="pytorchjob-controller"')
+        return (reconciles or 0) >= jobs and depth == 0
+
+
+class Raw(Contender):
+    """The API server's limit for this workload: the same W pods per job, created straight from a client."""
+
+    def __init__(self) -> None:
+        super().__init__("raw-pods", f"system:serviceaccount:{NAMESPACE}:raw-client")
+
+    def install(self, cluster: BenchCluster) -> None:
+        cluster.kubectl("create", "serviceaccount", "raw-client", "-n", NAMESPACE)
+        cluster.kubectl(
+            "create", "rolebinding", "raw-client", "-n", NAMESPACE, "--clusterrole=edit",
+            f"--serviceaccount={NAMESPACE}:raw-client",
+        )  # fmt: skip
+        self.kubeconfig = cluster.service_account_kubeconfig(NAMESPACE, "raw-client")
+
+    async def submit(self, cluster: BenchCluster, jobs: int, workers: int, complete_after: str | None) -> None:
+        api = Api.from_kubeconfig(str(self.kubeconfig))
+        try:
+            path = f"/api/v1/namespaces/{NAMESPACE}/pods"
+            requests = ((path, pod) for i in range(jobs) for pod in self.pods(f"job-{i:05d}", workers, complete_after))
+            await create_all(api, requests, CREATE_CONCURRENCY)
+        finally:
+            await api.close()
+
+    @staticmethod
+    def pods(name: str, workers: int, complete_after: str | None) -> list[dict[str, Any]]:
+        """Exactly the pods our operator would create for the job, minus the owner it would not have."""
+        body = Ours.manifest(name, workers, complete_after)
+        body["metadata"].update(namespace=NAMESPACE, uid="00000000-0000-0000-0000-000000000000")
+        job = TrainingJob.from_body(body)
+        pods = [desired_worker_pod(job, index, 0, OperatorConfig()) for index in range(workers)]
+        for pod in pods:
+            pod["metadata"].pop("ownerReferences", None)
+        return pods
+
+
+def contender(name: str) -> Contender:
+    makers = {
+        "ours": Ours,
+        "kubeflow-default": lambda: Kubeflow(tuned=False),
+        "kubeflow-tuned": lambda: Kubeflow(tuned=True),
+        "raw": Raw,
+    }
+    return makers[name]()
+
+
+CONTENDERS = ("ours", "kubeflow-default", "kubeflow-tuned", "raw")

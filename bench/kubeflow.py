@@ -1,0 +1,113 @@
+"""Kubeflow training-operator, built from its Go module like the control plane and installed from its own manifests.
+
+Nothing of Kubeflow is committed: tools/kubeflow/go.mod pins the version; the binary is built into the same
+per-version cache as the control plane, and the PyTorchJob CRD and ClusterRole are read from the module's source
+in the Go module cache. Its validating webhook is left off (the API server could only reach it through a Service
+name its certificate is issued for); the controller applies the same defaults itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from trainingjob.cluster.build import ComponentSet, build_component_set
+
+if TYPE_CHECKING:
+    from bench.cluster import BenchCluster
+
+MODULE = "github.com/kubeflow/training-operator"
+KUBEFLOW = ComponentSet("kubeflow", MODULE, {"training-operator": f"{MODULE}/cmd/training-operator.v1"})
+NAMESPACE = "kubeflow"
+ACCOUNT = "training-operator"
+WEBHOOK_CONFIGURATION = "validator.training-operator.kubeflow.org"
+WEBHOOK_SECRET = "training-operator-webhook-cert"
+# "Best configuration": no effective client-side rate limit (our operator has none) and 16 reconcile workers
+# (our --max-concurrent-reconciles). The defaults are --kube-api-qps=20 --kube-api-burst=30 --controller-threads=1.
+TUNED_FLAGS = ["--kube-api-qps=2000", "--kube-api-burst=4000", "--controller-threads=16"]
+
+
+def binary() -> Path:
+    return build_component_set(KUBEFLOW) / "training-operator"
+
+
+def module_dir() -> Path:
+    """The module's source as the Go module cache holds it (downloaded by the build)."""
+    result = subprocess.run(
+        ["go", "list", "-m", "-json", MODULE],
+        cwd=KUBEFLOW.wrapper_dir,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "GOFLAGS": "-mod=mod"},
+    )
+    return Path(json.loads(result.stdout)["Dir"])
+
+
+def control_objects() -> list[dict[str, Any]]:
+    """Namespace, ServiceAccount, its ClusterRole (upstream's) and binding, and the webhook plumbing it insists on."""
+    role = yaml.safe_load((module_dir() / "manifests/base/rbac/role.yaml").read_text())
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": ACCOUNT, "namespace": NAMESPACE}},
+        role,
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": ACCOUNT},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": role["metadata"]["name"],
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": ACCOUNT, "namespace": NAMESPACE}],
+        },
+        # The cert rotator fills this Secret and patches the (here empty) webhook configuration before it
+        # lets the controllers start.
+        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": WEBHOOK_SECRET, "namespace": NAMESPACE}},
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": WEBHOOK_CONFIGURATION},
+            "webhooks": [],
+        },
+    ]
+
+
+def install(cluster: BenchCluster) -> Path:
+    """Build (first use), then install the CRD and RBAC; returns the binary."""
+    built = binary()
+    crd = module_dir() / "manifests/base/crds/kubeflow.org_pytorchjobs.yaml"
+    # Server-side apply: the CRD is too large for kubectl's last-applied annotation.
+    cluster.kubectl("apply", "--server-side", "-f", str(crd))
+    cluster.kubectl("wait", "--for=condition=Established", "crd/pytorchjobs.kubeflow.org", "--timeout=60s")
+    documents = "\n---\n".join(yaml.safe_dump(o) for o in control_objects())
+    cluster.kubectl("apply", "-f", "-", input_text=documents)
+    return built
+
+
+def pytorch_job(name: str, workers: int, image: str, command: list[str], annotations: dict[str, str]) -> dict[str, Any]:
+    """1 Master + W-1 Workers: W pods, like one TrainingJob of W workers."""
+
+    def replica(count: int) -> dict[str, Any]:
+        container = {"name": "pytorch", "image": image, "command": command}
+        return {
+            "replicas": count,
+            "restartPolicy": "Never",
+            "template": {"metadata": {"annotations": dict(annotations)}, "spec": {"containers": [container]}},
+        }
+
+    replicas = {"Master": replica(1)}
+    if workers > 1:
+        replicas["Worker"] = replica(workers - 1)
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": name},
+        "spec": {"pytorchReplicaSpecs": replicas},
+    }

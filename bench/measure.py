@@ -1,0 +1,142 @@
+"""What a run costs: CPU seconds and peak memory of each process, and API requests by identity from the audit log.
+
+Why /proc and the audit log: they see every contender the same way, whatever language or client library it uses,
+and neither needs the contender's cooperation (Kubeflow's operator and a raw client export nothing we could trust
+to count the same things).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+# Requests every controller makes whatever the number of jobs: keeping its Lease, recording Events.
+PER_OPERATOR_RESOURCES = frozenset({"leases"})
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of a live process (None once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    # After the command name: state is field 3, utime and stime are fields 14 and 15 (1-based, man 5 proc).
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def peak_rss_mib(pid: int) -> float | None:
+    """VmHWM: the most resident memory the process ever had."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+@dataclass
+class CpuMeter:
+    """CPU seconds each named process used between `start()` and `stop()`."""
+
+    pids: Mapping[str, int]
+
+    def start(self) -> None:
+        self.before = {name: cpu_seconds(pid) or 0.0 for name, pid in self.pids.items()}
+
+    def stop(self) -> dict[str, float]:
+        used = {}
+        for name, pid in self.pids.items():
+            now = cpu_seconds(pid)
+            used[name] = round((now if now is not None else self.before[name]) - self.before[name], 2)
+        return used
+
+
+def audit_policy(users: Iterable[str]) -> str:
+    """Metadata-level records of the contenders' requests only, once each (at ResponseComplete)."""
+    listed = "".join(f"  - {user}\n" for user in sorted(users))
+    return (
+        "apiVersion: audit.k8s.io/v1\n"
+        "kind: Policy\n"
+        "omitStages: [RequestReceived, ResponseStarted]\n"
+        "rules:\n"
+        "- level: Metadata\n"
+        "  users:\n"
+        f"{listed}"
+        "- level: None\n"
+    )
+
+
+@dataclass(frozen=True)
+class AuditRecord:
+    user: str
+    verb: str
+    resource: str
+    code: int
+    at: datetime.datetime
+
+    @property
+    def is_write(self) -> bool:
+        return self.verb in WRITE_VERBS
+
+
+def parse_audit_line(line: str) -> AuditRecord | None:
+    try:
+        event = json.loads(line)
+    except ValueError:
+        return None
+    ref = event.get("objectRef") or {}
+    resource = ref.get("resource", "")
+    if ref.get("subresource"):
+        resource = f"{resource}/{ref['subresource']}"
+    when = event.get("requestReceivedTimestamp") or event.get("stageTimestamp")
+    if not when:
+        return None
+    return AuditRecord(
+        user=(event.get("user") or {}).get("username", ""),
+        verb=event.get("verb", ""),
+        resource=resource or event.get("requestURI", ""),
+        code=int((event.get("responseStatus") or {}).get("code", 0)),
+        at=datetime.datetime.fromisoformat(when.replace("Z", "+00:00")),
+    )
+
+
+def read_audit(path: Path) -> list[AuditRecord]:
+    if not path.exists():
+        return []
+    with path.open(errors="replace") as lines:
+        return [record for line in lines if (record := parse_audit_line(line)) is not None]
+
+
+def requests_by(
+    records: Iterable[AuditRecord],
+    user: str,
+    since: datetime.datetime | None = None,
+    until: datetime.datetime | None = None,
+) -> Counter[str]:
+    """`verb resource` -> count for one identity within [since, until)."""
+    tally: Counter[str] = Counter()
+    for record in records:
+        if record.user != user:
+            continue
+        if (since is not None and record.at < since) or (until is not None and record.at >= until):
+            continue
+        tally[f"{record.verb} {record.resource}"] += 1
+    return tally
+
+
+def writes(tally: Mapping[str, int], include_per_operator: bool = False) -> int:
+    """Write requests in a tally from `requests_by`; Lease renewals are per operator, not per job."""
+    total = 0
+    for key, count in tally.items():
+        verb, resource = key.split(" ", 1)
+        if verb in WRITE_VERBS and (include_per_operator or resource not in PER_OPERATOR_RESOURCES):
+            total += count
+    return total

@@ -1,0 +1,97 @@
+"""The harness's view of a run: when each job's pods appeared, when it was Running, when it Succeeded.
+
+Times are seconds since the workload started, taken when the harness's own watch delivered the change, so every
+contender is timed by the same clock and the same watch latency. A job counts as Running when its controller says
+so in the job's status (what a user sees); for the raw client, which has no job object, when all its pods run.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+JobOfPod = Callable[[dict[str, Any]], str | None]
+JobState = Callable[[dict[str, Any]], str | None]
+
+
+@dataclass
+class Timeline:
+    jobs: int
+    workers: int
+    job_of_pod: JobOfPod
+    started: float = field(default_factory=time.monotonic)
+    pods_of_job: dict[str, set[str]] = field(default_factory=dict)
+    pod_phases: dict[str, str] = field(default_factory=dict)
+    pods_created_at: dict[str, float] = field(default_factory=dict)
+    running_at: dict[str, float] = field(default_factory=dict)
+    succeeded_at: dict[str, float] = field(default_factory=dict)
+    failed: set[str] = field(default_factory=set)
+
+    def start(self) -> None:
+        self.started = time.monotonic()
+
+    def now(self) -> float:
+        return round(time.monotonic() - self.started, 3)
+
+    def on_pod(self, kind: str, pod: dict[str, Any], jobs_from_pods: bool) -> None:
+        job = self.job_of_pod(pod)
+        if job is None or kind == "DELETED":
+            return
+        name = pod["metadata"]["name"]
+        pods = self.pods_of_job.setdefault(job, set())
+        if name not in pods:
+            pods.add(name)
+            if len(pods) == self.workers:
+                self.pods_created_at.setdefault(job, self.now())
+        self.pod_phases[name] = (pod.get("status") or {}).get("phase", "Pending")
+        if jobs_from_pods:
+            self._job_from_pods(job, pods)
+
+    def _job_from_pods(self, job: str, pods: set[str]) -> None:
+        if len(pods) < self.workers:
+            return
+        phases = [self.pod_phases.get(name) for name in pods]
+        if all(phase in ("Running", "Succeeded") for phase in phases):
+            self.mark(job, "Running")
+        if all(phase == "Succeeded" for phase in phases):
+            self.mark(job, "Succeeded")
+        if any(phase == "Failed" for phase in phases):
+            self.mark(job, "Failed")
+
+    def on_job(self, job_state: JobState, kind: str, obj: dict[str, Any]) -> None:
+        state = job_state(obj)
+        if state is not None and kind != "DELETED":
+            self.mark(obj["metadata"]["name"], state)
+
+    def mark(self, job: str, state: str) -> None:
+        at = self.now()
+        if state in ("Running", "Succeeded"):
+            self.running_at.setdefault(job, at)  # a job seen Succeeded first was Running in between
+        if state == "Succeeded":
+            self.succeeded_at.setdefault(job, at)
+        if state == "Failed":
+            self.failed.add(job)
+
+    def running_now(self) -> int:
+        """Jobs started and not yet finished (for the plot of jobs Running over time)."""
+        return len(self.running_at) - len(self.succeeded_at) - len(self.failed - self.succeeded_at.keys())
+
+    def all(self, state: str) -> bool:
+        marks = {"Created": self.pods_created_at, "Running": self.running_at, "Succeeded": self.succeeded_at}
+        return len(marks[state]) >= self.jobs
+
+    def last(self, marks: dict[str, float]) -> float | None:
+        return max(marks.values()) if len(marks) >= self.jobs else None
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "all_pods_created_s": self.last(self.pods_created_at),
+            "all_running_s": self.last(self.running_at),
+            "all_succeeded_s": self.last(self.succeeded_at),
+            "jobs_running": len(self.running_at),
+            "jobs_succeeded": len(self.succeeded_at),
+            "jobs_failed": len(self.failed),
+            "pods_seen": len(self.pod_phases),
+        }

@@ -1,0 +1,199 @@
+"""One measured run: fresh cluster, one contender, one workload, every figure the report needs."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import resource
+import time
+from collections.abc import Callable
+from typing import Any
+
+from bench.cluster import NAMESPACE, BenchCluster
+from bench.contenders import CONTENDERS, Contender, contender
+from bench.measure import CpuMeter, peak_rss_mib, read_audit, requests_by, writes
+from bench.observe import Timeline
+
+SAMPLE_INTERVAL = 1.0
+
+
+def identities() -> list[str]:
+    return sorted({contender(name).identity for name in CONTENDERS})
+
+
+def utcnow() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+def harness_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+async def follow(cluster: BenchCluster, who: Contender, timeline: Timeline, synced: asyncio.Event) -> None:
+    """Feed the timeline from two watches: the namespace's pods, and the contender's job objects."""
+    pods_path = f"/api/v1/namespaces/{NAMESPACE}/pods"
+    from_pods = who.job_path is None
+
+    async def pods() -> None:
+        async for kind, pod in cluster.admin.watch(pods_path):
+            timeline.on_pod(kind, pod, from_pods)
+
+    async def jobs() -> None:
+        async for kind, obj in cluster.admin.watch(who.job_path):
+            timeline.on_job(who.job_state, kind, obj)
+
+    tasks = [asyncio.create_task(pods())] + ([asyncio.create_task(jobs())] if who.job_path else [])
+    synced.set()  # both start from an empty namespace: the first list is trivially in sync
+    try:
+        await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:
+            task.cancel()
+
+
+async def wait_until(condition: Callable[[], bool], within_s: float, on_tick: Callable[[], None]) -> bool:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        on_tick()
+        if condition():
+            return True
+        await asyncio.sleep(SAMPLE_INTERVAL)
+    return False
+
+
+async def start_workload(
+    name: str, jobs: int, workers: int, nodes: int, complete_after: str | None, say: Callable[[str], None]
+) -> tuple[BenchCluster, Contender, Timeline, asyncio.Task, asyncio.Task, CpuMeter]:
+    cluster = BenchCluster.up(nodes, identities(), say=lambda _: None)
+    who = contender(name)
+    cluster.kubectl("create", "namespace", NAMESPACE)
+    await asyncio.to_thread(who.install, cluster)
+    pids = cluster.component_pids()
+    if who.pid is not None:
+        pids["operator"] = who.pid
+    meter = CpuMeter(pids)
+    timeline = Timeline(jobs, workers, who.job_of_pod)
+    synced = asyncio.Event()
+    follower = asyncio.create_task(follow(cluster, who, timeline, synced))
+    await synced.wait()
+    meter.start()
+    timeline.start()
+    say(f"  {name}: submitting {jobs} x {workers}")
+    submitter = asyncio.create_task(who.submit(cluster, jobs, workers, complete_after))
+    return cluster, who, timeline, follower, submitter, meter
+
+
+async def throughput_run(
+    name: str, jobs: int, workers: int, nodes: int, complete_after: str, within_s: float, say: Callable[[str], None]
+) -> dict[str, Any]:
+    """Create N jobs as fast as a client can and follow them to Succeeded."""
+    began, harness_before = utcnow(), harness_cpu()
+    cluster, who, timeline, follower, submitter, meter = await start_workload(
+        name, jobs, workers, nodes, complete_after, say
+    )
+    series: list[tuple[float, int]] = []
+    try:
+        finished = await wait_until(
+            lambda: timeline.all("Succeeded") or (submitter.done() and submitter.exception() is not None),
+            within_s,
+            lambda: series.append((timeline.now(), timeline.running_now())),
+        )
+        if submitter.done() and submitter.exception() is not None:
+            raise submitter.exception()
+        ended = utcnow()
+        cpu = meter.stop()
+        peak = peak_rss_mib(who.pid) if who.pid else None
+        who.stop()
+        record = {
+            "kind": "throughput",
+            "contender": name,
+            "jobs": jobs,
+            "workers": workers,
+            "nodes": nodes,
+            "complete_after": complete_after,
+            "finished": finished,
+            **timeline.summary(),
+            "cpu_seconds": cpu,
+            "harness_cpu_seconds": round(harness_cpu() - harness_before, 2),
+            "operator_peak_rss_mib": round(peak, 1) if peak else None,
+            "series": series,
+        }
+        record.update(request_figures(cluster, who, began, ended, jobs))
+        return record
+    finally:
+        await teardown(cluster, who, submitter, follower)
+
+
+async def teardown(cluster: BenchCluster, who: Contender, *tasks: asyncio.Task) -> None:
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    who.stop(hard=True)
+    await cluster.down()
+
+
+def request_figures(
+    cluster: BenchCluster, who: Contender, since: datetime.datetime, until: datetime.datetime, jobs: int
+) -> dict[str, Any]:
+    tally = requests_by(read_audit(cluster.audit_log), who.identity, since, until)
+    job_writes = writes(tally)
+    events = sum(count for key, count in tally.items() if key == "create events")
+    return {
+        "requests": dict(sorted(tally.items())),
+        "writes": job_writes,
+        "writes_per_job": round(job_writes / jobs, 2),
+        "writes_per_job_without_events": round((job_writes - events) / jobs, 2),
+    }
+
+
+async def steady_run(
+    name: str, jobs: int, workers: int, nodes: int, idle_seconds: float, within_s: float, say: Callable[[str], None]
+) -> dict[str, Any]:
+    """N jobs that keep running: writes while nothing changes, then a kill -9 and a restart of the operator."""
+    cluster, who, timeline, follower, submitter, _ = await start_workload(name, jobs, workers, nodes, None, say)
+    try:
+        running = await wait_until(lambda: timeline.all("Running") or submitter.done(), within_s, lambda: None)
+        if submitter.done() and submitter.exception() is not None:
+            raise submitter.exception()
+        running = running and await wait_until(lambda: timeline.all("Running"), within_s, lambda: None)
+        if not running:
+            raise TimeoutError(f"{name}: only {len(timeline.running_at)}/{jobs} jobs Running after {within_s:.0f}s")
+        await asyncio.sleep(10)  # let status writes and events of the last transitions land
+        idle_from = utcnow()
+        await asyncio.sleep(idle_seconds)
+        idle_to = utcnow()
+        say(f"  {name}: killing the operator with {jobs} jobs Running")
+        who.stop(hard=True)
+        killed = utcnow()
+        started = time.monotonic()
+        await asyncio.to_thread(who.start, cluster)
+        ready_after = time.monotonic() - started
+        reobserved = await wait_until(lambda: who.reobserved(jobs), within_s, lambda: None)
+        reobserve_after = time.monotonic() - started
+        await asyncio.sleep(15)  # anything it would wrongly recreate shows up by now
+        peak = peak_rss_mib(who.pid) if who.pid else None
+        until = utcnow()
+        records = read_audit(cluster.audit_log)
+        idle = requests_by(records, who.identity, idle_from, idle_to)
+        after = requests_by(records, who.identity, killed, until)
+        return {
+            "kind": "steady",
+            "contender": name,
+            "jobs": jobs,
+            "workers": workers,
+            "nodes": nodes,
+            "idle_seconds": idle_seconds,
+            "idle_writes_per_minute": round(writes(idle) * 60 / idle_seconds, 2),
+            "idle_writes_per_minute_with_lease": round(writes(idle, include_per_operator=True) * 60 / idle_seconds, 2),
+            "idle_requests": dict(sorted(idle.items())),
+            "restart_ready_s": round(ready_after, 2),
+            "restart_reobserved": reobserved,
+            "restart_reobserved_s": round(reobserve_after, 2),
+            "pods_recreated": after.get("create pods", 0),
+            "pods_deleted_after_restart": after.get("delete pods", 0),
+            "restart_requests": dict(sorted(after.items())),
+            "restarted_peak_rss_mib": round(peak, 1) if peak else None,
+        }
+    finally:
+        await teardown(cluster, who, submitter, follower)

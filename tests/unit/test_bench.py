@@ -1,0 +1,169 @@
+"""The benchmark's pure parts: audit accounting, the timeline, the contenders' workloads, the report's verdicts."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+
+import pytest
+import yaml
+
+from bench.contenders import Ours, Raw, metric_sum
+from bench.kubeflow import pytorch_job
+from bench.measure import audit_policy, cpu_seconds, parse_audit_line, requests_by, writes
+from bench.observe import Timeline
+from bench.report import summarize_throughput, targets
+from trainingjob.api import constants as k
+
+T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+OPERATOR = "system:serviceaccount:trainingjob-system:trainingjob-operator"
+
+
+def audit_line(user: str, verb: str, resource: str, seconds: float, subresource: str = "") -> str:
+    ref = {"resource": resource, **({"subresource": subresource} if subresource else {})}
+    when = (T0 + datetime.timedelta(seconds=seconds)).isoformat().replace("+00:00", "Z")
+    return json.dumps(
+        {
+            "user": {"username": user},
+            "verb": verb,
+            "objectRef": ref,
+            "responseStatus": {"code": 201},
+            "requestReceivedTimestamp": when,
+        }
+    )
+
+
+def test_audit_policy_logs_only_the_named_users_once_per_request() -> None:
+    policy = yaml.safe_load(audit_policy(["b", "a"]))
+    assert policy["omitStages"] == ["RequestReceived", "ResponseStarted"]
+    assert policy["rules"][0] == {"level": "Metadata", "users": ["a", "b"]}
+    assert policy["rules"][-1] == {"level": "None"}
+
+
+def test_requests_are_counted_per_identity_and_window_with_subresources() -> None:
+    records = [
+        parse_audit_line(line)
+        for line in (
+            audit_line(OPERATOR, "create", "pods", 1),
+            audit_line(OPERATOR, "patch", "trainingjobs", 2, subresource="status"),
+            audit_line(OPERATOR, "update", "leases", 3),
+            audit_line(OPERATOR, "create", "pods", 10),
+            audit_line("someone-else", "create", "pods", 2),
+        )
+    ]
+    window = requests_by(records, OPERATOR, T0, T0 + datetime.timedelta(seconds=5))
+    assert window == {"create pods": 1, "patch trainingjobs/status": 1, "update leases": 1}
+    assert writes(window) == 2
+    assert writes(window, include_per_operator=True) == 3
+    assert parse_audit_line("not json") is None
+
+
+def test_cpu_seconds_of_this_process_and_of_a_missing_one() -> None:
+    assert cpu_seconds(os.getpid()) >= 0
+    assert cpu_seconds(2**22 + 12345) is None
+
+
+def pod(job: str, name: str, phase: str) -> dict:
+    return {"metadata": {"name": name, "labels": {k.LABEL_JOB_NAME: job}}, "status": {"phase": phase}}
+
+
+def test_timeline_derives_raw_jobs_from_their_pods() -> None:
+    timeline = Timeline(jobs=1, workers=2, job_of_pod=Ours().job_of_pod)
+    timeline.on_pod("ADDED", pod("a", "a-0", "Pending"), jobs_from_pods=True)
+    assert timeline.summary()["all_pods_created_s"] is None
+    timeline.on_pod("ADDED", pod("a", "a-1", "Running"), jobs_from_pods=True)
+    assert timeline.all("Created") and not timeline.all("Running")
+    timeline.on_pod("MODIFIED", pod("a", "a-0", "Running"), jobs_from_pods=True)
+    assert timeline.all("Running") and timeline.running_now() == 1
+    timeline.on_pod("MODIFIED", pod("a", "a-0", "Succeeded"), jobs_from_pods=True)
+    timeline.on_pod("MODIFIED", pod("a", "a-1", "Succeeded"), jobs_from_pods=True)
+    assert timeline.all("Succeeded") and timeline.running_now() == 0
+
+
+def test_timeline_takes_job_state_from_the_controllers_status() -> None:
+    ours = Ours()
+    timeline = Timeline(jobs=2, workers=1, job_of_pod=ours.job_of_pod)
+    timeline.on_job(ours.job_state, "MODIFIED", {"metadata": {"name": "a"}, "status": {"phase": "Succeeded"}})
+    assert "a" in timeline.running_at, "a job first seen Succeeded was Running in between"
+    timeline.on_job(ours.job_state, "MODIFIED", {"metadata": {"name": "b"}, "status": {"phase": "Pending"}})
+    assert not timeline.all("Running")
+    assert timeline.summary()["jobs_succeeded"] == 1
+
+
+def test_raw_pods_are_our_operators_pods_without_an_owner() -> None:
+    pods = Raw.pods("job-00001", 4, "30s")
+    assert [p["metadata"]["name"] for p in pods] == [f"job-00001-worker-{i}" for i in range(4)]
+    assert all("ownerReferences" not in p["metadata"] for p in pods)
+    assert all(p["metadata"]["annotations"]["sim.ml.example.com/complete-after"] == "30s" for p in pods)
+    ranks = [{e["name"]: e.get("value") for e in p["spec"]["containers"][0]["env"]}["RANK"] for p in pods]
+    assert ranks == ["0", "1", "2", "3"]
+
+
+def test_pytorch_job_has_one_master_and_the_other_workers() -> None:
+    job = pytorch_job("j", 8, "img", ["python"], {"a": "b"})
+    replicas = job["spec"]["pytorchReplicaSpecs"]
+    assert replicas["Master"]["replicas"] == 1 and replicas["Worker"]["replicas"] == 7
+    assert replicas["Worker"]["template"]["metadata"]["annotations"] == {"a": "b"}
+    assert "Worker" not in pytorch_job("j", 1, "img", ["python"], {})["spec"]["pytorchReplicaSpecs"]
+
+
+def test_kubeflow_job_state_prefers_the_terminal_condition() -> None:
+    from bench.contenders import Kubeflow
+
+    kubeflow = Kubeflow(tuned=False)
+    conditions = [{"type": "Running", "status": "False"}, {"type": "Succeeded", "status": "True"}]
+    assert kubeflow.job_state({"status": {"conditions": conditions}}) == "Succeeded"
+    assert kubeflow.job_state({"status": {"conditions": [{"type": "Created", "status": "True"}]}}) is None
+
+
+def test_metric_sum_filters_by_labels() -> None:
+    text = (
+        '# HELP x\ncontroller_runtime_reconcile_total{controller="pytorchjob-controller",result="success"} 7\n'
+        'controller_runtime_reconcile_total{controller="pytorchjob-controller",result="error"} 1\n'
+        'controller_runtime_reconcile_total{controller="other",result="success"} 100\n'
+        "trainingjob_workqueue_depth 0.0\n"
+    )
+    assert metric_sum(text, "controller_runtime_reconcile_total", 'controller="pytorchjob-controller"') == 8
+    assert metric_sum(text, "trainingjob_workqueue_depth") == 0
+    assert metric_sum(text, "absent_metric") is None
+
+
+def throughput(contender: str, jobs: int, running: float, cpu: float, rss: float, writes_per_job: float) -> dict:
+    return {
+        "kind": "throughput",
+        "contender": contender,
+        "jobs": jobs,
+        "workers": 8,
+        "finished": True,
+        "all_pods_created_s": running / 2,
+        "all_running_s": running,
+        "all_succeeded_s": running + 30,
+        "cpu_seconds": {"operator": cpu, "kube-apiserver": 50.0, "etcd": 10.0},
+        "harness_cpu_seconds": 5.0,
+        "operator_peak_rss_mib": rss,
+        "writes_per_job": writes_per_job,
+        "writes_per_job_without_events": writes_per_job - 3,
+        "requests": {"create pods": jobs * 8},
+    }
+
+
+@pytest.mark.parametrize(
+    ("ours_running", "expected"),
+    [(110.0, "| met |"), (130.0, "| **missed** |")],
+)
+def test_targets_compare_ours_with_the_raw_limit(ours_running: float, expected: str) -> None:
+    records = [
+        throughput("raw-pods", 1000, 100.0, 0.0, 0.0, 8.0),
+        throughput("trainingjob-operator", 1000, ours_running, 200.0, 120.0, 11.0),
+    ]
+    table = targets(summarize_throughput(records), records)
+    raw_row = next(line for line in table.splitlines() if "raw pod creation" in line)
+    assert expected in raw_row
+    assert "Kubeflow (defaults) (1000x8) | — | not measured |" in table
+
+
+def test_summary_takes_medians_over_repeats() -> None:
+    records = [throughput("trainingjob-operator", 100, seconds, 20.0, 90.0, 12.0) for seconds in (10.0, 30.0, 11.0)]
+    figures = summarize_throughput(records)[(100, 8)]["ours"]
+    assert figures["running"] == 11.0 and figures["runs"] == 3 and figures["cpu_per_job"] == 0.2
