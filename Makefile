@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 CLUSTER ?= default
 
-.PHONY: help install generate components tools lint test test-unit test-integration demo demo-down clean
+.PHONY: help install generate components tools lint test test-unit test-integration demo demo-down bench clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -24,8 +24,8 @@ components: install  ## build the pinned control-plane binaries from their Go mo
 	$(BIN)/tj cluster build
 
 lint: install  ## ruff
-	$(BIN)/ruff check src tests examples
-	$(BIN)/ruff format --check src tests examples
+	$(BIN)/ruff check src tests examples bench
+	$(BIN)/ruff format --check src tests examples bench
 
 test-unit: install  ## pure tests, no cluster
 	$(BIN)/python -m pytest tests/unit
@@ -41,6 +41,11 @@ test: lint tools  ## everything CI runs: lint, unit and integration tests
 
 demo: components  ## local cluster, operator, a sample TrainingJob followed to Succeeded
 	BIN=$(BIN) CLUSTER=$(CLUSTER) scripts/demo.sh
+
+BENCH_ARGS ?=
+bench: components  ## scale benchmark vs Kubeflow and the raw API limit -> docs/benchmarks.md (hours; BENCH_ARGS=--help)
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[bench]'
+	$(BIN)/python -m bench $(BENCH_ARGS)
 
 demo-down:  ## stop the demo operator and cluster, remove their state
 	-@pid_file="$$(dirname "$$($(BIN)/tj cluster kubeconfig --name $(CLUSTER) 2>/dev/null)")/operator.pid"; \
