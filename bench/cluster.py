@@ -65,6 +65,18 @@ class BenchCluster:
     def kubectl(self, *args: str, input_text: str | None = None) -> str:
         return control_plane.kubectl(self.state, *args, input_text=input_text)
 
+    def wait_established(self, crd: str) -> None:
+        """`kubectl wait` fails outright while a new CRD has no conditions yet, so poll it."""
+
+        def established() -> bool:
+            try:
+                self.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=10s")
+            except control_plane.ClusterError:
+                return False
+            return True
+
+        wait_for(established, 60, f"CRD {crd} to be Established")
+
     def service_account_kubeconfig(self, namespace: str, account: str) -> Path:
         """A kubeconfig with a TokenRequest token, so a contender is authenticated (and audited) as its account."""
         wait_for(lambda: self._has_account(namespace, account), 30, f"ServiceAccount {namespace}/{account}")

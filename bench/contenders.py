@@ -12,6 +12,7 @@ import re
 import subprocess
 import sys
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -84,8 +85,17 @@ class Contender:
             (self.process.kill if hard else self.process.terminate)()
             self.process.wait(timeout=30)
 
-    def launch(self, command: list[str], env: dict[str, str], ready_url: str, cluster: BenchCluster) -> None:
-        self.log_path = cluster.state.layout.logs / f"{self.name}-{self.restarts}.log"
+    def launch(
+        self,
+        command: list[str],
+        env: dict[str, str],
+        ready_url: str,
+        cluster: BenchCluster,
+        while_waiting: Callable[[], None] = lambda: None,
+    ) -> None:
+        # Outside the cluster's directory, which is removed with the cluster: a failed run's log stays readable.
+        self.log_path = cluster.state.root.parent.parent / "bench-logs" / f"{self.name}-{self.restarts}.log"
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.restarts += 1
         with self.log_path.open("wb") as log:
             self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
@@ -94,6 +104,7 @@ class Contender:
             if self.process.poll() is not None:
                 tail = self.log_path.read_text(errors="replace")[-2000:]
                 raise RuntimeError(f"{self.name} exited with {self.process.returncode}:\n{tail}")
+            while_waiting()
             return scrape(ready_url) != ""
 
         wait_for(ready, 120, f"{self.name} to be ready")
@@ -109,7 +120,7 @@ class Ours(Contender):
 
     def install(self, cluster: BenchCluster) -> None:
         cluster.kubectl("apply", "-f", str(REPO / "deploy/crd"), "-f", str(REPO / "deploy/rbac"))
-        cluster.kubectl("wait", "--for=condition=Established", "crd/trainingjobs.ml.example.com", "--timeout=60s")
+        cluster.wait_established("trainingjobs.ml.example.com")
         self.kubeconfig = cluster.service_account_kubeconfig("trainingjob-system", "trainingjob-operator")
         self.start(cluster)
 
@@ -178,7 +189,10 @@ class Kubeflow(Contender):
             *self.flags,
         ]
         env = {"KUBECONFIG": str(self.kubeconfig), "MY_POD_NAMESPACE": kubeflow.NAMESPACE, "HOME": str(Path.home())}
-        self.launch(command, env, f"http://127.0.0.1:{probes}/readyz", cluster)
+        kubeflow.clear_serving_certs()
+        self.launch(
+            command, env, f"http://127.0.0.1:{probes}/readyz", cluster, lambda: kubeflow.mount_serving_certs(cluster)
+        )
 
     async def submit(self, cluster: BenchCluster, jobs: int, workers: int, complete_after: str | None) -> None:
         requests = [

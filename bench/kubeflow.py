@@ -8,8 +8,10 @@ name its certificate is issued for); the controller applies the same defaults it
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,6 +29,8 @@ NAMESPACE = "kubeflow"
 ACCOUNT = "training-operator"
 WEBHOOK_CONFIGURATION = "validator.training-operator.kubeflow.org"
 WEBHOOK_SECRET = "training-operator-webhook-cert"
+# Hard-coded in the training-operator (pkg/cert); in a pod the Secret is mounted there.
+CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")
 # "Best configuration": no effective client-side rate limit (our operator has none) and 16 reconcile workers
 # (our --max-concurrent-reconciles). The defaults are --kube-api-qps=20 --kube-api-burst=30 --controller-threads=1.
 TUNED_FLAGS = ["--kube-api-qps=2000", "--kube-api-burst=4000", "--controller-threads=16"]
@@ -85,10 +89,27 @@ def install(cluster: BenchCluster) -> Path:
     crd = module_dir() / "manifests/base/crds/kubeflow.org_pytorchjobs.yaml"
     # Server-side apply: the CRD is too large for kubectl's last-applied annotation.
     cluster.kubectl("apply", "--server-side", "-f", str(crd))
-    cluster.kubectl("wait", "--for=condition=Established", "crd/pytorchjobs.kubeflow.org", "--timeout=60s")
+    cluster.wait_established("pytorchjobs.kubeflow.org")
     documents = "\n---\n".join(yaml.safe_dump(o) for o in control_objects())
     cluster.kubectl("apply", "-f", "-", input_text=documents)
     return built
+
+
+def clear_serving_certs() -> None:
+    shutil.rmtree(CERT_DIR, ignore_errors=True)
+
+
+def mount_serving_certs(cluster: BenchCluster) -> None:
+    """Play the kubelet's secret volume: its cert rotator fills the Secret, then waits for the files in CERT_DIR."""
+    if (CERT_DIR / "tls.crt").exists():
+        return
+    secret = json.loads(cluster.kubectl("get", "secret", WEBHOOK_SECRET, "-n", NAMESPACE, "-o", "json"))
+    data = secret.get("data") or {}
+    if not all(key in data for key in ("tls.crt", "tls.key", "ca.crt")):
+        return
+    CERT_DIR.mkdir(parents=True, exist_ok=True)
+    for key in ("ca.crt", "tls.key", "tls.crt"):  # tls.crt last: its presence is what the operator waits for
+        (CERT_DIR / key).write_bytes(base64.b64decode(data[key]))
 
 
 def pytorch_job(name: str, workers: int, image: str, command: list[str], annotations: dict[str, str]) -> dict[str, Any]:

@@ -25,6 +25,7 @@ class Timeline:
     pods_of_job: dict[str, set[str]] = field(default_factory=dict)
     pod_phases: dict[str, str] = field(default_factory=dict)
     pods_created_at: dict[str, float] = field(default_factory=dict)
+    pods_running_at: dict[str, float] = field(default_factory=dict)
     running_at: dict[str, float] = field(default_factory=dict)
     succeeded_at: dict[str, float] = field(default_factory=dict)
     failed: set[str] = field(default_factory=set)
@@ -46,14 +47,18 @@ class Timeline:
             if len(pods) == self.workers:
                 self.pods_created_at.setdefault(job, self.now())
         self.pod_phases[name] = (pod.get("status") or {}).get("phase", "Pending")
-        if jobs_from_pods:
-            self._job_from_pods(job, pods)
+        self._job_from_pods(job, pods, jobs_from_pods)
 
-    def _job_from_pods(self, job: str, pods: set[str]) -> None:
+    def _job_from_pods(self, job: str, pods: set[str], jobs_from_pods: bool) -> None:
+        """All W pods running is timed for every contender alike; it is the job's state only for raw pods."""
         if len(pods) < self.workers:
             return
         phases = [self.pod_phases.get(name) for name in pods]
         if all(phase in ("Running", "Succeeded") for phase in phases):
+            self.pods_running_at.setdefault(job, self.now())
+        if not jobs_from_pods:
+            return
+        if job in self.pods_running_at:
             self.mark(job, "Running")
         if all(phase == "Succeeded" for phase in phases):
             self.mark(job, "Succeeded")
@@ -79,7 +84,12 @@ class Timeline:
         return len(self.running_at) - len(self.succeeded_at) - len(self.failed - self.succeeded_at.keys())
 
     def all(self, state: str) -> bool:
-        marks = {"Created": self.pods_created_at, "Running": self.running_at, "Succeeded": self.succeeded_at}
+        marks = {
+            "Created": self.pods_created_at,
+            "PodsRunning": self.pods_running_at,
+            "Running": self.running_at,
+            "Succeeded": self.succeeded_at,
+        }
         return len(marks[state]) >= self.jobs
 
     def last(self, marks: dict[str, float]) -> float | None:
@@ -88,6 +98,7 @@ class Timeline:
     def summary(self) -> dict[str, Any]:
         return {
             "all_pods_created_s": self.last(self.pods_created_at),
+            "all_pods_running_s": self.last(self.pods_running_at),
             "all_running_s": self.last(self.running_at),
             "all_succeeded_s": self.last(self.succeeded_at),
             "jobs_running": len(self.running_at),

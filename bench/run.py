@@ -67,8 +67,12 @@ async def start_workload(
 ) -> tuple[BenchCluster, Contender, Timeline, asyncio.Task, asyncio.Task, CpuMeter]:
     cluster = BenchCluster.up(nodes, identities(), say=lambda _: None)
     who = contender(name)
-    cluster.kubectl("create", "namespace", NAMESPACE)
-    await asyncio.to_thread(who.install, cluster)
+    try:
+        cluster.kubectl("create", "namespace", NAMESPACE)
+        await asyncio.to_thread(who.install, cluster)
+    except BaseException:
+        await teardown(cluster, who)
+        raise
     pids = cluster.component_pids()
     if who.pid is not None:
         pids["operator"] = who.pid

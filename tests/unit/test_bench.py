@@ -137,7 +137,8 @@ def throughput(contender: str, jobs: int, running: float, cpu: float, rss: float
         "workers": 8,
         "finished": True,
         "all_pods_created_s": running / 2,
-        "all_running_s": running,
+        "all_pods_running_s": running,
+        "all_running_s": running + 1,
         "all_succeeded_s": running + 30,
         "cpu_seconds": {"operator": cpu, "kube-apiserver": 50.0, "etcd": 10.0},
         "harness_cpu_seconds": 5.0,
@@ -166,4 +167,9 @@ def test_targets_compare_ours_with_the_raw_limit(ours_running: float, expected: 
 def test_summary_takes_medians_over_repeats() -> None:
     records = [throughput("trainingjob-operator", 100, seconds, 20.0, 90.0, 12.0) for seconds in (10.0, 30.0, 11.0)]
     figures = summarize_throughput(records)[(100, 8)]["ours"]
-    assert figures["running"] == 11.0 and figures["runs"] == 3 and figures["cpu_per_job"] == 0.2
+    assert (
+        figures["pods_running"] == 11.0
+        and figures["running"] == 12.0
+        and figures["runs"] == 3
+        and figures["cpu_per_job"] == 0.2
+    )
