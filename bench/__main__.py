@@ -35,12 +35,12 @@ each repeat: **this operator** (as its shipped ServiceAccount and RBAC); **Kubef
 effective client rate limit, 16 reconcile workers); and **the raw limit**: a client creating exactly the pods our
 operator would, with the same {concurrency} creates in flight.
 
-**Figures.** Times are seconds from the first create until the harness's own watch saw the last job's W pods
-all exist / all run / the job's status say Running / Succeeded. "All pods Running" is timed from the pods, the
-same way for every contender, and is what the ratios compare: a controller's own Running means different things
-(Kubeflow's PyTorchJob is Running once its master runs; ours once every worker runs; raw pods have no status).
-CPU seconds come from `/proc` for every process (the operator, API server, etcd, … share the machine's
-cores); peak RSS is the operator's VmHWM. Requests are counted from the API server's audit log, filtered by each contender's identity;
+**Figures.** Times are seconds from the first create until the harness's own watch saw the last job's W pods all
+exist / all run / the job's status say Running / Succeeded. "All pods Running" is timed from the pods, the same way
+for every contender, and is what the ratios compare: a controller's own Running means different things (Kubeflow's
+PyTorchJob is Running once its master runs; ours once every worker runs; raw pods have no status). CPU seconds come
+from `/proc` for every process (the operator, API server, etcd, … share the machine's cores); peak RSS is the
+operator's VmHWM. Requests are counted from the API server's audit log, filtered by each contender's identity;
 "writes" are create/update/patch/delete except Lease renewals. Steady state: N jobs that keep running, writes in a
 {idle}-s window with nothing changing, then `kill -9` of the operator and a restart: "ready" is when it serves
 readiness again (ours: once the dead replica's Lease has expired and it leads), "re-observed" when it has
