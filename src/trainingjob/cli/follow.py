@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -13,9 +13,6 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from trainingjob.api import constants as k
 from trainingjob.cli import render
 from trainingjob.cli.common import CliError, Target, job_ref
-
-if TYPE_CHECKING:
-    pass
 from trainingjob.cli.plumbing import (
     TIMEOUT_EXIT,
     connect,
