@@ -22,6 +22,9 @@ from trainingjob.cluster.paths import binaries_dir
 from trainingjob.operator.metrics import CacheCollector, OperatorMetrics
 
 MONITORING = Path(__file__).resolve().parents[2] / "deploy" / "monitoring"
+SERVICE_MONITOR_FILE = MONITORING.parent / "overlays" / "monitoring" / "service-monitor.yaml"
+# Labels the Prometheus Operator puts on every target of a ServiceMonitor (plus Prometheus's own job and instance).
+TARGET_LABELS = {"job", "instance", "namespace", "service", "pod", "container", "endpoint"}
 RULE_FILE = MONITORING / "prometheus-rule.yaml"
 DASHBOARD_FILE = MONITORING / "grafana-dashboard.json"
 KUSTOMIZATION_FILE = MONITORING / "kustomization.yaml"
@@ -50,8 +53,8 @@ DURATION = re.compile(r"^(\d+(ms|s|m|h|d|w|y))+$")
 # --- what the operator exports -------------------------------------------------------------------------------------
 
 
-def operator_families() -> dict[str, tuple[str, set[str]]]:
-    """Family name -> (type, names of the samples it exposes), with a fake job and pod so every gauge has one."""
+def operator_metrics() -> OperatorMetrics:
+    """The operator's registry with a fake job and pod in the cache, so every gauge family has a sample."""
     metrics = OperatorMetrics()
     job = {
         "metadata": {"namespace": "ml", "name": "bert", "creationTimestamp": "2026-01-01T00:00:00Z"},
@@ -59,7 +62,16 @@ def operator_families() -> dict[str, tuple[str, set[str]]]:
         "status": {"phase": "Running", "progress": {"percent": 42.0}},
     }
     metrics.register_cache(CacheCollector(lambda: [job], lambda: [("ml", "bert", "Running")], lambda: True))
-    return {f.name: (f.type, {s.name for s in f.samples}) for f in metrics.registry.collect()}
+    return metrics
+
+
+def operator_families() -> dict[str, tuple[str, set[str]]]:
+    """Family name -> (type, names of the samples it exposes)."""
+    return {f.name: (f.type, {s.name for s in f.samples}) for f in operator_metrics().registry.collect()}
+
+
+def exported_label_names() -> set[str]:
+    return {label for f in operator_metrics().registry.collect() for s in f.samples for label in s.labels}
 
 
 def exported_series_names() -> set[str]:
@@ -198,6 +210,29 @@ def test_gauge_alerts_count_the_leader_only() -> None:
     for where, expr in all_expressions():
         if metric_names(expr) & {"trainingjob_jobs", "trainingjob_workers", "trainingjob_gpus_requested"}:
             assert "and on (instance) (trainingjob_operator_leader == 1)" in expr, where
+
+
+def test_the_service_monitor_keeps_the_metrics_own_namespace_and_job_labels() -> None:
+    """Without honorLabels the target's `namespace` (trainingjob-system) and `job` replace the metrics' own, which
+    Prometheus renames exported_*: the $namespace filter, the per-namespace alerts and the progress legend break."""
+    colliding = exported_label_names() & TARGET_LABELS
+    assert colliding == {"namespace", "job"}
+    monitor = yaml.safe_load(SERVICE_MONITOR_FILE.read_text())
+    assert monitor["kind"] == "ServiceMonitor"
+    assert [endpoint.get("honorLabels") for endpoint in monitor["spec"]["endpoints"]] == [True]
+    assert not any(
+        relabel.get("action") in ("labeldrop", "labelmap") or set(relabel.get("sourceLabels", ())) & colliding
+        for endpoint in monitor["spec"]["endpoints"]
+        for relabel in endpoint.get("metricRelabelings", [])
+    )
+
+
+def test_nothing_reads_labels_renamed_by_a_scrape_without_honor_labels() -> None:
+    texts = {"dashboard": DASHBOARD_FILE.read_text(), "rules": RULE_FILE.read_text()}
+    for where, text in texts.items():
+        assert "exported_" not in text, where
+    progress = [p for p in dashboard_panels(load_dashboard()) if "trainingjob_job_progress_percent" in json.dumps(p)]
+    assert [t["legendFormat"] for p in progress for t in p["targets"]] == ["{{namespace}}/{{job}}"]
 
 
 # --- the dashboard ---------------------------------------------------------------------------------------------------
