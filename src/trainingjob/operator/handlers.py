@@ -111,7 +111,12 @@ def liveness(reconciler: Reconciler) -> tuple[bool, str]:
 
 
 def readiness(reconciler: Reconciler) -> tuple[bool, str]:
-    """Ready only on the leader: the Service then routes progress reports to the replica that writes status."""
+    """/readyz: 200 on the leader only, for whoever must find the replica that writes status (demo.sh, tests).
+
+    The Deployment's readiness probe deliberately uses /healthz instead (deploy/manager/deployment.yaml): both
+    replicas stay Ready so the PodDisruptionBudget can drain either node, and the Service sends progress reports to
+    both; a standby answers them 503 and the SDK retries.
+    """
     return (True, "ok: leader") if reconciler.leading else (False, "standby: not the leader")
 
 
