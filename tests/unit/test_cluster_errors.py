@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -118,3 +119,21 @@ def test_log_tail_keeps_the_last_lines(tmp_path: Path) -> None:
     assert tail.splitlines() == ["    line 97", "    line 98", "    line 99"]
     assert "no log" in log_tail(tmp_path / "missing.log")
     assert os.path.exists(log)
+
+
+@pytest.mark.parametrize("builder", ["ensure_promtool", "ensure_binaries"])
+def test_builds_wait_for_the_build_lock(builder: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """`tj cluster build --with-promtool` and `tj cluster up` must not build while another process holds the lock
+    (here: every set already built, so all that can make them wait is the lock)."""
+    monkeypatch.setenv("TJ_CACHE_DIR", str(tmp_path))
+    for component_set in (*build.COMPONENT_SETS, build.PROMETHEUS):
+        target = build.binaries_dir(component_set.name, component_set.version)
+        target.mkdir(parents=True)
+        (target / build.COMPLETE_MARKER).write_text("test\n")
+    finished = threading.Event()
+    worker = threading.Thread(target=lambda: (getattr(build, builder)(say=lambda _: None), finished.set()))
+    with build.build_lock():
+        worker.start()
+        assert not finished.wait(0.5)
+    assert finished.wait(10)
+    worker.join()

@@ -23,9 +23,7 @@ from trainingjob.cluster.paths import binaries_dir
 # --- with built tools (integration) ---------------------------------------------------------------------------------
 
 PROMTOOL_HINT = (
-    "promtool is not built; build it once (about 6 minutes from a cold Go cache) with: "
-    "python -c 'from trainingjob.cluster.build import PROMETHEUS, build_component_set; "
-    "build_component_set(PROMETHEUS)'"
+    "promtool is not built; build it once (about 6 minutes from a cold Go cache) with: tj cluster build --with-promtool"
 )
 GRAFANA_VARIABLES = {"__rate_interval": "5m", "namespace": ".*", "framework": ".*"}
 
