@@ -57,10 +57,24 @@ done
 simulator=$!
 
 echo "== tj watch $JOB"
+"$BIN/tj" watch "$JOB" -n "$NS" --timeout 180 &
+watcher=$!
+# The simulator completes the pods only after its reports were accepted and status.progress reached 100 %;
+# when it fails the job would never finish, so stop watching and say why instead of waiting for the timeout.
+simulator_status=0
+wait "$simulator" || simulator_status=$?
+if [ "$simulator_status" != 0 ]; then
+  kill "$watcher" 2>/dev/null || true
+  wait "$watcher" 2>/dev/null || true
+  echo >&2
+  tail -n 5 "$state_dir/logs/simulated-worker.log" >&2
+  echo "the simulated worker failed (exit $simulator_status): no progress was recorded, so the demo stops here" >&2
+  exit 1
+fi
 status=0
-"$BIN/tj" watch "$JOB" -n "$NS" --timeout 180 || status=$?
-wait "$simulator" || true
+wait "$watcher" || status=$?
 phase=$(kubectl get trainingjob "$JOB" -n "$NS" -o jsonpath='{.status.phase}')
+percent=$(kubectl get trainingjob "$JOB" -n "$NS" -o jsonpath='{.status.progress.percent}')
 echo
 "$BIN/tj" get -n "$NS"
 kubectl get pods -n "$NS" -o wide
@@ -70,6 +84,11 @@ echo
 echo "progress: $(kubectl get trainingjob "$JOB" -n "$NS" -o jsonpath='{.status.progress}')"
 if [ "$status" != 0 ] || [ "$phase" != "Succeeded" ]; then
   echo "demo job ended as '${phase:-unknown}'; operator log: $state_dir/logs/operator.log" >&2
+  exit 1
+fi
+# Succeeded alone is not the point of the demo: the reported progress must have reached the status too.
+if [ "${percent%.*}" != 100 ]; then
+  echo "status.progress.percent is '${percent:-unset}', not 100; operator log: $state_dir/logs/operator.log" >&2
   exit 1
 fi
 cat <<MSG

@@ -1,4 +1,8 @@
-"""Two replicas: only the Lease holder reconciles; when it dies the standby takes over, without duplicates."""
+"""Two replicas: only the Lease holder reconciles; when it dies the standby takes over, without duplicates.
+
+Pod names are deterministic, so equal names alone cannot show a duplicate or a recreated pod: the test also checks
+that every pod the old leader created keeps its UID, and that the standby wrote nothing while it was standing by.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +12,12 @@ import pytest
 
 from tests.jobs import create_job, get_job, job_manifest, phase_of
 from tests.kube import Kube, wait_until
+from tests.metrics import scrape, value
 from tests.operator_harness import OPERATOR_NAMESPACE, RunningOperator, start_operator
 
 pytestmark = [pytest.mark.integration]
 LEASE = "trainingjob-operator"
+WRITE_VERBS = ("create", "update", "patch", "delete")
 
 
 def lease_holder(kube: Kube) -> str | None:
@@ -19,6 +25,16 @@ def lease_holder(kube: Kube) -> str | None:
 
     lease = client.CoordinationV1Api(kube.api).read_namespaced_lease(LEASE, OPERATOR_NAMESPACE)
     return lease.spec.holder_identity
+
+
+def pod_uids(kube: Kube, namespace: str) -> dict[str, str]:
+    return {p.metadata.name: p.metadata.uid for p in kube.core.list_namespaced_pod(namespace).items}
+
+
+def writes(operator: RunningOperator) -> float:
+    """API writes the replica's reconciler made (its client counts every request, Lease renewals included)."""
+    samples = scrape(operator)
+    return sum(value(samples, "trainingjob_api_requests_total", verb=verb) for verb in WRITE_VERBS)
 
 
 def test_standby_takes_over_when_the_leader_dies(kube: Kube, namespace: str, operator: RunningOperator) -> None:
@@ -31,6 +47,8 @@ def test_standby_takes_over_when_the_leader_dies(kube: Kube, namespace: str, ope
         for name in jobs:
             create_job(kube, namespace, job_manifest(name, workers=2, complete_after="8s"))
         wait_until(lambda: len(kube.core.list_namespaced_pod(namespace).items) >= 2, 60, "the leader to start work")
+        assert writes(standby) == 0 and value(scrape(standby), "trainingjob_operator_leader") == 0
+        before_takeover = pod_uids(kube, namespace)
         operator.stop(hard=True)
         killed_at = time.monotonic()
         wait_until(lambda: lease_holder(kube) not in (None, leader), 60, "the standby to take the lease")
@@ -41,8 +59,10 @@ def test_standby_takes_over_when_the_leader_dies(kube: Kube, namespace: str, ope
             "every job to finish under the new leader",
             interval=1,
         )
-        pods = kube.core.list_namespaced_pod(namespace).items
-        assert sorted(p.metadata.name for p in pods) == sorted(f"{n}-worker-{i}" for n in jobs for i in range(2))
+        after = pod_uids(kube, namespace)
+        assert sorted(after) == sorted(f"{n}-worker-{i}" for n in jobs for i in range(2))
+        assert {name: after[name] for name in before_takeover} == before_takeover  # none recreated
+        assert writes(standby) > 0  # the new leader did the rest of the work
     finally:
         # The standby is the leader now: it becomes the session's operator for the tests that follow.
         operator.process = standby.process

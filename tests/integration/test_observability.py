@@ -6,30 +6,13 @@ import json
 import urllib.request
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.jobs import SIM, create_job, job_manifest, wait_phase
 from tests.kube import Kube, wait_until
+from tests.metrics import scrape, value
 from tests.operator_harness import RunningOperator
 
 pytestmark = pytest.mark.integration
-
-
-def scrape(operator: RunningOperator) -> dict[tuple[str, tuple], float]:
-    with urllib.request.urlopen(f"{operator.metrics_url}/metrics", timeout=10) as response:
-        text = response.read().decode()
-    return {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
-
-
-def value(samples: dict, name: str, **labels: str) -> float:
-    """Sum of the samples of `name` whose labels include `labels`."""
-    return sum(
-        v for (n, sample_labels), v in samples.items() if n == name and set(labels.items()) <= set(sample_labels)
-    )
 
 
 def test_probes_answer_on_the_leader(operator: RunningOperator) -> None:

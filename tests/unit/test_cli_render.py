@@ -196,7 +196,30 @@ def test_progress_view_with_and_without_reports() -> None:
 
     by_steps = render.progress_view(job(phase="Running", progress={"step": 50, "totalSteps": 200}))
     assert by_steps.percent == 25.0 and "step 50/200" in by_steps.summary
-    assert render.progress_view(job(phase="Succeeded")).percent == 100.0
+
+
+def test_a_succeeded_job_shows_only_the_progress_that_was_reported() -> None:
+    silent = render.progress_view(job(phase="Succeeded"))
+    assert silent.percent is None
+    assert silent.summary == "Succeeded · workers 0/2 running · done (no progress reported)"
+    short = render.progress_view(job(phase="Succeeded", progress={"percent": 80.0, "epoch": 4, "totalEpochs": 5}))
+    assert short.percent == 80.0 and "80%" in short.summary and "100%" not in short.summary
+    full = render.progress_view(job(phase="Succeeded", progress={"epoch": 5, "totalEpochs": 5}))
+    assert full.percent == 100.0 and "100% · epoch 5/5" in full.summary
+
+
+@pytest.mark.parametrize(
+    ("progress", "bar_shown"), [(None, False), ({"epoch": 3, "totalEpochs": 4}, True), ({"percent": 100.0}, True)]
+)
+def test_watch_bar_of_a_succeeded_job_only_from_reports(progress: dict | None, bar_shown: bool) -> None:
+    from trainingjob.cli.follow import _Display
+
+    display = _Display("team/mnist")
+    display.tty = True
+    display.show(job(phase="Succeeded", **({"progress": progress} if progress else {})))
+    console = Console(width=160, record=True, file=io.StringIO())
+    console.print(display.progress.get_renderable())
+    assert ("━" in console.export_text()) is bar_shown
 
 
 def test_failure_message_prefers_the_failed_condition() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -28,20 +29,30 @@ def test_too_old_go_is_reported_with_the_version_found() -> None:
         build.check_go_toolchain((99, 0))
 
 
-def test_failing_module_build_shows_the_log_tail(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_a_module_download_failure_shows_the_log_tail(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A wrapper pinned like ours (go.mod and go.sum, built with -mod=readonly) whose module cannot be fetched.
+
+    The go.sum entry matters: without it `-mod=readonly` stops at "missing go.sum entry" before any download.
+    """
     wrapper = tmp_path / "tools" / "broken"
     wrapper.mkdir(parents=True)
     (wrapper / "go.mod").write_text("module example.test/broken\n\ngo 1.21\n\nrequire example.test/nothing v1.0.0\n")
+    fake_hash = "h1:" + "A" * 43 + "="
+    (wrapper / "go.sum").write_text(
+        f"example.test/nothing v1.0.0 {fake_hash}\nexample.test/nothing v1.0.0/go.mod {fake_hash}\n"
+    )
     monkeypatch.setenv("TJ_TOOLS_DIR", str(tmp_path / "tools"))
     monkeypatch.setenv("TJ_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("GOFLAGS", "-mod=mod")
-    monkeypatch.setenv("GOPROXY", "off")
+    monkeypatch.setenv("GOMODCACHE", str(tmp_path / "gomodcache"))  # nothing cached: the module must be fetched
+    monkeypatch.setenv("GOPROXY", "off")  # … and fetching fails, as with no network
     broken = build.ComponentSet("broken", "example.test/nothing", {"nothing": "example.test/nothing/cmd"})
     with pytest.raises(ClusterError) as error:
         build.build_component_set(broken, say=lambda _: None)
     message = str(error.value)
     assert "building broken v1.0.0 failed" in message
-    assert "example.test/nothing" in message.split("last lines of", 1)[1]
+    tail = message.split("last lines of", 1)[1]
+    assert "example.test/nothing" in tail and "module lookup disabled by GOPROXY=off" in tail
+    assert "missing go.sum entry" not in tail
     assert not (tmp_path / "cache" / "bin" / "broken-v1.0.0").exists()
 
 
@@ -108,3 +119,21 @@ def test_log_tail_keeps_the_last_lines(tmp_path: Path) -> None:
     assert tail.splitlines() == ["    line 97", "    line 98", "    line 99"]
     assert "no log" in log_tail(tmp_path / "missing.log")
     assert os.path.exists(log)
+
+
+@pytest.mark.parametrize("builder", ["ensure_promtool", "ensure_binaries"])
+def test_builds_wait_for_the_build_lock(builder: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """`tj cluster build --with-promtool` and `tj cluster up` must not build while another process holds the lock
+    (here: every set already built, so all that can make them wait is the lock)."""
+    monkeypatch.setenv("TJ_CACHE_DIR", str(tmp_path))
+    for component_set in (*build.COMPONENT_SETS, build.PROMETHEUS):
+        target = build.binaries_dir(component_set.name, component_set.version)
+        target.mkdir(parents=True)
+        (target / build.COMPLETE_MARKER).write_text("test\n")
+    finished = threading.Event()
+    worker = threading.Thread(target=lambda: (getattr(build, builder)(say=lambda _: None), finished.set()))
+    with build.build_lock():
+        worker.start()
+        assert not finished.wait(0.5)
+    assert finished.wait(10)
+    worker.join()

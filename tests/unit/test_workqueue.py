@@ -227,24 +227,3 @@ def test_timers_do_not_grow_with_events() -> None:
         assert len(queue) == 0
 
     asyncio.run(scenario())
-
-
-def test_lease_is_free_when_unheld_ours_or_expired() -> None:
-    import datetime
-
-    from kubernetes_asyncio import client
-
-    from trainingjob.operator.leader import lease_is_free
-
-    now = datetime.datetime(2026, 11, 22, 12, 0, tzinfo=datetime.UTC)
-
-    def lease(holder: str | None, renewed_seconds_ago: float | None) -> client.V1Lease:
-        renew = None if renewed_seconds_ago is None else now - datetime.timedelta(seconds=renewed_seconds_ago)
-        return client.V1Lease(
-            spec=client.V1LeaseSpec(holder_identity=holder, lease_duration_seconds=15, renew_time=renew)
-        )
-
-    assert lease_is_free(lease(None, None), "me", now)
-    assert lease_is_free(lease("me", 1), "me", now)
-    assert not lease_is_free(lease("other", 5), "me", now)
-    assert lease_is_free(lease("other", 16), "me", now)

@@ -55,12 +55,12 @@ def up(name: str, nodes: int, apiserver_port: int | None) -> None:
 @click.option("--with-promtool", is_flag=True, help="Also build promtool (checks deploy/monitoring's rules in tests).")
 def build(with_promtool: bool) -> None:
     """Build (or find cached) every pinned component and print where the binaries are."""
-    from trainingjob.cluster.build import PROMETHEUS, build_component_set, ensure_binaries
+    from trainingjob.cluster.build import ensure_binaries, ensure_promtool
 
     try:
         binaries = ensure_binaries(say)
         if with_promtool:
-            binaries["promtool"] = build_component_set(PROMETHEUS, say) / "promtool"
+            binaries["promtool"] = ensure_promtool(say)
     except ClusterError as error:
         fail(error)
     for name, path in binaries.items():

@@ -5,17 +5,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.console import RenderableType
+from rich.progress import BarColumn, Progress, SpinnerColumn, Task, TextColumn, TimeElapsedColumn
+from rich.text import Text
 
 from trainingjob.api import constants as k
 from trainingjob.cli import render
 from trainingjob.cli.common import CliError, Target, job_ref
-
-if TYPE_CHECKING:
-    pass
 from trainingjob.cli.plumbing import (
     TIMEOUT_EXIT,
     connect,
@@ -41,6 +40,14 @@ def watch(target: Target, name: str, timeout: float | None) -> None:
     run(_watch(target, name, timeout))
 
 
+class _ReportedBar(BarColumn):
+    """The bar, except for a finished job that never reported progress: neither a pulse (nothing is happening)
+    nor a full bar (nobody measured 100 %); the summary's "done" says it."""
+
+    def render(self, task: Task) -> RenderableType:
+        return Text("") if task.fields.get("no_bar") else super().render(task)
+
+
 class _Display:
     """A rich progress bar on a terminal; elsewhere one line per change."""
 
@@ -51,13 +58,13 @@ class _Display:
         self.progress = Progress(
             SpinnerColumn(finished_text="•"),
             TextColumn("[bold]{task.fields[ref]}"),
-            BarColumn(),
+            _ReportedBar(),
             TextColumn("{task.fields[summary]}"),
             TimeElapsedColumn(),
             console=stdout_console(),
             disable=not self.tty,
         )
-        self.task = self.progress.add_task("", total=None, ref=ref, summary="")
+        self.task = self.progress.add_task("", total=None, ref=ref, summary="", no_bar=False)
 
     def __enter__(self) -> _Display:
         self.progress.start()
@@ -74,6 +81,7 @@ class _Display:
                 total=None if view.percent is None else 100,
                 completed=view.percent or 0,
                 summary=view.summary,
+                no_bar=view.percent is None and phase_of(job) in render.FINISHED_PHASES,
             )
         elif view.summary != self.last:
             click.echo(f"{self.ref}: {view.summary}")

@@ -205,12 +205,14 @@ def progress_view(job: dict[str, Any]) -> ProgressView:
     spec, status = job.get("spec") or {}, job.get("status") or {}
     phase = status.get("phase") or "Pending"
     progress = status.get("progress") or {}
+    # Only what the workers reported: a job can succeed without reports (or short of 100 %), and a bar filled
+    # because of the phase would claim progress nobody measured. "done" says it finished without faking a number.
     percent = progress_percent(progress) if progress else None
-    if phase == "Succeeded":
-        percent = 100.0
     parts = [phase, f"workers {running_workers(job)}/{spec.get('workers', '?')} running"]
     if percent is not None:
         parts.append(f"{percent:.0f}%")
+    elif phase == "Succeeded":
+        parts.append("done (no progress reported)")
     parts.extend(progress_parts(progress))
     if phase not in ("Running", *FINISHED_PHASES) and status.get("message"):
         parts.append(status["message"])

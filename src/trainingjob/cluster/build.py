@@ -7,13 +7,14 @@ outside the repo, so the second `tj cluster up` starts in seconds.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import re
 import shutil
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -180,15 +181,29 @@ def rename_outputs(component_set: ComponentSet, staging: Path) -> None:
             produced.rename(staging / name)
 
 
-def ensure_binaries(say: Callable[[str], None] = print) -> dict[str, Path]:
-    """Build whatever is missing (serialized across processes by a lock) and return every binary's path."""
+@contextlib.contextmanager
+def build_lock() -> Iterator[None]:
+    """Serialize builds across processes: two builds of one set would race on its staging and target directories,
+    and two Go builds at once on a small machine take longer than one after the other."""
     lock_path = cache_root() / "bin" / ".build.lock"
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     with lock_path.open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def ensure_binaries(say: Callable[[str], None] = print) -> dict[str, Path]:
+    """Build whatever is missing (under the build lock) and return every binary's path."""
+    with build_lock():
         for component_set in COMPONENT_SETS:
             build_component_set(component_set, say)
     return {name: binary_path(name) for s in COMPONENT_SETS for name in s.packages}
+
+
+def ensure_promtool(say: Callable[[str], None] = print) -> Path:
+    """Build promtool if missing (under the same build lock) and return its path."""
+    with build_lock():
+        return build_component_set(PROMETHEUS, say) / "promtool"
 
 
 def pinned_versions() -> dict[str, str]:

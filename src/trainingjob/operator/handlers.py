@@ -13,6 +13,7 @@ import os
 from typing import Any
 
 import kopf
+from kubernetes_asyncio import client
 from kubernetes_asyncio import config as k8s_config
 
 from trainingjob.api import constants as k
@@ -88,7 +89,8 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: An
     if memo.config.lease_namespace is None:
         memo.reconciler.start()
         return
-    memo.elector = LeaderElector(memo.api, LeaseSettings(memo.config.lease_namespace, memo.config.lease_name))
+    settings = LeaseSettings(memo.config.lease_namespace, memo.config.lease_name)
+    memo.elector = LeaderElector(client.CoordinationV1Api(memo.api), settings)
     memo.election = asyncio.create_task(memo.elector.run(memo.reconciler.start_leading, stop_on_lost_lease))
 
 
@@ -109,7 +111,12 @@ def liveness(reconciler: Reconciler) -> tuple[bool, str]:
 
 
 def readiness(reconciler: Reconciler) -> tuple[bool, str]:
-    """Ready only on the leader: the Service then routes progress reports to the replica that writes status."""
+    """/readyz: 200 on the leader only, for whoever must find the replica that writes status (demo.sh, tests).
+
+    The Deployment's readiness probe deliberately uses /healthz instead (deploy/manager/deployment.yaml): both
+    replicas stay Ready so the PodDisruptionBudget can drain either node, and the Service sends progress reports to
+    both; a standby answers them 503 and the SDK retries.
+    """
     return (True, "ok: leader") if reconciler.leading else (False, "standby: not the leader")
 
 

@@ -5,6 +5,14 @@ acquires the Lease when it is free or expired, renews it every `retry_period`, a
 holder has not renewed for `lease_duration`. Standbys keep their watches and indexes warm, so a takeover starts
 reconciling at once. A leader that cannot renew within `renew_deadline` stops the process: continuing could let
 two replicas write at the same time.
+
+Two details make that hold on real networks and clocks, both as in client-go:
+- Expiry is judged on the observer's own monotonic clock: a replica notes when *it* saw the Lease record change
+  and calls it expired only after `lease_duration` without a change. The holder's renewTime is another machine's
+  wall clock; comparing it with ours would let a skewed clock steal a live Lease or never take over a dead one.
+- Every acquire or renew attempt is cut off by a timeout, and a leader must complete a renewal within
+  `renew_deadline` of starting its last successful one. A hung request therefore cannot keep a leader
+  reconciling after standbys (which wait `lease_duration`, longer than `renew_deadline`) may have taken over.
 """
 
 from __future__ import annotations
@@ -14,9 +22,11 @@ import datetime
 import logging
 import os
 import socket
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -44,22 +54,51 @@ def _now() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
 
 
-def lease_is_free(lease: client.V1Lease, identity: str, now: datetime.datetime) -> bool:
-    """Ours, unheld, or not renewed for its whole duration."""
+@dataclass(frozen=True)
+class Observation:
+    """The Lease record as this replica last saw it change, and when (on this replica's monotonic clock)."""
+
+    record: tuple[Any, ...] | None = None
+    time: float = 0.0
+
+
+def lease_record(spec: client.V1LeaseSpec) -> tuple[Any, ...]:
+    """What a holder changes on every renewal; equal records mean nobody wrote the Lease in between."""
+    return (
+        spec.holder_identity,
+        spec.lease_duration_seconds,
+        spec.acquire_time,
+        spec.renew_time,
+        spec.lease_transitions,
+    )
+
+
+def observe(previous: Observation, spec: client.V1LeaseSpec, now: float) -> Observation:
+    """Restart the expiry clock only when the record changed since we last looked."""
+    record = lease_record(spec)
+    return previous if record == previous.record else Observation(record, now)
+
+
+def lease_is_free(lease: client.V1Lease, identity: str, observed: Observation, now: float) -> bool:
+    """Ours, unheld, or unchanged for its whole duration as measured on our clock since we saw it change."""
     spec = lease.spec
     if not spec.holder_identity or spec.holder_identity == identity:
         return True
-    renewed = spec.renew_time or spec.acquire_time
-    if renewed is None:
-        return True
-    return (now - renewed).total_seconds() > (spec.lease_duration_seconds or 0)
+    return now - observed.time > (spec.lease_duration_seconds or 0)
 
 
 class LeaderElector:
-    def __init__(self, api: client.ApiClient, settings: LeaseSettings) -> None:
-        self.coordination = client.CoordinationV1Api(api)
+    def __init__(
+        self,
+        coordination: client.CoordinationV1Api,
+        settings: LeaseSettings,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.coordination = coordination
         self.settings = settings.with_identity()
         self.is_leader = False
+        self.observed = Observation()
+        self._clock = clock
 
     def _spec(self, now: datetime.datetime, transitions: int, acquired: datetime.datetime) -> client.V1LeaseSpec:
         return client.V1LeaseSpec(
@@ -78,32 +117,36 @@ class LeaderElector:
         except ApiException as error:
             if error.status != 404:
                 raise
-            body = client.V1Lease(metadata=client.V1ObjectMeta(name=self.settings.name), spec=self._spec(now, 0, now))
-            return await self._write(self.coordination.create_namespaced_lease(self.settings.namespace, body))
-        if not lease_is_free(lease, self.settings.identity, now):
+            spec = self._spec(now, 0, now)
+            body = client.V1Lease(metadata=client.V1ObjectMeta(name=self.settings.name), spec=spec)
+            return await self._write(self.coordination.create_namespaced_lease(self.settings.namespace, body), spec)
+        self.observed = observe(self.observed, lease.spec, self._clock())
+        if not lease_is_free(lease, self.settings.identity, self.observed, self._clock()):
             return False
         ours = lease.spec.holder_identity == self.settings.identity
         transitions = (lease.spec.lease_transitions or 0) + (0 if ours else 1)
         acquired = lease.spec.acquire_time if ours and lease.spec.acquire_time else now
         lease.spec = self._spec(now, transitions, acquired)
         return await self._write(
-            self.coordination.replace_namespaced_lease(self.settings.name, self.settings.namespace, lease)
+            self.coordination.replace_namespaced_lease(self.settings.name, self.settings.namespace, lease), lease.spec
         )
 
-    @staticmethod
-    async def _write(request: Awaitable) -> bool:
+    async def _write(self, request: Awaitable, spec: client.V1LeaseSpec) -> bool:
+        """Send a create or replace; on success the record we wrote is the one we last observed."""
         try:
             await request
         except ApiException as error:
             if error.status == 409:
                 return False
             raise
+        self.observed = Observation(lease_record(spec), self._clock())
         return True
 
     async def run(self, on_started_leading: Callable[[], None], on_stopped_leading: Callable[[], None]) -> None:
         """Acquire, then renew until the Lease is lost; callbacks mark the edges."""
         while not self.is_leader:
-            if await self._attempt():
+            started = self._clock()
+            if await self._attempt(self.settings.renew_deadline):
                 self.is_leader = True
                 logger.info(
                     "became the leader (lease %s/%s, identity %s)",
@@ -114,21 +157,35 @@ class LeaderElector:
                 on_started_leading()
             else:
                 await asyncio.sleep(self.settings.retry_period)
-        last_renewal = asyncio.get_running_loop().time()
-        while True:
-            await asyncio.sleep(self.settings.retry_period)
-            if await self._attempt():
-                last_renewal = asyncio.get_running_loop().time()
-            elif asyncio.get_running_loop().time() - last_renewal > self.settings.renew_deadline:
-                self.is_leader = False
-                logger.error("lost the leader lease %s/%s", self.settings.namespace, self.settings.name)
-                on_stopped_leading()
-                return
+        await self._renew_until_lost(started)
+        self.is_leader = False
+        logger.error("lost the leader lease %s/%s", self.settings.namespace, self.settings.name)
+        on_stopped_leading()
 
-    async def _attempt(self) -> bool:
+    async def _renew_until_lost(self, last_renewal: float) -> None:
+        """Renew every retry_period; return once no renewal completed within renew_deadline of the last one.
+
+        The deadline counts from the *start* of the last successful attempt (the renewTime we wrote is no older),
+        and each attempt only gets the time left until it, so a hung request ends leadership on time.
+        """
+        while True:
+            deadline = last_renewal + self.settings.renew_deadline
+            await asyncio.sleep(max(0.0, min(self.settings.retry_period, deadline - self._clock())))
+            started = self._clock()
+            if started >= deadline:
+                return
+            if await self._attempt(deadline - started):
+                last_renewal = started
+
+    async def _attempt(self, budget: float) -> bool:
+        """One acquire or renew, abandoned after `budget` seconds: a hung request must not outlast the deadline."""
         try:
-            return await self.try_acquire_or_renew()
-        except (TimeoutError, ApiException, OSError) as error:
+            async with asyncio.timeout(budget):
+                return await self.try_acquire_or_renew()
+        except TimeoutError:
+            logger.warning("lease %s/%s: no answer within %.1fs", self.settings.namespace, self.settings.name, budget)
+            return False
+        except (ApiException, OSError) as error:
             logger.warning("lease %s/%s: %s", self.settings.namespace, self.settings.name, error)
             return False
 
@@ -137,11 +194,12 @@ class LeaderElector:
         if not self.is_leader:
             return
         try:
-            lease = await self.coordination.read_namespaced_lease(self.settings.name, self.settings.namespace)
-            if lease.spec.holder_identity == self.settings.identity:
-                lease.spec.holder_identity = None
-                lease.spec.renew_time = None
-                await self.coordination.replace_namespaced_lease(self.settings.name, self.settings.namespace, lease)
-        except ApiException as error:
-            logger.warning("could not release the lease: %s", error.reason)
+            async with asyncio.timeout(self.settings.renew_deadline):  # a hung release must not block shutdown
+                lease = await self.coordination.read_namespaced_lease(self.settings.name, self.settings.namespace)
+                if lease.spec.holder_identity == self.settings.identity:
+                    lease.spec.holder_identity = None
+                    lease.spec.renew_time = None
+                    await self.coordination.replace_namespaced_lease(self.settings.name, self.settings.namespace, lease)
+        except (TimeoutError, ApiException, OSError) as error:
+            logger.warning("could not release the lease: %s", getattr(error, "reason", None) or repr(error))
         self.is_leader = False

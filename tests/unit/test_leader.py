@@ -1,0 +1,160 @@
+"""Leader election against an in-memory Lease API: expiry on our own clock (clock skew cannot steal or strand a
+Lease) and attempts cut off at the renew deadline (a hung renew cannot keep a leader past its Lease)."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import datetime
+import time
+from collections.abc import Callable
+
+import pytest
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from trainingjob.operator.leader import LeaderElector, LeaseSettings, Observation, lease_is_free, observe
+
+WALL = datetime.datetime(2026, 11, 22, 12, 0, tzinfo=datetime.UTC)
+
+
+def held_by(holder: str | None, renewed: datetime.datetime | None, duration: int = 15) -> client.V1Lease:
+    spec = client.V1LeaseSpec(holder_identity=holder, lease_duration_seconds=duration, renew_time=renewed)
+    return client.V1Lease(metadata=client.V1ObjectMeta(name="trainingjob-operator"), spec=spec)
+
+
+class FakeCoordination:
+    """One Lease in memory; reads or replaces can be made to hang until cancelled, as on a dead connection."""
+
+    def __init__(self, lease: client.V1Lease | None = None) -> None:
+        self.lease = lease
+        self.hang_reads = False
+        self.hang_replaces = False
+        self.cancelled = 0
+        self.renewed_at: list[float] = []
+        self.on_renew: Callable[[], object] = lambda: None
+
+    async def _hang(self) -> None:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+
+    async def read_namespaced_lease(self, name: str, namespace: str) -> client.V1Lease:
+        if self.hang_reads:
+            await self._hang()
+        if self.lease is None:
+            raise ApiException(status=404)
+        return copy.deepcopy(self.lease)
+
+    async def create_namespaced_lease(self, namespace: str, body: client.V1Lease) -> client.V1Lease:
+        self.lease = copy.deepcopy(body)
+        return body
+
+    async def replace_namespaced_lease(self, name: str, namespace: str, body: client.V1Lease) -> client.V1Lease:
+        if self.hang_replaces:
+            await self._hang()
+        self.renewed_at.append(time.monotonic())
+        self.lease = copy.deepcopy(body)
+        self.on_renew()
+        return body
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def elector(api: FakeCoordination, clock: Clock | None = None, **timing: float) -> LeaderElector:
+    settings = LeaseSettings("trainingjob-system", identity="me", **timing)
+    return LeaderElector(api, settings, **({"clock": clock} if clock else {}))  # type: ignore[arg-type]
+
+
+def test_a_lease_expires_by_our_clock_since_we_saw_it_change() -> None:
+    lease = held_by("other", WALL)
+    seen = observe(Observation(), lease.spec, 100.0)
+    assert observe(seen, lease.spec, 110.0) is seen  # unchanged record: the expiry clock keeps running
+    assert not lease_is_free(lease, "me", seen, 110.0)
+    assert lease_is_free(lease, "me", seen, 115.5)
+    renewed = held_by("other", WALL + datetime.timedelta(seconds=2))
+    assert observe(seen, renewed.spec, 110.0).time == 110.0  # a renewal restarts it, whatever renewTime says
+    assert lease_is_free(held_by(None, None), "me", seen, 100.0)
+    assert lease_is_free(held_by("me", WALL), "me", seen, 100.0)
+
+
+@pytest.mark.parametrize("holder_clock_offset", [-86400.0, 0.0, 3600.0])
+def test_standby_takes_over_after_lease_duration_whatever_the_holders_clock(holder_clock_offset: float) -> None:
+    """A holder whose wall clock is a day behind or an hour ahead: renewTime means nothing to us, only change."""
+    skewed = WALL + datetime.timedelta(seconds=holder_clock_offset)
+    api, clock = FakeCoordination(held_by("other", skewed)), Clock()
+    standby = elector(api, clock)
+
+    async def scenario() -> list[bool]:
+        outcomes = [await standby.try_acquire_or_renew()]  # first sight: a full lease_duration to wait
+        clock.now += 10
+        outcomes.append(await standby.try_acquire_or_renew())
+        clock.now += 6
+        outcomes.append(await standby.try_acquire_or_renew())
+        return outcomes
+
+    assert asyncio.run(scenario()) == [False, False, True]
+    assert api.lease.spec.holder_identity == "me" and api.lease.spec.lease_transitions == 1
+
+
+def test_standby_leaves_a_lease_alone_while_the_holder_keeps_renewing() -> None:
+    """The holder's renewTime is a day old by our wall clock, but it changes: the holder is alive."""
+    api, clock = FakeCoordination(held_by("other", WALL - datetime.timedelta(days=1))), Clock()
+    standby = elector(api, clock)
+
+    async def scenario() -> list[bool]:
+        outcomes = []
+        for step in range(1, 6):
+            outcomes.append(await standby.try_acquire_or_renew())
+            clock.now += 10
+            api.lease.spec.renew_time = WALL - datetime.timedelta(days=1) + datetime.timedelta(seconds=step * 2)
+        return outcomes
+
+    assert asyncio.run(scenario()) == [False] * 5
+    assert api.lease.spec.holder_identity == "other"
+
+
+def test_a_hung_renew_ends_leadership_within_the_renew_deadline() -> None:
+    api = FakeCoordination()
+    leader = elector(api, lease_duration=2.0, renew_deadline=0.5, retry_period=0.1)
+    edges: list[str] = []
+
+    async def scenario() -> float:
+        renewing = asyncio.Event()
+        api.on_renew = lambda: len(api.renewed_at) >= 2 and renewing.set()
+        task = asyncio.create_task(leader.run(lambda: edges.append("started"), lambda: edges.append("stopped")))
+        await asyncio.wait_for(renewing.wait(), 5)  # leading, and renewed at least once
+        api.hang_replaces = True
+        await asyncio.wait_for(task, 5)
+        return time.monotonic()
+
+    stopped_at = asyncio.run(scenario())
+    assert edges == ["started", "stopped"] and not leader.is_leader
+    assert stopped_at - api.renewed_at[-1] <= 0.5 + 0.25  # renew_deadline plus scheduling slack < lease_duration
+    assert api.cancelled >= 1  # the hung request itself was abandoned
+
+
+def test_a_hung_acquire_is_abandoned_and_retried() -> None:
+    api = FakeCoordination()
+    api.hang_reads = True
+    candidate = elector(api, lease_duration=2.0, renew_deadline=0.1, retry_period=0.05)
+
+    async def scenario() -> None:
+        leading = asyncio.Event()
+        task = asyncio.create_task(candidate.run(leading.set, lambda: None))
+        await asyncio.sleep(0.6)
+        assert api.cancelled >= 2 and not leading.is_set()  # each attempt cut off, then tried again
+        api.hang_reads = False
+        await asyncio.wait_for(leading.wait(), 5)
+        task.cancel()
+
+    asyncio.run(scenario())
+    assert candidate.is_leader and api.lease.spec.holder_identity == "me"
