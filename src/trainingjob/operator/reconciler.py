@@ -188,7 +188,7 @@ class Reconciler:
         result = plan(job, observed, self.clock(), self.config)
         outcome = await self.applier.apply(job, body, result)
         self.remember(key, resource_version, outcome)
-        if self.metrics is not None and outcome.wrote_job and not outcome.stale and result.status != job.status:
+        if self.metrics is not None and outcome.job_changed and not outcome.stale and result.status != job.status:
             self.metrics.observe_transition(body, job.status, result.status)
         if result.actions or result.status != job.status:
             logger.info(
@@ -197,7 +197,7 @@ class Reconciler:
                 outcome.writes,
                 result.status.get("phase"),
             )
-        if observed.progress is not None and outcome.wrote_job and not outcome.stale:
+        if observed.progress is not None and outcome.job_changed and not outcome.stale:
             if self.progress.get(key) is observed.progress:
                 del self.progress[key]
             self.progress_written[key] = time.monotonic()
@@ -205,7 +205,8 @@ class Reconciler:
             self.queue.add_after(key, result.requeue_after)
 
     def remember(self, key: JobKey, resource_version: str | None, outcome: ApplyResult) -> None:
-        if outcome.wrote_job and resource_version:
+        # Only a write that made a new resourceVersion brings a watch event to end the wait for it.
+        if outcome.job_changed and resource_version:
             self.superseded[key] = resource_version
         now = time.monotonic()
         if outcome.claimed_pods:

@@ -1,0 +1,118 @@
+"""The apply layer and the reconciler's bookkeeping of its writes, against a fake API server (tests/unit/fake_api.py).
+
+What matters here is which resourceVersion a write leaves behind: the reconciler skips job bodies it knows it has
+written over, so it must never take a write the server did not make for one it did.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from tests.unit.fake_api import FakeApiServer, fake_applier
+from tests.unit.test_planner import NOW, make_job
+from trainingjob.api import constants as k
+from trainingjob.builders.pod import desired_worker_pod
+from trainingjob.config import OperatorConfig
+from trainingjob.operator.reconciler import Reconciler
+from trainingjob.reconcile.actions import DeleteChild, Plan
+
+NS = "ns"
+KEY = (NS, "job")
+CONFIG = OperatorConfig(lease_namespace=None)
+
+
+def job_body(status: dict[str, Any] | None = None, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": k.API_VERSION,
+        "kind": k.KIND,
+        "metadata": {"name": "job", "namespace": NS, "uid": "uid-1", "generation": 1, "finalizers": [k.FINALIZER]},
+        "spec": {"framework": "pytorch", "image": "img", "command": ["train"], "workers": 2, **spec},
+        "status": status or {},
+    }
+
+
+def stray_worker(server: FakeApiServer, index: int) -> str:
+    """A worker pod of the job the planner did not ask for (left over, or created by hand)."""
+    job = make_job(server.jobs["job"]["status"])
+    manifest = desired_worker_pod(job, index, 0, CONFIG)
+    server.add_pod(manifest)
+    return manifest["metadata"]["name"]
+
+
+def applied(server: FakeApiServer, body: dict[str, Any], plan: Plan) -> Any:
+    from trainingjob.api.types import TrainingJob
+
+    return asyncio.run(fake_applier(server).apply(TrainingJob.from_body(body), body, plan))
+
+
+def test_a_delete_with_unchanged_status_is_checked_but_is_no_write_of_the_job() -> None:
+    server = FakeApiServer()
+    body = server.add_job(job_body({"phase": "Suspended"}))
+    pod = stray_worker(server, 0)
+    result = applied(server, body, Plan(actions=[DeleteChild("Pod", pod)], status={"phase": "Suspended"}))
+    assert pod not in server.pods
+    assert server.status_patches, "the precondition is still checked before the delete"
+    assert server.jobs["job"]["metadata"]["resourceVersion"] == body["metadata"]["resourceVersion"]
+    assert not result.job_changed and not result.stale
+
+
+def test_a_status_change_is_a_write_of_the_job() -> None:
+    server = FakeApiServer()
+    body = server.add_job(job_body({"phase": "Pending"}))
+    result = applied(server, body, Plan(status={"phase": "Running"}))
+    assert result.job_changed and server.jobs["job"]["status"] == {"phase": "Running"}
+
+
+def test_a_plan_from_a_stale_job_deletes_nothing() -> None:
+    server = FakeApiServer()
+    stale = server.add_job(job_body({"phase": "Suspended"}))
+    server.jobs["job"]["metadata"]["resourceVersion"] = server.next_version()  # someone else wrote since
+    pod = stray_worker(server, 0)
+    result = applied(server, stale, Plan(actions=[DeleteChild("Pod", pod)], status={"phase": "Suspended"}))
+    assert result.stale and pod in server.pods
+
+
+async def settle(reconciler: Reconciler, server: FakeApiServer, rounds: int = 6) -> None:
+    """Reconcile with the caches caught up each time, as after every watch event."""
+    for _ in range(rounds):
+        reconciler.indexes = server.indexes(NS)
+        await reconciler.reconcile(KEY)
+
+
+def test_a_job_whose_plan_only_deleted_pods_is_still_reconciled_afterwards() -> None:
+    """A no-op status write used to be taken for a write: every later reconcile of the job was skipped."""
+
+    async def scenario() -> None:
+        server = FakeApiServer()
+        server.add_job(job_body(suspend=True))
+        reconciler = Reconciler(server.indexes(NS), fake_applier(server), CONFIG, clock=lambda: NOW)
+        await settle(reconciler, server)
+        assert server.jobs["job"]["status"]["phase"] == "Suspended"
+        for index in (0, 1):
+            pod = stray_worker(server, index)
+            await settle(reconciler, server, rounds=1)
+            assert pod not in server.pods, f"stray pod {pod} of a suspended job must be deleted"
+
+    asyncio.run(scenario())
+
+
+def test_a_body_the_reconciler_wrote_over_is_not_planned_from_again() -> None:
+    """Until the cache shows our own status write, planning from the body before it would only redo that work."""
+
+    async def scenario() -> None:
+        server = FakeApiServer()
+        server.add_job(job_body(suspend=True))
+        reconciler = Reconciler(server.indexes(NS), fake_applier(server), CONFIG, clock=lambda: NOW)
+        await settle(reconciler, server)
+        server.jobs["job"]["spec"]["suspend"] = False  # resumed: the next plan writes status and creates pods
+        server.jobs["job"]["metadata"]["resourceVersion"] = server.next_version()
+        lagging = server.indexes(NS)
+        await settle(reconciler, server, rounds=1)
+        assert set(server.pods) == {"job-worker-0", "job-worker-1"}
+        patches = len(server.status_patches)
+        reconciler.indexes = lagging
+        await reconciler.reconcile(KEY)
+        assert len(server.status_patches) == patches
+
+    asyncio.run(scenario())
