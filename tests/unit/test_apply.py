@@ -9,11 +9,15 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from tests.unit.fake_api import FakeApiServer, fake_applier
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.unit.fake_api import FakeApiServer, fake_applier, merge_patch
 from tests.unit.test_planner import NOW, make_job
 from trainingjob.api import constants as k
 from trainingjob.builders.pod import desired_worker_pod
 from trainingjob.config import OperatorConfig
+from trainingjob.operator.apply import status_patch
 from trainingjob.operator.reconciler import Reconciler
 from trainingjob.reconcile.actions import DeleteChild, Plan
 
@@ -116,3 +120,36 @@ def test_a_body_the_reconciler_wrote_over_is_not_planned_from_again() -> None:
         assert len(server.status_patches) == patches
 
     asyncio.run(scenario())
+
+
+def test_status_patch_removes_nested_keys_the_new_status_dropped() -> None:
+    old = {
+        "phase": "Restarting",
+        "lastFailure": {"workerId": 1, "exitCode": 137, "reason": "OOMKilled", "time": "t1"},
+        "progress": {"percent": 40.0, "estimatedRemainingSeconds": 600, "metrics": {"loss": 0.5}},
+    }
+    new = {
+        "phase": "Restarting",
+        "lastFailure": {"workerId": 0, "reason": "Error", "time": "t2"},
+        "progress": {"percent": 40.0, "metrics": {"loss": 0.5}},
+    }
+    patch = status_patch(old, new)
+    assert patch == {
+        "lastFailure": {"workerId": 0, "exitCode": None, "reason": "Error", "time": "t2"},
+        "progress": {"estimatedRemainingSeconds": None},
+    }
+    assert merge_patch(old, patch) == new
+
+
+JSON_LEAVES = st.one_of(st.integers(), st.text(max_size=3), st.lists(st.integers(), max_size=2))
+JSON_OBJECTS = st.recursive(
+    JSON_LEAVES, lambda children: st.dictionaries(st.sampled_from("abcd"), children, max_size=4), max_leaves=12
+)
+STATUSES = st.dictionaries(st.sampled_from("abcdef"), JSON_OBJECTS, max_size=5)
+
+
+@settings(max_examples=300, deadline=None)
+@given(old=STATUSES, new=STATUSES)
+def test_status_patch_merged_onto_the_old_status_gives_the_new_one(old: dict, new: dict) -> None:
+    assert merge_patch(old, status_patch(old, new)) == new
+    assert status_patch(new, new) == {}

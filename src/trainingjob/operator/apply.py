@@ -34,6 +34,7 @@ from trainingjob.reconcile.actions import (
 logger = logging.getLogger(__name__)
 MERGE_PATCH = "application/merge-patch+json"
 DONE, EXISTED, GONE, REJECTED = "done", "existed", "gone", "rejected:"
+_ABSENT = object()
 
 
 @dataclass
@@ -53,8 +54,20 @@ class ApplyResult:
 
 
 def status_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
-    """A JSON merge patch from old to new status: changed keys, and null for keys that went away."""
-    patch: dict[str, Any] = {key: value for key, value in new.items() if old.get(key) != value}
+    """A JSON merge patch from old to new status: changed keys, and null for keys that went away.
+
+    Nested objects are diffed key by key, because a merge patch keeps every nested key it does not mention:
+    sending the new lastFailure whole would leave the previous failure's exitCode in it. Lists are replaced whole.
+    """
+    patch: dict[str, Any] = {}
+    for key, value in new.items():
+        before = old.get(key, _ABSENT)
+        if isinstance(value, Mapping) and isinstance(before, Mapping):
+            nested = status_patch(before, value)
+            if nested:
+                patch[key] = nested
+        elif before != value:
+            patch[key] = value
     patch.update({key: None for key in old if key not in new})
     return patch
 
