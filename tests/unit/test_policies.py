@@ -205,6 +205,23 @@ def test_suspend_deletes_workers_and_resume_starts_a_new_attempt() -> None:
     assert [c.manifest["metadata"]["labels"]["ml.example.com/attempt"] for c in created] == ["1", "1"]
 
 
+def test_time_queued_before_the_first_start_does_not_extend_the_deadline() -> None:
+    """Created suspended, queued an hour, resumed: the deadline counts from the start, with nothing taken off."""
+    queued = plan(make_job({}, suspend=True), ObservedChildren(), NOW, CONFIG).status
+    resumed_at = NOW + datetime.timedelta(hours=1)
+    job = make_job(queued, activeDeadlineSeconds=600)
+    resumed = plan(job, children(job), resumed_at, CONFIG).status
+    assert resumed.get("suspendedSeconds", 0) == 0 and "suspendTime" not in resumed
+    job = make_job(resumed, activeDeadlineSeconds=600)
+    started_at = resumed_at + datetime.timedelta(seconds=10)
+    running = plan(job, children(job, pod(job, 0), pod(job, 1)), started_at, CONFIG).status
+    assert running["phase"] == "Running" and running["attempt"] == 0
+    job = make_job(running, activeDeadlineSeconds=600)
+    later = plan(job, children(job, pod(job, 0), pod(job, 1)), started_at + datetime.timedelta(seconds=601), CONFIG)
+    assert later.status["phase"] == "Failed"
+    assert next(c for c in later.status["conditions"] if c["type"] == "Failed")["reason"] == "DeadlineExceeded"
+
+
 def test_job_created_suspended_creates_no_workers() -> None:
     job = make_job({}, suspend=True)
     result = plan(job, ObservedChildren(), NOW, CONFIG)

@@ -152,7 +152,8 @@ def _lifecycle() -> dict[str, Schema]:
         "lastFailure": _last_failure(),
         "suspendTime": _timestamp("When the job was suspended (spec.suspend); present only while it is suspended."),
         "suspendedSeconds": integer(
-            "Total seconds the job has spent suspended, over all suspensions; left out of spec.activeDeadlineSeconds.",
+            "Total seconds the job has spent suspended after it first started (startTime), over all suspensions; "
+            "left out of spec.activeDeadlineSeconds. Time queued before the first start is not counted.",
             minimum=0,
         ),
         "lastCheckpoint": _last_checkpoint(),

@@ -94,13 +94,18 @@ def plan_workers(
 
 
 def resume_changes(job: TrainingJob, now: str) -> dict:
-    """Coming back from suspension: add the suspended time up, and start a new attempt if training had begun."""
+    """Coming back from suspension: if training had begun, add the pause up and start a new attempt.
+
+    activeDeadlineSeconds counts from startTime, so only a pause after it may be taken off; time queued before
+    the first start (created suspended, e.g. by Kueue) was never counted and must not extend the deadline.
+    """
     suspended_at = parse_time(job.status.get("suspendTime"))
     if suspended_at is None:
         return {}
-    paused = int((parse_time(now) - suspended_at).total_seconds())
-    changes: dict = {"suspendTime": None, "suspendedSeconds": int(job.status.get("suspendedSeconds", 0)) + paused}
+    changes: dict = {"suspendTime": None}
     if job.status.get("startTime"):
+        paused = int((parse_time(now) - suspended_at).total_seconds())
+        changes["suspendedSeconds"] = int(job.status.get("suspendedSeconds", 0)) + paused
         changes["_counters"] = {"attempt": 1}
     return changes
 
