@@ -9,8 +9,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from tests.unit.fake_api import FakeApiServer, fake_applier, merge_patch
 from tests.unit.test_planner import NOW, make_job
@@ -36,10 +38,10 @@ def job_body(status: dict[str, Any] | None = None, **spec: Any) -> dict[str, Any
     }
 
 
-def stray_worker(server: FakeApiServer, index: int) -> str:
-    """A worker pod of the job the planner did not ask for (left over, or created by hand)."""
+def stray_worker(server: FakeApiServer, index: int, status: dict[str, Any] | None = None) -> str:
+    """A worker pod of the job as the planner would create it (or, when the job did not ask for it, left over)."""
     job = make_job(server.jobs["job"]["status"])
-    manifest = desired_worker_pod(job, index, 0, CONFIG)
+    manifest = {**desired_worker_pod(job, index, 0, CONFIG), "status": status or {}}
     server.add_pod(manifest)
     return manifest["metadata"]["name"]
 
@@ -118,6 +120,30 @@ def test_a_body_the_reconciler_wrote_over_is_not_planned_from_again() -> None:
         reconciler.indexes = lagging
         await reconciler.reconcile(KEY)
         assert len(server.status_patches) == patches
+
+    asyncio.run(scenario())
+
+
+def test_a_failure_whose_pod_delete_failed_is_counted_once() -> None:
+    """The restart is written first, then the pods are deleted; one delete failing must not count it again."""
+
+    async def scenario() -> None:
+        server = FakeApiServer()
+        server.add_job(job_body({"phase": "Running", "startTime": "2026-11-22T11:00:00Z"}))
+        reconciler = Reconciler(server.indexes(NS), fake_applier(server), CONFIG, clock=lambda: NOW)
+        stray_worker(server, 0, {"phase": "Running"})
+        exited = {"state": {"terminated": {"exitCode": 1, "reason": "Error"}}}
+        failed = stray_worker(server, 1, {"phase": "Failed", "containerStatuses": [exited]})
+        server.failing_deletes.add(failed)
+        reconciler.indexes = server.indexes(NS)
+        with pytest.raises(ApiException):
+            await reconciler.reconcile(KEY)
+        assert server.jobs["job"]["status"]["restartCount"] == 1 and failed in server.pods
+        server.failing_deletes.clear()
+        await settle(reconciler, server)
+        status = server.jobs["job"]["status"]
+        assert (status["restartCount"], status["attempt"], status["phase"]) == (1, 1, "Restarting")
+        assert failed not in server.pods and "replacedPods" not in status
 
     asyncio.run(scenario())
 

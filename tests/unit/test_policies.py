@@ -138,6 +138,37 @@ def test_a_sequence_of_failures_restarts_exactly_backoff_limit_times(limit: int,
     assert status["phase"] == ("Failed" if len(exit_codes) > limit else "Restarting")
 
 
+@pytest.mark.parametrize("strategy", ["Gang", "Worker"])
+def test_a_failure_is_counted_once_even_if_deleting_its_pod_failed(strategy: str) -> None:
+    """The restart is written before the pods are deleted; a failed delete leaves the failed pod in place."""
+    policy = {"restartStrategy": strategy, "backoff": {"baseSeconds": 1, "maxSeconds": 1}}
+    first = fail_worker({"phase": "Running", "startTime": STARTED}, 1, NOW, failurePolicy=policy)
+    assert (first.status["restartCount"], first.status["attempt"]) == (1, 1)
+    job = make_job(first.status, failurePolicy=policy)
+    failed = pod(job, 1, "Failed", exit_code=1, reason="Error")
+    later = NOW + datetime.timedelta(seconds=5)
+    again = plan(job, children(job, pod(job, 0), failed), later, CONFIG)
+    assert (again.status["restartCount"], again.status["attempt"]) == (1, 1)
+    assert again.status["phase"] == "Restarting" and again.events == []
+    expected = ["job-worker-0", "job-worker-1"] if strategy == "Gang" else ["job-worker-1"]
+    assert sorted(d.name for d in kinds(again.actions, DeleteChild)) == expected, "the delete is tried again"
+    assert kinds(again.actions, CreateChild) == []
+    gone = make_job(again.status, failurePolicy=policy)
+    survivors = [pod(gone, 0)] if strategy == "Worker" else []
+    settled = plan(gone, children(gone, *survivors), later, CONFIG)
+    assert "replacedPods" not in settled.status
+    assert [c.name for c in kinds(settled.actions, CreateChild)] == expected
+
+
+def test_a_disruption_is_counted_once_even_if_deleting_its_pod_failed() -> None:
+    job = make_job({"phase": "Running", "startTime": STARTED})
+    evicted = pod(job, 1, "Failed", disrupted=True, reason="Evicted")
+    first = plan(job, children(job, pod(job, 0), evicted), NOW, CONFIG)
+    job = make_job(first.status)
+    again = plan(job, children(job, pod(job, 0), evicted), NOW, CONFIG)
+    assert (again.status["disruptionCount"], again.status["attempt"]) == (1, 1)
+
+
 def test_disruption_restarts_without_counting_against_the_backoff_limit() -> None:
     job = make_job({"phase": "Running", "startTime": STARTED, "restartCount": 3}, backoffLimit=3)
     result = plan(job, children(job, pod(job, 0), pod(job, 1, "Failed", disrupted=True, reason="Evicted")), NOW, CONFIG)

@@ -150,6 +150,11 @@ def _lifecycle() -> dict[str, Schema]:
             "is over; absent when no restart is waiting."
         ),
         "lastFailure": _last_failure(),
+        "replacedPods": array(
+            "uids of the pods the current restart replaces whose deletion is not yet seen. Their failure or "
+            "disruption is already counted, so until they are gone they are only deleted, never counted again.",
+            string("A pod uid."),
+        ),
         "suspendTime": _timestamp("When the job was suspended (spec.suspend); present only while it is suspended."),
         "suspendedSeconds": integer(
             "Total seconds the job has spent suspended after it first started (startTime), over all suspensions; "

@@ -2,7 +2,10 @@
 
 Every restart bumps `status.attempt` in the same status write that records why (restartCount, disruptionCount,
 lastFailure, nextRestartTime); that write carries a resourceVersion precondition, so a restart is recorded
-exactly once even when plans race with a stale cache. Waiting for a backoff delay is a requeue, never a sleep.
+exactly once even when plans race with a stale cache. The same write lists the uids of the pods the restart
+replaces (`status.replacedPods`): the pods are deleted after it, and until they are gone they are only deleted
+again, never decided on again, so a failed delete cannot count one failure twice. Waiting for a backoff delay is
+a requeue, never a sleep.
 """
 
 from __future__ import annotations
@@ -52,14 +55,18 @@ class Gang:
     current: dict[int, PodView]
     stale: list[PodView]
     live: list[PodView]
+    # Pods a recorded restart replaces that are not deleted yet: counted already, only to be deleted.
+    replaced: list[PodView] = field(default_factory=list)
 
 
 def observe_gang(job: TrainingJob, observed: ObservedChildren) -> Gang:
     fingerprint = spec_hash(job)
-    live = [p for p in observed.pods if p.live and p.uid not in observed.released_pods]
+    recorded = set(job.status.get("replacedPods") or ())
+    replaced = [p for p in observed.pods if p.live and p.uid in recorded]
+    live = [p for p in observed.pods if p.live and p.uid not in observed.released_pods and p.uid not in recorded]
     current = {p.index: p for p in live if p.spec_hash == fingerprint and 0 <= p.index < job.spec.workers}
     stale = [p for p in live if current.get(p.index) is not p]
-    return Gang(current, stale, live)
+    return Gang(current, stale, live, replaced)
 
 
 def plan_workers(
@@ -69,6 +76,8 @@ def plan_workers(
     gang = observe_gang(job, observed)
     started = bool(job.status.get("startTime"))
     changes = {**resume_changes(job, now_text), **progress_changes(job, observed)}
+    changes["replacedPods"] = [p.uid for p in gang.replaced] or None
+    result.actions += delete_pods(p for p in gang.replaced if p.uid not in observed.released_pods)
     decision = decide(job, gang, started, now_text)
     if isinstance(decision, Outcome):
         fail(job, gang, decision, now_text, result, changes)
@@ -196,6 +205,8 @@ def start_restart(
     changes.update({"nextRestartTime": next_time, "attemptStartTime": None})
     if restart.failure is not None:
         changes["lastFailure"] = failure_record(restart.failure, now_text)
+    replaced_uids = [*(changes.get("replacedPods") or []), *(p.uid for p in restart.replace if p.uid)]
+    changes["replacedPods"] = replaced_uids or None
     result.actions += delete_pods(restart.replace)
     replaced = {p.name for p in restart.replace}
     survivors = {i: p for i, p in gang.current.items() if p.name not in replaced}
