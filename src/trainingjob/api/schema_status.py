@@ -134,6 +134,14 @@ def _progress() -> Schema:
                 "Estimated seconds until the training finishes, from the progress made since the attempt started.",
                 minimum=0,
             ),
+            "attemptStart": obj(
+                "Where the current attempt's pace is measured from: 0 % at its start for a job's first progress, "
+                "else its first report (an attempt after a restart or resume continues from a checkpoint).",
+                {
+                    "percent": node("number", "Completion in percent at that point.", minimum=0, maximum=100),
+                    "time": _timestamp("When the attempt was at that completion."),
+                },
+            ),
             "lastUpdateTime": _timestamp("When the operator accepted the newest report."),
         },
     )
