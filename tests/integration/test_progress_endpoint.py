@@ -195,10 +195,11 @@ def test_a_burst_of_reports_gives_at_most_a_few_status_writes(
     versions.add(final["metadata"]["resourceVersion"])
     burst_seconds = time.monotonic() - started
     writes = len(versions - {before})
-    # One write per job per PROGRESS_WRITE_INTERVAL (3 s) at most: a few for a burst of a few seconds, and never
-    # one per report even when a loaded machine stretches the burst.
-    allowed = math.ceil(burst_seconds / PROGRESS_WRITE_INTERVAL) + 2
-    assert 1 <= writes <= min(allowed, 50), f"{writes} status writes for 100 reports in {burst_seconds:.1f}s"
+    # At most one progress write per job per PROGRESS_WRITE_INTERVAL (3 s), whatever else triggers a reconcile:
+    # all writes fall inside the measured window, so this bound holds exactly however long a loaded machine
+    # stretches the burst (2 writes for a 3-6 s burst, not one per reconcile).
+    allowed = math.floor(burst_seconds / PROGRESS_WRITE_INTERVAL) + 1
+    assert 1 <= writes <= allowed, f"{writes} status writes for 100 reports in {burst_seconds:.1f}s"
     assert final["status"]["progress"]["percent"] == 100.0
 
 

@@ -20,7 +20,8 @@ from trainingjob.api import constants as k
 from trainingjob.builders.pod import desired_worker_pod
 from trainingjob.config import OperatorConfig
 from trainingjob.operator.apply import status_patch
-from trainingjob.operator.reconciler import Reconciler
+from trainingjob.operator.reconciler import PROGRESS_WRITE_INTERVAL, Reconciler
+from trainingjob.progress.report import Report
 from trainingjob.reconcile.actions import DeleteChild, Plan
 
 NS = "ns"
@@ -179,3 +180,37 @@ STATUSES = st.dictionaries(st.sampled_from("abcdef"), JSON_OBJECTS, max_size=5)
 def test_status_patch_merged_onto_the_old_status_gives_the_new_one(old: dict, new: dict) -> None:
     assert merge_patch(old, status_patch(old, new)) == new
     assert status_patch(new, new) == {}
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_burst_of_reports_is_written_once_per_interval_however_often_the_job_is_reconciled() -> None:
+    """Every reconcile (our own write echoing back, a pod event) used to write the pending report at once."""
+
+    async def scenario() -> None:
+        server = FakeApiServer()
+        server.add_job(job_body({"phase": "Running", "startTime": "2026-11-22T11:00:00Z"}))
+        stray_worker(server, 0, {"phase": "Running"})
+        stray_worker(server, 1, {"phase": "Running"})
+        clock = FakeClock()
+        reconciler = Reconciler(server.indexes(NS), fake_applier(server), CONFIG, clock=lambda: NOW, monotonic=clock)
+        await settle(reconciler, server)
+        for step in range(1, 101):
+            reconciler.report_progress(KEY, Report(step=step, total_steps=100, received="2026-11-22T12:00:00Z"))
+            await settle(reconciler, server, rounds=1)
+            clock.now += 0.05
+        assert reconciler.queue.timers == 1, "the withheld report is requeued for the end of the interval"
+        clock.now += PROGRESS_WRITE_INTERVAL
+        await settle(reconciler, server, rounds=2)
+        writes = [p for p in server.status_patches if "progress" in p["status"]]
+        assert len(writes) == 3, "at 0 s, at 3 s, and the last report once the interval is over"
+        assert server.jobs["job"]["status"]["progress"]["step"] == 100
+        assert KEY not in reconciler.progress
+
+    asyncio.run(scenario())
