@@ -253,6 +253,20 @@ def test_time_queued_before_the_first_start_does_not_extend_the_deadline() -> No
     assert next(c for c in later.status["conditions"] if c["type"] == "Failed")["reason"] == "DeadlineExceeded"
 
 
+@pytest.mark.parametrize("started", [False, True])
+def test_every_resume_is_an_event(started: bool) -> None:
+    """A job created suspended (queued) and a job suspended while running both say when they resume."""
+    status = {"phase": "Running", "startTime": STARTED} if started else {}
+    job = make_job(status, suspend=True)
+    suspended = plan(job, children(job, *([pod(job, 0), pod(job, 1)] if started else [])), NOW, CONFIG)
+    assert [e.reason for e in suspended.events] == ["Suspended"]
+    job = make_job(suspended.status)
+    resumed = plan(job, children(job), NOW + datetime.timedelta(minutes=5), CONFIG)
+    assert [(e.type, e.reason) for e in resumed.events] == [("Normal", "Resumed")]
+    again = plan(make_job(resumed.status), children(job), NOW + datetime.timedelta(minutes=6), CONFIG)
+    assert again.events == [], "only the plan that ends the suspension says so"
+
+
 def test_job_created_suspended_creates_no_workers() -> None:
     job = make_job({}, suspend=True)
     result = plan(job, ObservedChildren(), NOW, CONFIG)

@@ -75,7 +75,10 @@ def plan_workers(
     now_text = format_time(now)
     gang = observe_gang(job, observed)
     started = bool(job.status.get("startTime"))
-    changes = {**resume_changes(job, now_text), **progress_changes(job, observed)}
+    resumed = resume_changes(job, now_text)
+    if resumed:
+        result.events.append(resume_event(job))
+    changes = {**resumed, **progress_changes(job, observed)}
     changes["replacedPods"] = [p.uid for p in gang.replaced] or None
     result.actions += delete_pods(p for p in gang.replaced if p.uid not in observed.released_pods)
     decision = decide(job, gang, started, now_text)
@@ -117,6 +120,14 @@ def resume_changes(job: TrainingJob, now: str) -> dict:
         changes["suspendedSeconds"] = int(job.status.get("suspendedSeconds", 0)) + paused
         changes["_counters"] = {"attempt": 1}
     return changes
+
+
+def resume_event(job: TrainingJob) -> Event:
+    """Every resume says so, the pair of `Suspended`: a job created suspended (queued) has no TrainingResumed to
+    come, it will be TrainingStarted."""
+    if job.status.get("startTime"):
+        return Event("Normal", "Resumed", "spec.suspend is false: recreating the workers from the last checkpoint")
+    return Event("Normal", "Resumed", "spec.suspend is false: creating the workers")
 
 
 def progress_changes(job: TrainingJob, observed: ObservedChildren) -> dict:
