@@ -99,9 +99,9 @@ def test_suspend_and_resume_a_running_job(kube: Kube, namespace: str) -> None:
     assert "suspendTime" not in resumed and "suspendedSeconds" in resumed
     assert {env_of(p)["RESUME_FROM_CHECKPOINT"] for p in live_pods(kube, namespace, "pause")} == {"true"}
     wait_until(
-        lambda: {"Suspended", "TrainingResumed"} <= set(event_reasons(kube, namespace, "pause")),
+        lambda: {"Suspended", "Resumed", "TrainingResumed"} <= set(event_reasons(kube, namespace, "pause")),
         30,
-        "Suspended and TrainingResumed events",
+        "Suspended, Resumed and TrainingResumed events",
     )
 
 
@@ -110,7 +110,13 @@ def test_job_created_suspended_starts_when_resumed(kube: Kube, namespace: str) -
     wait_phase(kube, namespace, "queued", "Suspended")
     assert job_pods(kube, namespace, "queued") == []
     patch_job(kube, namespace, "queued", {"spec": {"suspend": False}})
-    wait_phase(kube, namespace, "queued", "Succeeded")
+    succeeded = wait_phase(kube, namespace, "queued", "Succeeded")["status"]
+    assert succeeded["attempt"] == 0 and "suspendedSeconds" not in succeeded, "queued time is not suspended time"
+    wait_until(
+        lambda: {"Suspended", "Resumed", "TrainingStarted"} <= set(event_reasons(kube, namespace, "queued")),
+        30,
+        "Suspended, Resumed and TrainingStarted events",
+    )
 
 
 @pytest.mark.parametrize("delete_on_completion", [False, True])

@@ -3,6 +3,7 @@ with TokenReview, lets only the job's own chief worker write, rejects bad bodies
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 import ssl
@@ -18,6 +19,7 @@ import pytest
 from tests.jobs import create_job, get_job, job_manifest, kubectl, live_pods, wait_phase
 from tests.kube import Kube, wait_until
 from tests.operator_harness import RunningOperator
+from trainingjob.api.types import parse_time
 from trainingjob.operator.reconciler import PROGRESS_WRITE_INTERVAL
 
 pytestmark = pytest.mark.integration
@@ -87,6 +89,9 @@ def test_chief_report_updates_status_and_printer_columns(
 ) -> None:
     context = worker_ca(kube, namespace, running_job)
     token = pod_token(kube, namespace, f"{running_job}-worker-0")
+    # Timestamps have whole seconds: a report in the attempt's first second shows no pace yet, hence no ETA.
+    attempt_start = parse_time(get_job(kube, namespace, running_job)["status"]["attemptStartTime"])
+    wait_until(lambda: _utc_now() >= attempt_start + datetime.timedelta(seconds=2), 10, "a measurable pace")
     body = {
         "epoch": 3,
         "totalEpochs": 10,
@@ -98,11 +103,15 @@ def test_chief_report_updates_status_and_printer_columns(
     progress = job["status"]["progress"]
     assert (progress["epoch"], progress["totalEpochs"], progress["percent"]) == (3, 10, 30.0)
     assert progress["metrics"] == {"loss": 0.42, "accuracy": 0.9}
-    assert "estimatedRemainingSeconds" in progress and progress["lastUpdateTime"]
+    assert progress["estimatedRemainingSeconds"] > 0 and progress["lastUpdateTime"]
     assert job["status"]["lastCheckpoint"]["path"] == "/checkpoints/ckpt-00000003"
     table = kubectl(cluster, "get", "tj", running_job, "-n", namespace)
     header, row = table.splitlines()[:2]
     assert "PROGRESS" in header and "ETA" in header and "30" in row
+
+
+def _utc_now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
 
 
 def _with_progress(kube: Kube, namespace: str, name: str) -> dict | None:
@@ -186,10 +195,11 @@ def test_a_burst_of_reports_gives_at_most_a_few_status_writes(
     versions.add(final["metadata"]["resourceVersion"])
     burst_seconds = time.monotonic() - started
     writes = len(versions - {before})
-    # One write per job per PROGRESS_WRITE_INTERVAL (3 s) at most: a few for a burst of a few seconds, and never
-    # one per report even when a loaded machine stretches the burst.
-    allowed = math.ceil(burst_seconds / PROGRESS_WRITE_INTERVAL) + 2
-    assert 1 <= writes <= min(allowed, 50), f"{writes} status writes for 100 reports in {burst_seconds:.1f}s"
+    # At most one progress write per job per PROGRESS_WRITE_INTERVAL (3 s), whatever else triggers a reconcile:
+    # all writes fall inside the measured window, so this bound holds exactly however long a loaded machine
+    # stretches the burst (2 writes for a 3-6 s burst, not one per reconcile).
+    allowed = math.floor(burst_seconds / PROGRESS_WRITE_INTERVAL) + 1
+    assert 1 <= writes <= allowed, f"{writes} status writes for 100 reports in {burst_seconds:.1f}s"
     assert final["status"]["progress"]["percent"] == 100.0
 
 

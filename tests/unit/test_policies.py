@@ -138,6 +138,37 @@ def test_a_sequence_of_failures_restarts_exactly_backoff_limit_times(limit: int,
     assert status["phase"] == ("Failed" if len(exit_codes) > limit else "Restarting")
 
 
+@pytest.mark.parametrize("strategy", ["Gang", "Worker"])
+def test_a_failure_is_counted_once_even_if_deleting_its_pod_failed(strategy: str) -> None:
+    """The restart is written before the pods are deleted; a failed delete leaves the failed pod in place."""
+    policy = {"restartStrategy": strategy, "backoff": {"baseSeconds": 1, "maxSeconds": 1}}
+    first = fail_worker({"phase": "Running", "startTime": STARTED}, 1, NOW, failurePolicy=policy)
+    assert (first.status["restartCount"], first.status["attempt"]) == (1, 1)
+    job = make_job(first.status, failurePolicy=policy)
+    failed = pod(job, 1, "Failed", exit_code=1, reason="Error")
+    later = NOW + datetime.timedelta(seconds=5)
+    again = plan(job, children(job, pod(job, 0), failed), later, CONFIG)
+    assert (again.status["restartCount"], again.status["attempt"]) == (1, 1)
+    assert again.status["phase"] == "Restarting" and again.events == []
+    expected = ["job-worker-0", "job-worker-1"] if strategy == "Gang" else ["job-worker-1"]
+    assert sorted(d.name for d in kinds(again.actions, DeleteChild)) == expected, "the delete is tried again"
+    assert kinds(again.actions, CreateChild) == []
+    gone = make_job(again.status, failurePolicy=policy)
+    survivors = [pod(gone, 0)] if strategy == "Worker" else []
+    settled = plan(gone, children(gone, *survivors), later, CONFIG)
+    assert "replacedPods" not in settled.status
+    assert [c.name for c in kinds(settled.actions, CreateChild)] == expected
+
+
+def test_a_disruption_is_counted_once_even_if_deleting_its_pod_failed() -> None:
+    job = make_job({"phase": "Running", "startTime": STARTED})
+    evicted = pod(job, 1, "Failed", disrupted=True, reason="Evicted")
+    first = plan(job, children(job, pod(job, 0), evicted), NOW, CONFIG)
+    job = make_job(first.status)
+    again = plan(job, children(job, pod(job, 0), evicted), NOW, CONFIG)
+    assert (again.status["disruptionCount"], again.status["attempt"]) == (1, 1)
+
+
 def test_disruption_restarts_without_counting_against_the_backoff_limit() -> None:
     job = make_job({"phase": "Running", "startTime": STARTED, "restartCount": 3}, backoffLimit=3)
     result = plan(job, children(job, pod(job, 0), pod(job, 1, "Failed", disrupted=True, reason="Evicted")), NOW, CONFIG)
@@ -203,6 +234,37 @@ def test_suspend_deletes_workers_and_resume_starts_a_new_attempt() -> None:
     assert (resumed.status["attempt"], resumed.status["restartCount"]) == (1, 0)
     created = kinds(resumed.actions, CreateChild)
     assert [c.manifest["metadata"]["labels"]["ml.example.com/attempt"] for c in created] == ["1", "1"]
+
+
+def test_time_queued_before_the_first_start_does_not_extend_the_deadline() -> None:
+    """Created suspended, queued an hour, resumed: the deadline counts from the start, with nothing taken off."""
+    queued = plan(make_job({}, suspend=True), ObservedChildren(), NOW, CONFIG).status
+    resumed_at = NOW + datetime.timedelta(hours=1)
+    job = make_job(queued, activeDeadlineSeconds=600)
+    resumed = plan(job, children(job), resumed_at, CONFIG).status
+    assert resumed.get("suspendedSeconds", 0) == 0 and "suspendTime" not in resumed
+    job = make_job(resumed, activeDeadlineSeconds=600)
+    started_at = resumed_at + datetime.timedelta(seconds=10)
+    running = plan(job, children(job, pod(job, 0), pod(job, 1)), started_at, CONFIG).status
+    assert running["phase"] == "Running" and running["attempt"] == 0
+    job = make_job(running, activeDeadlineSeconds=600)
+    later = plan(job, children(job, pod(job, 0), pod(job, 1)), started_at + datetime.timedelta(seconds=601), CONFIG)
+    assert later.status["phase"] == "Failed"
+    assert next(c for c in later.status["conditions"] if c["type"] == "Failed")["reason"] == "DeadlineExceeded"
+
+
+@pytest.mark.parametrize("started", [False, True])
+def test_every_resume_is_an_event(started: bool) -> None:
+    """A job created suspended (queued) and a job suspended while running both say when they resume."""
+    status = {"phase": "Running", "startTime": STARTED} if started else {}
+    job = make_job(status, suspend=True)
+    suspended = plan(job, children(job, *([pod(job, 0), pod(job, 1)] if started else [])), NOW, CONFIG)
+    assert [e.reason for e in suspended.events] == ["Suspended"]
+    job = make_job(suspended.status)
+    resumed = plan(job, children(job), NOW + datetime.timedelta(minutes=5), CONFIG)
+    assert [(e.type, e.reason) for e in resumed.events] == [("Normal", "Resumed")]
+    again = plan(make_job(resumed.status), children(job), NOW + datetime.timedelta(minutes=6), CONFIG)
+    assert again.events == [], "only the plan that ends the suspension says so"
 
 
 def test_job_created_suspended_creates_no_workers() -> None:

@@ -135,3 +135,32 @@ def test_pending_reports_merge_so_a_checkpoint_report_does_not_hide_the_epoch() 
     )
     assert (merged.epoch, merged.total_epochs, merged.checkpoint["path"]) == (2, 6, "/c/2")
     assert merged.metrics == {"loss": 0.7, "acc": 0.6}
+
+
+def at(seconds: float) -> str:
+    return (NOW + datetime.timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def report_at(seconds: float, step: int) -> object:
+    return parse_report(
+        json.dumps({"step": step, "totalSteps": 100}).encode(), NOW + datetime.timedelta(seconds=seconds)
+    )
+
+
+def test_eta_after_a_restart_uses_only_the_progress_of_the_current_attempt() -> None:
+    """Attempt 0 reached 50 % in 500 s; attempt 1 starts at 1000 s, resumes from its checkpoint at 50 % and then
+    needs 100 s per 10 %: 400 s are left at 60 %, not the 107 s the cumulative percent suggests."""
+    first_attempt = progress_status(report_at(500, 50), {}, at(0))
+    assert first_attempt["estimatedRemainingSeconds"] == 500
+    resumed = progress_status(report_at(1060, 50), first_attempt, at(1000))
+    assert "estimatedRemainingSeconds" not in resumed, "no pace of this attempt yet"
+    later = progress_status(report_at(1160, 60), resumed, at(1000))
+    assert later["percent"] == 60.0
+    assert later["estimatedRemainingSeconds"] == 400
+
+
+def test_eta_of_a_first_attempt_counts_from_its_start() -> None:
+    status = progress_status(report_at(100, 20), {"metrics": {"loss": 1.0}}, at(0))
+    assert status["estimatedRemainingSeconds"] == 400
+    status = progress_status(report_at(200, 50), status, at(0))
+    assert status["estimatedRemainingSeconds"] == 200

@@ -134,6 +134,14 @@ def _progress() -> Schema:
                 "Estimated seconds until the training finishes, from the progress made since the attempt started.",
                 minimum=0,
             ),
+            "attemptStart": obj(
+                "Where the current attempt's pace is measured from: 0 % at its start for a job's first progress, "
+                "else its first report (an attempt after a restart or resume continues from a checkpoint).",
+                {
+                    "percent": node("number", "Completion in percent at that point.", minimum=0, maximum=100),
+                    "time": _timestamp("When the attempt was at that completion."),
+                },
+            ),
             "lastUpdateTime": _timestamp("When the operator accepted the newest report."),
         },
     )
@@ -150,9 +158,15 @@ def _lifecycle() -> dict[str, Schema]:
             "is over; absent when no restart is waiting."
         ),
         "lastFailure": _last_failure(),
+        "replacedPods": array(
+            "uids of the pods the current restart replaces whose deletion is not yet seen. Their failure or "
+            "disruption is already counted, so until they are gone they are only deleted, never counted again.",
+            string("A pod uid."),
+        ),
         "suspendTime": _timestamp("When the job was suspended (spec.suspend); present only while it is suspended."),
         "suspendedSeconds": integer(
-            "Total seconds the job has spent suspended, over all suspensions; left out of spec.activeDeadlineSeconds.",
+            "Total seconds the job has spent suspended after it first started (startTime), over all suspensions; "
+            "left out of spec.activeDeadlineSeconds. Time queued before the first start is not counted.",
             minimum=0,
         ),
         "lastCheckpoint": _last_checkpoint(),

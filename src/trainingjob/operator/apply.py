@@ -34,6 +34,7 @@ from trainingjob.reconcile.actions import (
 logger = logging.getLogger(__name__)
 MERGE_PATCH = "application/merge-patch+json"
 DONE, EXISTED, GONE, REJECTED = "done", "existed", "gone", "rejected:"
+_ABSENT = object()
 
 
 @dataclass
@@ -41,7 +42,9 @@ class ApplyResult:
     """What the reconciler needs to know afterwards."""
 
     stale: bool = False
-    wrote_job: bool = False
+    # The job object changed (a new resourceVersion, so a watch event follows). A patch the server found to change
+    # nothing does not count: the reconciler would wait for an event that never comes.
+    job_changed: bool = False
     rejections: list[str] = field(default_factory=list)
     # Pods whose names are now taken by us (created, or found existing), to bridge the cache's lag.
     claimed_pods: list[str] = field(default_factory=list)
@@ -51,8 +54,20 @@ class ApplyResult:
 
 
 def status_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
-    """A JSON merge patch from old to new status: changed keys, and null for keys that went away."""
-    patch: dict[str, Any] = {key: value for key, value in new.items() if old.get(key) != value}
+    """A JSON merge patch from old to new status: changed keys, and null for keys that went away.
+
+    Nested objects are diffed key by key, because a merge patch keeps every nested key it does not mention:
+    sending the new lastFailure whole would leave the previous failure's exitCode in it. Lists are replaced whole.
+    """
+    patch: dict[str, Any] = {}
+    for key, value in new.items():
+        before = old.get(key, _ABSENT)
+        if isinstance(value, Mapping) and isinstance(before, Mapping):
+            nested = status_patch(before, value)
+            if nested:
+                patch[key] = nested
+        elif before != value:
+            patch[key] = value
     patch.update({key: None for key in old if key not in new})
     return patch
 
@@ -64,9 +79,16 @@ def is_invalid_child(error: ApiException) -> bool:
 
 
 class Applier:
-    def __init__(self, api: client.ApiClient, max_concurrent_writes: int) -> None:
-        self.core = client.CoreV1Api(api)
-        self.custom = client.CustomObjectsApi(api)
+    def __init__(
+        self,
+        api: client.ApiClient | None,
+        max_concurrent_writes: int,
+        core: Any = None,
+        custom: Any = None,
+    ) -> None:
+        """`core` and `custom` replace the CoreV1Api and CustomObjectsApi (unit tests pass a fake server)."""
+        self.core = core if core is not None else client.CoreV1Api(api)
+        self.custom = custom if custom is not None else client.CustomObjectsApi(api)
         self.write_slots = asyncio.Semaphore(max_concurrent_writes)
 
     async def apply(self, job: TrainingJob, body: Mapping[str, Any], plan: Plan) -> ApplyResult:
@@ -97,17 +119,20 @@ class Applier:
         self, job: TrainingJob, body: Mapping[str, Any], plan: Plan, child_actions: list, result: ApplyResult
     ) -> None:
         """Finalizer, then status; both with a resourceVersion precondition."""
-        resource_version = body["metadata"]["resourceVersion"]
+        planned_from = body["metadata"]["resourceVersion"]
+        resource_version = planned_from
         if any(isinstance(a, AddFinalizer) for a in plan.actions):
             resource_version = await self.set_finalizers(job, [*job.finalizers, k.FINALIZER], resource_version)
-            result.wrote_job = True
+            result.job_changed = True
             result.writes += 1
-        # Deletes are only safe if the plan was made from the current job: force the precondition check.
+        # Deletes are only safe if the plan was made from the current job: force the precondition check. The API
+        # server checks the resourceVersion even when the patch changes nothing (an empty status patch); it then
+        # keeps the resourceVersion and sends no event, which is why job_changed compares versions.
         must_check = any(isinstance(a, DeleteChild) for a in child_actions)
         if not job.deleting and (plan.status != dict(job.status) or must_check):
-            await self.write_status(job, plan.status, resource_version)
-            result.wrote_job = True
+            resource_version = await self.write_status(job, plan.status, resource_version)
             result.writes += 1
+            result.job_changed = resource_version != planned_from
 
     @staticmethod
     def account(action: Any, outcome: str, result: ApplyResult) -> None:
@@ -197,11 +222,13 @@ class Applier:
             if error.status != 404:
                 raise
 
-    async def write_status(self, job: TrainingJob, status: Mapping[str, Any], resource_version: str) -> None:
+    async def write_status(self, job: TrainingJob, status: Mapping[str, Any], resource_version: str) -> str:
+        """Patch the status if the job is still at `resource_version`; the job's resourceVersion afterwards."""
         patch = {"metadata": {"resourceVersion": resource_version}, "status": status_patch(job.status, status)}
-        await self.custom.patch_namespaced_custom_object_status(
+        updated = await self.custom.patch_namespaced_custom_object_status(
             k.GROUP, k.VERSION, job.namespace, k.PLURAL, job.name, patch, _content_type=MERGE_PATCH
         )
+        return updated["metadata"]["resourceVersion"]
 
     async def apply_child(self, job: TrainingJob, action: Any) -> str:
         """Run one child action: DONE, EXISTED, GONE, or REJECTED + the API server's reason for refusing it."""

@@ -84,7 +84,7 @@ class OperatorMetrics:
             started = parse_time(new["startTime"])
             self.time_to_running.labels(framework).observe(max((started - created).total_seconds(), 0))
         if int(new.get("attempt", 0)) > int(old.get("attempt", 0)):
-            self.restarted.labels(namespace, framework, _condition_reason(new, "Restarting") or "Resumed").inc()
+            self.restarted.labels(namespace, framework, _restart_reason(new)).inc()
         phase = new.get("phase")
         if phase == old.get("phase") or phase not in ("Succeeded", "Failed"):
             return
@@ -99,6 +99,15 @@ class OperatorMetrics:
 
 def _condition_reason(status: Mapping[str, Any], condition_type: str) -> str | None:
     return next((c.get("reason") for c in status.get("conditions") or [] if c.get("type") == condition_type), None)
+
+
+def _restart_reason(status: Mapping[str, Any]) -> str:
+    """Why a new attempt began: a restart sets Restarting=True with its reason; a resume leaves the condition
+    False (or absent) with the reason of whatever the job is doing now (e.g. WorkersPending), which is not why."""
+    restarting = next((c for c in status.get("conditions") or [] if c.get("type") == "Restarting"), None)
+    if restarting is not None and restarting.get("status") == "True":
+        return restarting.get("reason") or "Unknown"
+    return "Resumed"
 
 
 class CacheCollector(Collector):

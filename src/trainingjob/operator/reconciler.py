@@ -44,6 +44,7 @@ class Reconciler:
         config: OperatorConfig,
         clock: Callable[[], datetime.datetime] | None = None,
         metrics: OperatorMetrics | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.metrics = metrics
         self.indexes = indexes
@@ -51,6 +52,7 @@ class Reconciler:
         self.config = config
         self.queue = WorkQueue()
         self.clock = clock or (lambda: datetime.datetime.now(datetime.UTC))
+        self.monotonic = monotonic
         self.rejections: dict[JobKey, list[str]] = {}
         # Pods created but not yet seen in the cache, and uids of pods deleted but still shown alive, with when
         # (expectations, as in the ReplicaSet controller; they expire so a missed event cannot pin them).
@@ -88,11 +90,27 @@ class Reconciler:
         """Keep the newest report; write it now, or when this job's progress interval is over (newest wins)."""
         previous = self.progress.get(key)
         self.progress[key] = report if previous is None else merge_reports(previous, report)
-        wait = PROGRESS_WRITE_INTERVAL - (time.monotonic() - self.progress_written.get(key, -1e9))
+        wait = self.progress_wait(key)
         if wait <= 0:
             self.queue.add(key)
         else:
             self.queue.add_after(key, wait)
+
+    def progress_wait(self, key: JobKey) -> float:
+        """Seconds until this job's progress may be written again (≤ 0: now)."""
+        return PROGRESS_WRITE_INTERVAL - (self.monotonic() - self.progress_written.get(key, -1e9))
+
+    def due_progress(self, key: JobKey) -> Report | None:
+        """The pending report if this job's progress interval is over. Any reconcile (our own status write echoing
+        back, a pod event) would otherwise write it at once; a withheld one stays pending, due at the requeue."""
+        report = self.progress.get(key)
+        if report is None:
+            return None
+        wait = self.progress_wait(key)
+        if wait > 0:
+            self.queue.add_after(key, wait)
+            return None
+        return report
 
     def start_leading(self) -> None:
         """Leadership acquired: start workers and look at every known job once (events seen as a standby were
@@ -131,7 +149,7 @@ class Reconciler:
         bodies = _values(self.indexes["trainingjob_bodies"], key)
         return bodies[0] if bodies else None
 
-    def observed(self, key: JobKey) -> ObservedChildren:
+    def observed(self, key: JobKey, progress: Report | None = None) -> ObservedChildren:
         pods = _values(self.indexes["worker_pods"], key)
         return ObservedChildren.from_cache(
             pods=pods,
@@ -147,7 +165,7 @@ class Reconciler:
                 present={p.uid for p in pods},
             ),
             claims=_values(self.indexes["job_claims"], key),
-            progress=self.progress.get(key),
+            progress=progress,
         )
 
     @staticmethod
@@ -184,11 +202,11 @@ class Reconciler:
         if self.superseded.get(key) == resource_version:
             return  # our own write is on its way through the watch; its event will bring us back
         job = TrainingJob.from_body(body)
-        observed = self.observed(key)
+        observed = self.observed(key, self.due_progress(key))
         result = plan(job, observed, self.clock(), self.config)
         outcome = await self.applier.apply(job, body, result)
         self.remember(key, resource_version, outcome)
-        if self.metrics is not None and outcome.wrote_job and not outcome.stale and result.status != job.status:
+        if self.metrics is not None and outcome.job_changed and not outcome.stale and result.status != job.status:
             self.metrics.observe_transition(body, job.status, result.status)
         if result.actions or result.status != job.status:
             logger.info(
@@ -197,15 +215,17 @@ class Reconciler:
                 outcome.writes,
                 result.status.get("phase"),
             )
-        if observed.progress is not None and outcome.wrote_job and not outcome.stale:
+        if observed.progress is not None and not outcome.stale:
             if self.progress.get(key) is observed.progress:
-                del self.progress[key]
-            self.progress_written[key] = time.monotonic()
+                del self.progress[key]  # in status now (or it was already: an identical report writes nothing)
+            if outcome.job_changed:
+                self.progress_written[key] = self.monotonic()
         if result.requeue_after is not None:
             self.queue.add_after(key, result.requeue_after)
 
     def remember(self, key: JobKey, resource_version: str | None, outcome: ApplyResult) -> None:
-        if outcome.wrote_job and resource_version:
+        # Only a write that made a new resourceVersion brings a watch event to end the wait for it.
+        if outcome.job_changed and resource_version:
             self.superseded[key] = resource_version
         now = time.monotonic()
         if outcome.claimed_pods:

@@ -135,6 +135,38 @@ def percent_done(report: Report) -> float | None:
     return None
 
 
+def attempt_baseline(
+    previous: Mapping[str, Any], percent: float | None, received: str, since: str | None
+) -> dict[str, Any] | None:
+    """Where the current attempt's pace is measured from (status.progress.attemptStart).
+
+    Percent is cumulative but an attempt after a restart or resume starts from a checkpoint, not from 0: its pace
+    is the progress since its first report. Only a job that never reported a percent before starts from 0 at
+    `since` (the attempt's start). A baseline recorded before `since` belongs to an earlier attempt.
+    """
+    baseline = previous.get("attemptStart") or {}
+    recorded, started = parse_time(baseline.get("time")), parse_time(since)
+    if recorded is not None and (started is None or recorded >= started):
+        return dict(baseline)
+    if percent is None:
+        return None
+    if previous.get("percent") is None and since:
+        return {"percent": 0.0, "time": since}
+    return {"percent": percent, "time": received}
+
+
+def estimated_remaining(percent: float | None, baseline: Mapping[str, Any] | None, received: str) -> int | None:
+    """Seconds left at the pace since the baseline; None until this attempt made measurable progress."""
+    if percent == 100:
+        return 0
+    if percent is None or baseline is None:
+        return None
+    done, begun, now = percent - baseline["percent"], parse_time(baseline["time"]), parse_time(received)
+    if done <= 0 or begun is None or now is None or now <= begun:
+        return None
+    return max(int((now - begun).total_seconds() * (100 - percent) / done), 0)
+
+
 def progress_status(report: Report, previous: Mapping[str, Any], since: str | None) -> dict[str, Any]:
     """status.progress: the newest report over the previous one, with an ETA from the attempt's pace so far."""
     progress = {key: value for key, value in previous.items() if key != "estimatedRemainingSeconds"}
@@ -151,12 +183,12 @@ def progress_status(report: Report, previous: Mapping[str, Any], since: str | No
     if percent is not None:
         progress["percent"] = percent
     progress["lastUpdateTime"] = report.received
-    started, received = parse_time(since), parse_time(report.received)
-    if percent and started and received and percent < 100:
-        elapsed = (received - started).total_seconds()
-        progress["estimatedRemainingSeconds"] = max(int(elapsed * (100 - percent) / percent), 0)
-    elif percent == 100:
-        progress["estimatedRemainingSeconds"] = 0
+    baseline = attempt_baseline(previous, percent, report.received, since)
+    if baseline is not None:
+        progress["attemptStart"] = baseline
+    remaining = estimated_remaining(percent, baseline, report.received)
+    if remaining is not None:
+        progress["estimatedRemainingSeconds"] = remaining
     return progress
 
 

@@ -23,6 +23,7 @@ CARRIED_FIELDS = (
     "attemptStartTime",
     "nextRestartTime",
     "progress",
+    "replacedPods",
 )
 
 
@@ -125,9 +126,10 @@ def build_status(
     carried = {key: previous[key] for key in CARRIED_FIELDS if key in previous}
     if outcome.phase == "Running" and "startTime" not in carried:
         carried["startTime"] = now
+    carried.update(changes or {})
     if outcome.phase in TERMINAL_PHASES:
         carried.setdefault("completionTime", now)
         carried.pop("nextRestartTime", None)
-    carried.update(changes or {})
+        carried.pop("replacedPods", None)  # a finished job's cleanup deletes what is left (cleanPodPolicy)
     status.update({key: value for key, value in carried.items() if value is not None})
     return status

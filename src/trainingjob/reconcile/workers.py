@@ -2,7 +2,10 @@
 
 Every restart bumps `status.attempt` in the same status write that records why (restartCount, disruptionCount,
 lastFailure, nextRestartTime); that write carries a resourceVersion precondition, so a restart is recorded
-exactly once even when plans race with a stale cache. Waiting for a backoff delay is a requeue, never a sleep.
+exactly once even when plans race with a stale cache. The same write lists the uids of the pods the restart
+replaces (`status.replacedPods`): the pods are deleted after it, and until they are gone they are only deleted
+again, never decided on again, so a failed delete cannot count one failure twice. Waiting for a backoff delay is
+a requeue, never a sleep.
 """
 
 from __future__ import annotations
@@ -52,14 +55,18 @@ class Gang:
     current: dict[int, PodView]
     stale: list[PodView]
     live: list[PodView]
+    # Pods a recorded restart replaces that are not deleted yet: counted already, only to be deleted.
+    replaced: list[PodView] = field(default_factory=list)
 
 
 def observe_gang(job: TrainingJob, observed: ObservedChildren) -> Gang:
     fingerprint = spec_hash(job)
-    live = [p for p in observed.pods if p.live and p.uid not in observed.released_pods]
+    recorded = set(job.status.get("replacedPods") or ())
+    replaced = [p for p in observed.pods if p.live and p.uid in recorded]
+    live = [p for p in observed.pods if p.live and p.uid not in observed.released_pods and p.uid not in recorded]
     current = {p.index: p for p in live if p.spec_hash == fingerprint and 0 <= p.index < job.spec.workers}
     stale = [p for p in live if current.get(p.index) is not p]
-    return Gang(current, stale, live)
+    return Gang(current, stale, live, replaced)
 
 
 def plan_workers(
@@ -68,7 +75,12 @@ def plan_workers(
     now_text = format_time(now)
     gang = observe_gang(job, observed)
     started = bool(job.status.get("startTime"))
-    changes = {**resume_changes(job, now_text), **progress_changes(job, observed)}
+    resumed = resume_changes(job, now_text)
+    if resumed:
+        result.events.append(resume_event(job))
+    changes = {**resumed, **progress_changes(job, observed)}
+    changes["replacedPods"] = [p.uid for p in gang.replaced] or None
+    result.actions += delete_pods(p for p in gang.replaced if p.uid not in observed.released_pods)
     decision = decide(job, gang, started, now_text)
     if isinstance(decision, Outcome):
         fail(job, gang, decision, now_text, result, changes)
@@ -94,15 +106,28 @@ def plan_workers(
 
 
 def resume_changes(job: TrainingJob, now: str) -> dict:
-    """Coming back from suspension: add the suspended time up, and start a new attempt if training had begun."""
+    """Coming back from suspension: if training had begun, add the pause up and start a new attempt.
+
+    activeDeadlineSeconds counts from startTime, so only a pause after it may be taken off; time queued before
+    the first start (created suspended, e.g. by Kueue) was never counted and must not extend the deadline.
+    """
     suspended_at = parse_time(job.status.get("suspendTime"))
     if suspended_at is None:
         return {}
-    paused = int((parse_time(now) - suspended_at).total_seconds())
-    changes: dict = {"suspendTime": None, "suspendedSeconds": int(job.status.get("suspendedSeconds", 0)) + paused}
+    changes: dict = {"suspendTime": None}
     if job.status.get("startTime"):
+        paused = int((parse_time(now) - suspended_at).total_seconds())
+        changes["suspendedSeconds"] = int(job.status.get("suspendedSeconds", 0)) + paused
         changes["_counters"] = {"attempt": 1}
     return changes
+
+
+def resume_event(job: TrainingJob) -> Event:
+    """Every resume says so, the pair of `Suspended`: a job created suspended (queued) has no TrainingResumed to
+    come, it will be TrainingStarted."""
+    if job.status.get("startTime"):
+        return Event("Normal", "Resumed", "spec.suspend is false: recreating the workers from the last checkpoint")
+    return Event("Normal", "Resumed", "spec.suspend is false: creating the workers")
 
 
 def progress_changes(job: TrainingJob, observed: ObservedChildren) -> dict:
@@ -191,6 +216,8 @@ def start_restart(
     changes.update({"nextRestartTime": next_time, "attemptStartTime": None})
     if restart.failure is not None:
         changes["lastFailure"] = failure_record(restart.failure, now_text)
+    replaced_uids = [*(changes.get("replacedPods") or []), *(p.uid for p in restart.replace if p.uid)]
+    changes["replacedPods"] = replaced_uids or None
     result.actions += delete_pods(restart.replace)
     replaced = {p.name for p in restart.replace}
     survivors = {i: p for i, p in gang.current.items() if p.name not in replaced}

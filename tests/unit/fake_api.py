@@ -1,0 +1,138 @@
+"""Just enough of an API server to unit-test the apply layer and the reconciler's bookkeeping without one.
+
+It keeps the semantics those depend on: JSON merge patches (RFC 7386), the resourceVersion precondition, and a
+patch that changes nothing leaving the resourceVersion as it was (the real server sends no watch event then).
+Everything else about the API (validation, defaults, graceful deletion) belongs in tests/integration.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from trainingjob.operator.apply import Applier
+from trainingjob.reconcile.observed import pod_view
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386: objects merge key by key, null removes a key, anything else replaces the target."""
+    if not isinstance(patch, Mapping):
+        return copy.deepcopy(patch)
+    result = dict(target) if isinstance(target, Mapping) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+class FakeApiServer:
+    """One namespace's TrainingJobs and pods; the CustomObjectsApi and CoreV1Api methods the Applier calls."""
+
+    def __init__(self) -> None:
+        self.jobs: dict[str, dict[str, Any]] = {}
+        self.pods: dict[str, dict[str, Any]] = {}
+        self.events: list[str] = []
+        self.status_patches: list[dict[str, Any]] = []
+        self.failing_deletes: set[str] = set()
+        self.services: set[str] = set()
+        self.config_maps: dict[str, dict[str, str]] = {}
+        self.version = 100
+
+    def next_version(self) -> str:
+        self.version += 1
+        return str(self.version)
+
+    def add_job(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        job = copy.deepcopy(dict(body))
+        job["metadata"]["resourceVersion"] = self.next_version()
+        self.jobs[job["metadata"]["name"]] = job
+        return copy.deepcopy(job)
+
+    def add_pod(self, body: Mapping[str, Any]) -> None:
+        pod = copy.deepcopy(dict(body))
+        pod["metadata"].setdefault("uid", f"uid-{pod['metadata']['name']}-{self.next_version()}")
+        self.pods[pod["metadata"]["name"]] = pod
+
+    def indexes(self, namespace: str) -> dict[str, Any]:
+        """What the Kopf indexes would hold once every watch event has arrived."""
+        pods: dict[tuple[str, str], list[Any]] = {}
+        for pod in self.pods.values():
+            job = pod["metadata"]["labels"]["ml.example.com/job-name"]
+            pods.setdefault((namespace, job), []).append(pod_view(pod))
+        return {
+            "trainingjob_bodies": {(namespace, name): [copy.deepcopy(job)] for name, job in self.jobs.items()},
+            "worker_pods": pods,
+            "worker_services": {(namespace, _job_of(name)): [name] for name in self.services},
+            "job_config_maps": {(namespace, _job_of(name)): [data] for name, data in self.config_maps.items()},
+            "job_claims": {},
+        }
+
+    def _patch_job(self, name: str, patch: Mapping[str, Any], part: str | None) -> dict[str, Any]:
+        job = self.jobs.get(name)
+        if job is None:
+            raise ApiException(status=404, reason="Not Found")
+        expected = (patch.get("metadata") or {}).get("resourceVersion")
+        if expected is not None and expected != job["metadata"]["resourceVersion"]:
+            raise ApiException(status=409, reason="Conflict")
+        if part == "status":
+            changed = {**job, "status": merge_patch(job.get("status") or {}, patch.get("status") or {})}
+        else:
+            changed = merge_patch(job, {key: value for key, value in patch.items() if key != "status"})
+            changed["metadata"]["resourceVersion"] = job["metadata"]["resourceVersion"]
+        if changed != job:  # the real server does not write (nor bump the version of) an unchanged object
+            changed["metadata"]["resourceVersion"] = self.next_version()
+            self.jobs[name] = changed
+        return copy.deepcopy(self.jobs[name])
+
+    # CustomObjectsApi
+    async def patch_namespaced_custom_object_status(self, group, version, namespace, plural, name, body, **_: Any):
+        self.status_patches.append(copy.deepcopy(body))
+        return self._patch_job(name, body, "status")
+
+    async def patch_namespaced_custom_object(self, group, version, namespace, plural, name, body, **_: Any):
+        return self._patch_job(name, body, None)
+
+    async def delete_namespaced_custom_object(self, group, version, namespace, plural, name, **_: Any):
+        self.jobs.pop(name, None)
+
+    # CoreV1Api
+    async def create_namespaced_event(self, namespace: str, body: Mapping[str, Any]) -> None:
+        self.events.append(body["reason"])
+
+    async def delete_namespaced_pod(self, name: str, namespace: str, body: Any = None) -> None:
+        if name in self.failing_deletes:
+            raise ApiException(status=500, reason="Internal Server Error")
+        if name not in self.pods:
+            raise ApiException(status=404, reason="Not Found")
+        del self.pods[name]
+
+    async def create_namespaced_pod(self, namespace: str, body: Mapping[str, Any]) -> None:
+        if body["metadata"]["name"] in self.pods:
+            raise ApiException(status=409, reason="AlreadyExists")
+        self.add_pod(body)
+
+    async def create_namespaced_service(self, namespace: str, body: Mapping[str, Any]) -> None:
+        self.services.add(body["metadata"]["name"])
+
+    async def create_namespaced_config_map(self, namespace: str, body: Mapping[str, Any]) -> None:
+        self.config_maps[body["metadata"]["name"]] = dict(body.get("data") or {})
+
+    async def replace_namespaced_config_map(self, name: str, namespace: str, body: Mapping[str, Any]) -> None:
+        self.config_maps[name] = dict(body.get("data") or {})
+
+    async def create_namespaced_persistent_volume_claim(self, namespace: str, body: Mapping[str, Any]) -> None:
+        pass
+
+
+def _job_of(child_name: str) -> str:
+    """`<job>-workers` and `<job>-config` belong to `<job>`."""
+    return child_name.rsplit("-", 1)[0]
+
+
+def fake_applier(server: FakeApiServer) -> Applier:
+    return Applier(None, max_concurrent_writes=4, core=server, custom=server)
