@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
 import logging
 import time
@@ -16,8 +17,10 @@ from trainingjob.operator.logs import reconcile_context
 from trainingjob.operator.metrics import OperatorMetrics
 from trainingjob.operator.workqueue import WorkQueue
 from trainingjob.progress.report import Report, merge_reports
+from trainingjob.reconcile.actions import Plan
 from trainingjob.reconcile.observed import ObservedChildren, PodView
 from trainingjob.reconcile.planner import plan
+from trainingjob.reconcile.status import only_details_changed
 
 logger = logging.getLogger(__name__)
 JobKey = tuple[str, str]
@@ -27,6 +30,8 @@ ERROR_BACKOFF_MAX = 300.0
 CLAIM_TTL_SECONDS = 30.0
 # At most one status write for progress per job this often; reports in between only replace the pending one.
 PROGRESS_WRITE_INTERVAL = 3.0
+# A status change in worker details alone waits this long for the next significant change to carry it.
+DETAIL_WRITE_DELAY = 3.0
 
 
 def _values(index: Mapping[Any, Any], key: JobKey) -> list[Any]:
@@ -63,6 +68,8 @@ class Reconciler:
         # Newest accepted progress report per job not yet in status, and when progress was last written.
         self.progress: dict[JobKey, Report] = {}
         self.progress_written: dict[JobKey, float] = {}
+        # Since when a job's status has differed from ours in worker details only (see defer_details).
+        self.details_since: dict[JobKey, float] = {}
         self.leading = False
         self.failures: dict[JobKey, int] = {}
         self.tasks: list[asyncio.Task] = []
@@ -203,7 +210,7 @@ class Reconciler:
             return  # our own write is on its way through the watch; its event will bring us back
         job = TrainingJob.from_body(body)
         observed = self.observed(key, self.due_progress(key))
-        result = plan(job, observed, self.clock(), self.config)
+        result = self.defer_details(key, job, plan(job, observed, self.clock(), self.config))
         outcome = await self.applier.apply(job, body, result)
         self.remember(key, resource_version, outcome)
         if self.metrics is not None and outcome.job_changed and not outcome.stale and result.status != job.status:
@@ -222,6 +229,24 @@ class Reconciler:
                 self.progress_written[key] = self.monotonic()
         if result.requeue_after is not None:
             self.queue.add_after(key, result.requeue_after)
+
+    def defer_details(self, key: JobKey, job: TrainingJob, result: Plan) -> Plan:
+        """Hold back a status change that only refreshes worker details for up to DETAIL_WRITE_DELAY.
+
+        While a gang starts or finishes, its pods change one by one and each change would be a status write of its
+        own; the phase change that follows within a second or two carries them all in one write instead. A job
+        whose details change alone (one worker of many restarted) gets them written once the delay is over.
+        """
+        if not only_details_changed(job.status, result.status):
+            self.details_since.pop(key, None)
+            return result
+        first_seen = self.details_since.setdefault(key, self.monotonic())
+        wait = DETAIL_WRITE_DELAY - (self.monotonic() - first_seen)
+        if wait <= 0:
+            self.details_since.pop(key, None)
+            return result
+        self.queue.add_after(key, wait)
+        return dataclasses.replace(result, status=dict(job.status))
 
     def remember(self, key: JobKey, resource_version: str | None, outcome: ApplyResult) -> None:
         # Only a write that made a new resourceVersion brings a watch event to end the wait for it.
@@ -246,6 +271,7 @@ class Reconciler:
             self.superseded,
             self.progress,
             self.progress_written,
+            self.details_since,
         )
         for memory in memories:
             memory.pop(key, None)

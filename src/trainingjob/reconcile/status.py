@@ -133,3 +133,21 @@ def build_status(
         carried.pop("replacedPods", None)  # a finished job's cleanup deletes what is left (cleanPodPolicy)
     status.update({key: value for key, value in carried.items() if value is not None})
     return status
+
+
+# What only describes the workers in more detail: "3/8 workers running", each worker's phase and node.
+DETAIL_FIELDS = frozenset({"message", "workerStatuses", "workers"})
+CONDITION_SUMMARY = ("type", "status", "reason", "observedGeneration")
+
+
+def status_summary(status: Mapping[str, Any]) -> dict[str, Any]:
+    """The status without its details: phase, conditions' type/status/reason, counters, times."""
+    summary = {key: value for key, value in status.items() if key not in DETAIL_FIELDS}
+    conditions = status.get("conditions") or []
+    summary["conditions"] = [{key: c.get(key) for key in CONDITION_SUMMARY} for c in conditions]
+    return summary
+
+
+def only_details_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """True when a new status differs from the old one in worker details alone (never for a first status)."""
+    return bool(old) and old != new and status_summary(old) == status_summary(new)
