@@ -18,6 +18,7 @@ from trainingjob.cluster.control_plane import ClusterState
 REPO = Path(__file__).resolve().parents[1]
 CLUSTER_NAME = "bench"
 NAMESPACE = "bench"
+START_ATTEMPTS = 3
 
 
 def free_port() -> int:
@@ -48,7 +49,17 @@ class BenchCluster:
         policy = control_plane.cluster_dir(CLUSTER_NAME).with_name(f"{CLUSTER_NAME}-audit-policy.yaml")
         policy.parent.mkdir(parents=True, exist_ok=True)
         policy.write_text(audit_policy(audited_users))
-        state = control_plane.up(CLUSTER_NAME, nodes=nodes, audit_policy=policy, say=say)
+        for attempt in range(1, START_ATTEMPTS + 1):
+            try:
+                state = control_plane.up(CLUSTER_NAME, nodes=nodes, audit_policy=policy, say=say)
+                break
+            except control_plane.ClusterError as error:
+                # Seen once between back-to-back runs: etcd exiting at startup. A benchmark must not lose an hour
+                # to it; the error is reported, the next attempt starts from scratch.
+                say(f"cluster start {attempt}/{START_ATTEMPTS} failed: {error}")
+                control_plane.down(CLUSTER_NAME, say=lambda _: None)
+                if attempt == START_ATTEMPTS:
+                    raise
         return cls(state, Api.from_kubeconfig(str(state.kubeconfig)))
 
     async def down(self) -> None:

@@ -65,7 +65,7 @@ async def wait_until(condition: Callable[[], bool], within_s: float, on_tick: Ca
 async def start_workload(
     name: str, jobs: int, workers: int, nodes: int, complete_after: str | None, say: Callable[[str], None]
 ) -> tuple[BenchCluster, Contender, Timeline, asyncio.Task, asyncio.Task, CpuMeter]:
-    cluster = BenchCluster.up(nodes, identities(), say=lambda _: None)
+    cluster = BenchCluster.up(nodes, identities(), say=say)
     who = contender(name)
     try:
         cluster.kubectl("create", "namespace", NAMESPACE)
