@@ -30,6 +30,18 @@ def merge_patch(target: Any, patch: Any) -> Any:
     return result
 
 
+class Answer:
+    """What a core/v1 write gives with `_preload_content=False`: a status and a body nobody parses."""
+
+    status = 201
+
+    async def read(self) -> bytes:
+        return b"{}"
+
+
+ANSWER = Answer()
+
+
 class FakeApiServer:
     """One namespace's TrainingJobs and pods; the CustomObjectsApi and CoreV1Api methods the Applier calls."""
 
@@ -101,32 +113,42 @@ class FakeApiServer:
         self.jobs.pop(name, None)
 
     # CoreV1Api
-    async def create_namespaced_event(self, namespace: str, body: Mapping[str, Any]) -> None:
+    async def create_namespaced_event(self, namespace: str, body: Mapping[str, Any], **_: Any) -> Answer:
         self.events.append(body["reason"])
+        return ANSWER
 
-    async def delete_namespaced_pod(self, name: str, namespace: str, body: Any = None) -> None:
+    async def delete_namespaced_pod(self, name: str, namespace: str, body: Any = None, **_: Any) -> Answer:
         if name in self.failing_deletes:
             raise ApiException(status=500, reason="Internal Server Error")
         if name not in self.pods:
             raise ApiException(status=404, reason="Not Found")
         del self.pods[name]
+        return ANSWER
 
-    async def create_namespaced_pod(self, namespace: str, body: Mapping[str, Any]) -> None:
+    async def create_namespaced_pod(self, namespace: str, body: Mapping[str, Any], **_: Any) -> Answer:
         if body["metadata"]["name"] in self.pods:
             raise ApiException(status=409, reason="AlreadyExists")
         self.add_pod(body)
+        return ANSWER
 
-    async def create_namespaced_service(self, namespace: str, body: Mapping[str, Any]) -> None:
+    async def create_namespaced_service(self, namespace: str, body: Mapping[str, Any], **_: Any) -> Answer:
         self.services.add(body["metadata"]["name"])
+        return ANSWER
 
-    async def create_namespaced_config_map(self, namespace: str, body: Mapping[str, Any]) -> None:
+    async def create_namespaced_config_map(self, namespace: str, body: Mapping[str, Any], **_: Any) -> Answer:
         self.config_maps[body["metadata"]["name"]] = dict(body.get("data") or {})
+        return ANSWER
 
-    async def replace_namespaced_config_map(self, name: str, namespace: str, body: Mapping[str, Any]) -> None:
+    async def replace_namespaced_config_map(
+        self, name: str, namespace: str, body: Mapping[str, Any], **_: Any
+    ) -> Answer:
         self.config_maps[name] = dict(body.get("data") or {})
+        return ANSWER
 
-    async def create_namespaced_persistent_volume_claim(self, namespace: str, body: Mapping[str, Any]) -> None:
-        pass
+    async def create_namespaced_persistent_volume_claim(
+        self, namespace: str, body: Mapping[str, Any], **_: Any
+    ) -> Answer:
+        return ANSWER
 
 
 def _job_of(child_name: str) -> str:

@@ -11,12 +11,13 @@ import datetime
 import json
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
+from kubernetes_asyncio.client.rest import RESTResponse
 
 from trainingjob.api import constants as k
 from trainingjob.api.types import TrainingJob, format_time
@@ -180,7 +181,7 @@ class Applier:
             "count": 1,
         }
         try:
-            await self.core.create_namespaced_event(job.namespace, manifest)
+            await unread(self.core.create_namespaced_event, job.namespace, manifest)
         except ApiException as error:
             logger.warning(
                 "could not record event %s on %s/%s: %s", event.reason, job.namespace, job.name, error.reason
@@ -254,14 +255,26 @@ class Applier:
                 "ConfigMap": self.core.create_namespaced_config_map,
                 "PersistentVolumeClaim": self.core.create_namespaced_persistent_volume_claim,
             }[action.kind]
-            await create(ns, action.manifest)
+            await unread(create, ns, action.manifest)
         elif isinstance(action, DeleteChild):
             options = client.V1DeleteOptions(
                 preconditions=client.V1Preconditions(uid=action.uid) if action.uid else None
             )
-            await self.core.delete_namespaced_pod(action.name, ns, body=options)
+            await unread(self.core.delete_namespaced_pod, action.name, ns, body=options)
         elif isinstance(action, ReplaceChild):
-            await self.core.replace_namespaced_config_map(action.name, ns, action.manifest)
+            await unread(self.core.replace_namespaced_config_map, action.name, ns, action.manifest)
+
+
+async def unread(call: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> None:
+    """Make a core/v1 write whose answer we never read, without turning that answer into model objects.
+
+    kubernetes_asyncio deserializes every response into generated classes; for the pods, services and events we
+    create by the thousand that was 6 % of the operator's CPU. Errors still raise ApiException as usual.
+    """
+    response = await call(*args, _preload_content=False, **kwargs)
+    data = await response.read()
+    if not 200 <= response.status <= 299:
+        raise ApiException(http_resp=RESTResponse(response, data))
 
 
 def _api_message(error: ApiException) -> str:
