@@ -1,0 +1,43 @@
+"""The reconciler's client skips aiohttp's per-request proxy/netrc lookups only where nothing configures them."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from trainingjob.operator.api_client import CountingApiClient
+
+
+def session_trusts_environment() -> bool:
+    async def build() -> bool:
+        api = CountingApiClient(lambda *_: None)
+        try:
+            return api.rest_client.pool_manager.trust_env
+        finally:
+            await api.close()
+
+    return asyncio.run(build())
+
+
+@pytest.fixture
+def clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.MonkeyPatch:
+    for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy", "NETRC"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    return monkeypatch
+
+
+def test_no_proxy_and_no_netrc_means_no_lookup_per_request(clean_environment: pytest.MonkeyPatch) -> None:
+    assert session_trusts_environment() is False
+
+
+def test_a_configured_proxy_is_still_honoured(clean_environment: pytest.MonkeyPatch) -> None:
+    clean_environment.setenv("HTTPS_PROXY", "http://proxy.example:3128")
+    assert session_trusts_environment() is True
+
+
+def test_a_netrc_file_is_still_honoured(clean_environment: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    (tmp_path / ".netrc").write_text("machine example login u password p\n")
+    assert session_trusts_environment() is True
