@@ -64,6 +64,7 @@ def arguments(argv: list[str]) -> argparse.Namespace:
     add("--timeout", type=float, default=3600, help="seconds one run may take before it is recorded unfinished")
     add("--docs", type=Path, default=REPO / "docs", help="where benchmarks.md/.json/-running.png go")
     add("--append", action="store_true", help="keep the runs already in benchmarks.json")
+    add("--report-only", action="store_true", help="rewrite benchmarks.md from benchmarks.json, run nothing")
     return parser.parse_args(argv)
 
 
@@ -81,7 +82,7 @@ async def main(args: argparse.Namespace) -> int:
         return 2
     records: list[dict[str, Any]] = []
     existing = args.docs / "benchmarks.json"
-    if args.append and existing.exists():
+    if (args.append or args.report_only) and existing.exists():
         records = json.loads(existing.read_text())["runs"]
     preamble = PREAMBLE.format(
         concurrency=CREATE_CONCURRENCY,
@@ -90,6 +91,10 @@ async def main(args: argparse.Namespace) -> int:
         idle=int(args.idle_seconds),
     )
     findings = FINDINGS.read_text() if FINDINGS.exists() else ""
+    if args.report_only:
+        write_report(records, args.docs, preamble, findings)
+        say(f"wrote {args.docs / 'benchmarks.md'} from {len(records)} recorded runs")
+        return 0
 
     def save(record: dict[str, Any]) -> None:
         records.append(record)
