@@ -227,6 +227,7 @@ def test_sdk_reports_through_the_endpoint(
     }
     reporter = ProgressReporter(env=env)
     assert reporter.report_progress(epoch=7, total_epochs=8, metrics={"loss": 0.1}) is True
+    assert reporter.flush(timeout=15) is True  # sent from the background thread and accepted
     wait_until(
         lambda: (
             ((get_job(kube, namespace, running_job) or {}).get("status", {}).get("progress") or {}).get("epoch") == 7
