@@ -29,6 +29,8 @@ class PodView:
     disrupted: bool = False
     unschedulable_message: str | None = None
     uid: str = ""
+    # uid of the controller ownerReference: labels anyone may copy, only the job's own pods are controlled by it.
+    controller_uid: str = ""
 
     @property
     def live(self) -> bool:
@@ -79,7 +81,13 @@ def pod_view(body: Mapping[str, Any]) -> PodView:
         disrupted=bool(disruption and disruption.get("status") == "True") or status.get("reason") == "Evicted",
         unschedulable_message=unschedulable,
         uid=metadata.get("uid", ""),
+        controller_uid=_controller_uid(metadata),
     )
+
+
+def _controller_uid(metadata: Mapping[str, Any]) -> str:
+    owner = next((o for o in metadata.get("ownerReferences") or [] if o.get("controller")), None)
+    return (owner or {}).get("uid") or ""
 
 
 @dataclass(frozen=True)
