@@ -241,6 +241,7 @@ def test_flush_sends_the_newest_throttled_report_once(
 ) -> None:
     assert reporter.flush() is False  # nothing reported yet
     assert reporter.report_progress(step=1) is True
+    assert reporter.wait()  # else step 3 would replace step 1 still waiting for the sender (newest wins)
     clock.advance(0.5)
     assert reporter.report_progress(step=2, loss=0.9) is False
     clock.advance(0.5)
