@@ -96,6 +96,8 @@ class ObservedChildren:
 
     pods: tuple[PodView, ...] = ()
     service_exists: bool = False
+    # The Service's ports as service_ports() reduces them; None: not known (nothing to compare).
+    service_ports: tuple[tuple[Any, ...], ...] | None = None
     config_data: Mapping[str, str] | None = None
     # Messages of child writes the API server refused as invalid (e.g. a pod PodSecurity rejects).
     rejections: tuple[str, ...] = ()
@@ -119,10 +121,11 @@ class ObservedChildren:
         claims: Iterable[str] = (),
         progress: Any = None,
     ) -> ObservedChildren:
-        config_maps = list(config_maps)
+        config_maps, services = list(config_maps), list(services)
         return cls(
             pods=tuple(sorted(pods, key=lambda p: (p.index, p.name))),
-            service_exists=any(True for _ in services),
+            service_exists=bool(services),
+            service_ports=services[0] if services else None,
             config_data=config_maps[0] if config_maps else None,
             rejections=tuple(rejections),
             claimed_pods=frozenset(claimed_pods),
