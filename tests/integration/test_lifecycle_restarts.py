@@ -68,6 +68,16 @@ def test_on_failure_restarts_the_gang_after_backoff_then_gives_up(kube: Kube, na
         30,
         "Restarting and BackoffLimitExceeded events",
     )
+    # One WorkerFailed per failure, naming the worker, exit code and reason; not one per reconcile.
+    assert sorted(worker_failed_messages(kube, namespace, "retry")) == [
+        "worker 0 (pod retry-worker-0) failed with exit code 1 (Error)",
+        "worker 1 (pod retry-worker-1) failed with exit code 1 (Error)",
+    ]
+
+
+def worker_failed_messages(kube: Kube, namespace: str, name: str) -> list[str]:
+    events = kube.core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={name}").items
+    return [e.message for e in events if e.reason == "WorkerFailed" and e.type == "Warning"]
 
 
 def test_exit_code_policy_fails_permanent_codes_at_once(kube: Kube, namespace: str) -> None:

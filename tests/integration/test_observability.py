@@ -94,7 +94,8 @@ def test_json_logs_parse_line_by_line_and_name_the_job(kube: Kube, namespace: st
     create_job(kube, namespace, job_manifest("logged", complete_after="1s"))
     wait_phase(kube, namespace, "logged", "Succeeded")
     records = [json.loads(line) for line in operator.log_path.read_text().splitlines() if line.strip()]
-    assert all({"message", "timestamp", "severity"} <= set(r) for r in records)
+    assert all({"message", "timestamp", "level", "severity"} <= set(r) for r in records)
+    assert {r["level"] for r in records} <= {"debug", "info", "warning", "error", "critical"}
     ours = [r for r in records if r.get("job") == "logged" and r.get("namespace") == namespace]
     assert ours and all(r["reconcile"].startswith("r") for r in ours)
     assert not any("token" in r["message"].lower() and "eyJ" in r["message"] for r in records)

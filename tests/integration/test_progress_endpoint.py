@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from tests.jobs import create_job, get_job, job_manifest, kubectl, live_pods, wait_phase
-from tests.kube import Kube, wait_until
+from tests.kube import Kube, restricted_pod, wait_until
 from tests.operator_harness import RunningOperator
+from trainingjob.api import constants as k
 from trainingjob.api.types import parse_time
 from trainingjob.operator.reconciler import PROGRESS_WRITE_INTERVAL
 
@@ -152,6 +153,44 @@ def test_reports_that_must_be_refused(kube: Kube, namespace: str, running_job: s
     assert get_job(kube, namespace, running_job)["metadata"]["resourceVersion"] == before
 
 
+def test_a_pod_with_the_jobs_labels_but_not_controlled_by_the_job_is_refused(
+    kube: Kube, namespace: str, running_job: str, operator: RunningOperator
+) -> None:
+    """Anyone who may create pods can copy worker 0's labels; only the job's controller reference makes a worker."""
+    context = worker_ca(kube, namespace, running_job)
+    owner = kube.core.create_namespaced_config_map(namespace, {"metadata": {"name": "someone-else"}})
+    foreign = {"apiVersion": "v1", "kind": "ConfigMap", "name": "someone-else", "uid": owner.metadata.uid}
+    for name, owners in (("impostor-unowned", []), ("impostor-foreign", [{**foreign, "controller": True}])):
+        token = _impostor_token(kube, namespace, running_job, name, owners)
+        status, answer = post(operator, context, namespace, running_job, token, json.dumps({"epoch": 1}).encode())
+        assert (status, answer["reason"]) == (403, f"pod {name} is not controlled by this job"), name
+        kube.core.patch_namespaced_pod(name, namespace, {"metadata": {"finalizers": None}})
+    assert not ((get_job(kube, namespace, running_job) or {}).get("status") or {}).get("progress")
+
+
+def _impostor_token(kube: Kube, namespace: str, job: str, name: str, owners: list[dict]) -> str:
+    """A pod of someone else's labelled like worker 0 of `job`, and a token bound to it.
+
+    The token is requested before the labels go on: with them the operator treats the pod as a stray worker and
+    deletes it at once. A finalizer keeps it (terminating, still in the operator's cache) until the test is done,
+    so the endpoint finds it and must refuse it for its owner, not for being gone.
+    """
+    real = kube.core.read_namespaced_pod(f"{job}-worker-0", namespace)
+    manifest = restricted_pod(name)
+    manifest["metadata"].update(ownerReferences=owners, finalizers=["example.com/test-hold"])
+    kube.core.create_namespaced_pod(namespace, manifest)
+    token = pod_token(kube, namespace, name)
+    # Without the spec-hash label it is a stray to the planner, never mistaken for the current worker 0.
+    labels = {key: value for key, value in real.metadata.labels.items() if key != k.LABEL_SPEC_HASH}
+    kube.core.patch_namespaced_pod(name, namespace, {"metadata": {"labels": labels}})
+    wait_until(
+        lambda: kube.core.read_namespaced_pod(name, namespace).metadata.deletion_timestamp,
+        30,
+        f"the operator to have seen (and deleted) {name}",
+    )
+    return token
+
+
 def test_token_of_a_deleted_pod_is_refused(
     kube: Kube, namespace: str, running_job: str, operator: RunningOperator
 ) -> None:
@@ -227,6 +266,7 @@ def test_sdk_reports_through_the_endpoint(
     }
     reporter = ProgressReporter(env=env)
     assert reporter.report_progress(epoch=7, total_epochs=8, metrics={"loss": 0.1}) is True
+    assert reporter.flush(timeout=15) is True  # sent from the background thread and accepted
     wait_until(
         lambda: (
             ((get_job(kube, namespace, running_job) or {}).get("status", {}).get("progress") or {}).get("epoch") == 7

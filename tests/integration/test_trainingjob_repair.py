@@ -75,6 +75,24 @@ def test_deleted_service_and_edited_config_map_are_repaired(kube: Kube, namespac
     assert len(live_pods(kube, namespace, "drift")) == 1  # repairs don't disturb the workers
 
 
+def test_master_port_change_updates_the_service(kube: Kube, namespace: str) -> None:
+    create_job(kube, namespace, job_manifest("ported", workers=2, complete_after=None))
+    wait_phase(kube, namespace, "ported", "Running")
+    created = kube.core.read_namespaced_service("ported-workers", namespace)
+    patch_job(kube, namespace, "ported", {"spec": {"networking": {"masterPort": 23456}}})
+
+    def ports() -> list[tuple[int, int]] | None:
+        service = kube.core.read_namespaced_service("ported-workers", namespace)
+        found = [(p.port, int(p.target_port)) for p in service.spec.ports]
+        return found if found == [(23456, 23456)] else None
+
+    wait_until(ports, 30, "the Service to follow masterPort")
+    service = kube.core.read_namespaced_service("ported-workers", namespace)
+    assert service.metadata.uid == created.metadata.uid and service.spec.cluster_ip == "None"  # patched in place
+    pods = wait_until(lambda: running_world(kube, namespace, "ported", 2, 1), 90, "workers restarted on the new port")
+    assert {p.spec.containers[0].ports[0].container_port for p in pods} == {23456}
+
+
 def _service_exists(kube: Kube, namespace: str, name: str) -> bool:
     return any(s.metadata.name == name for s in kube.core.list_namespaced_service(namespace).items)
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from trainingjob.builders.service import service_ports
 from trainingjob.operator.apply import Applier
 from trainingjob.reconcile.observed import pod_view
 
@@ -51,7 +52,7 @@ class FakeApiServer:
         self.events: list[str] = []
         self.status_patches: list[dict[str, Any]] = []
         self.failing_deletes: set[str] = set()
-        self.services: set[str] = set()
+        self.services: dict[str, Any] = {}  # name -> ports as service_ports() reduces them
         self.config_maps: dict[str, dict[str, str]] = {}
         self.version = 100
 
@@ -79,7 +80,7 @@ class FakeApiServer:
         return {
             "trainingjob_bodies": {(namespace, name): [copy.deepcopy(job)] for name, job in self.jobs.items()},
             "worker_pods": pods,
-            "worker_services": {(namespace, _job_of(name)): [name] for name in self.services},
+            "worker_services": {(namespace, _job_of(name)): [ports] for name, ports in self.services.items()},
             "job_config_maps": {(namespace, _job_of(name)): [data] for name, data in self.config_maps.items()},
             "job_claims": {},
         }
@@ -132,7 +133,13 @@ class FakeApiServer:
         return ANSWER
 
     async def create_namespaced_service(self, namespace: str, body: Mapping[str, Any], **_: Any) -> Answer:
-        self.services.add(body["metadata"]["name"])
+        self.services[body["metadata"]["name"]] = service_ports(body["spec"].get("ports"))
+        return ANSWER
+
+    async def patch_namespaced_service(self, name: str, namespace: str, body: Mapping[str, Any], **_: Any) -> Answer:
+        if name not in self.services:
+            raise ApiException(status=404, reason="Not Found")
+        self.services[name] = service_ports(body["spec"].get("ports"))
         return ANSWER
 
     async def create_namespaced_config_map(self, namespace: str, body: Mapping[str, Any], **_: Any) -> Answer:

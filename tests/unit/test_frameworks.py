@@ -20,7 +20,7 @@ from trainingjob.frameworks.base import WorkerContext
 from trainingjob.frameworks.jax import Jax
 from trainingjob.frameworks.mpi import Mpi
 from trainingjob.frameworks.pytorch import PyTorch
-from trainingjob.frameworks.registry import FRAMEWORKS, framework_for
+from trainingjob.frameworks.registry import FRAMEWORKS, RESERVED_ENV_NAMES, framework_for
 from trainingjob.frameworks.tensorflow import TensorFlow
 from trainingjob.frameworks.xgboost import XGBoost
 
@@ -51,7 +51,7 @@ def every_rank(workers: int, gpus: int) -> list[WorkerContext]:
 
 
 def is_reserved(name: str) -> bool:
-    return name in k.RESERVED_ENV_NAMES or name.startswith(k.RESERVED_ENV_PREFIXES)
+    return name in RESERVED_ENV_NAMES or name.startswith(k.RESERVED_ENV_PREFIXES)
 
 
 @pytest.mark.parametrize(("workers", "gpus"), SHAPES)
@@ -258,3 +258,22 @@ def test_every_hyperparameter_env_name_is_reserved() -> None:
 def test_only_user_env_is_unreserved_in_a_full_worker_env(framework: str) -> None:
     env = worker_env(_full_job(framework), 2, 1)
     assert [e["name"] for e in env if not is_reserved(e["name"])] == ["USER_VAR"]
+
+
+def test_every_reserved_name_is_injected_for_some_framework_and_spec() -> None:
+    """The other direction: a reserved name nobody injects only stops users from setting a variable for nothing."""
+    injected = {e["name"] for f in k.FRAMEWORKS for index in (0, 1) for e in worker_env(_full_job(f), index, 1)}
+    injected |= set(identity_env(_full_job_with_keep_last(), 0, 0))
+    assert sorted(set(RESERVED_ENV_NAMES) - injected) == []
+    assert len(RESERVED_ENV_NAMES) == len(set(RESERVED_ENV_NAMES))
+
+
+def test_identity_names_outside_the_prefixes_are_exactly_the_listed_ones() -> None:
+    names = set(identity_env(_full_job_with_keep_last(), 0, 1))
+    assert {n for n in names if not n.startswith(k.RESERVED_ENV_PREFIXES)} == set(k.IDENTITY_ENV_NAMES)
+
+
+def _full_job_with_keep_last() -> TrainingJob:
+    body = {"metadata": {"name": "mnist", "namespace": "ml"}, "spec": {**_full_job("pytorch").raw_spec}}
+    body["spec"]["checkpoint"] = {"keepLast": 3}
+    return TrainingJob.from_body(body)

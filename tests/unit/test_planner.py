@@ -233,6 +233,29 @@ def test_missing_service_and_edited_config_map_are_repaired() -> None:
     assert replaced[0].manifest["data"] == desired_config_data(job)
 
 
+def test_a_service_whose_port_differs_from_the_spec_is_updated_once_it_matches_nothing_is_done() -> None:
+    job = make_job({"phase": "Running", "startTime": "2026-11-22T11:00:00Z"}, networking={"masterPort": 23456})
+    old_ports = (("dist", 29500, 29500, "TCP"),)
+    result = plan(job, children(job, pod(job, 0), pod(job, 1), service_ports=old_ports), NOW, CONFIG)
+    (replace,) = [a for a in kinds(result.actions, ReplaceChild) if a.kind == "Service"]
+    assert replace.manifest["spec"]["ports"] == [
+        {"name": "dist", "port": 23456, "targetPort": 23456, "protocol": "TCP"}
+    ]
+    assert "ServiceUpdated" in [e.reason for e in result.events]
+    new_ports = (("dist", 23456, 23456, "TCP"),)
+    settled = plan(job, children(job, pod(job, 0), pod(job, 1), service_ports=new_ports), NOW, CONFIG)
+    assert [a for a in kinds(settled.actions, ReplaceChild) if a.kind == "Service"] == []
+
+
+def test_service_ports_from_the_api_compare_equal_to_ours() -> None:
+    from trainingjob.builders.service import desired_service, service_ports
+
+    job = make_job()
+    cached = [{"name": "dist", "port": 29500, "targetPort": 29500, "protocol": "TCP"}]
+    assert service_ports(cached) == service_ports(desired_service(job)["spec"]["ports"])
+    assert service_ports([{"name": "dist", "port": 29500}]) == service_ports(cached)  # API defaults filled in
+
+
 def test_unschedulable_workers_are_explained_in_the_status() -> None:
     job = make_job({"phase": "Pending"})
     stuck = pod(job, 1, "Pending", unschedulable_message="0/4 nodes are available: 4 Insufficient nvidia.com/gpu.")

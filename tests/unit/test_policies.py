@@ -96,6 +96,33 @@ def test_worker_failure_is_a_gang_restart_after_the_backoff_delay() -> None:
     assert [c.name for c in kinds(late.actions, CreateChild)] == ["job-worker-0", "job-worker-1"]
 
 
+def test_each_failed_worker_gets_one_worker_failed_event_besides_restarting() -> None:
+    job = make_job({"phase": "Running", "startTime": STARTED})
+    observed = children(
+        job,
+        pod(job, 0, "Failed", exit_code=137, reason="OOMKilled"),
+        pod(job, 1, "Failed", exit_code=1, reason="Error"),
+    )
+    result = plan(job, observed, NOW, CONFIG)
+    assert [(e.type, e.reason, e.message) for e in result.events[:2]] == [
+        ("Warning", "WorkerFailed", "worker 0 (pod job-worker-0) failed with exit code 137 (OOMKilled)"),
+        ("Warning", "WorkerFailed", "worker 1 (pod job-worker-1) failed with exit code 1 (Error)"),
+    ]
+    assert [e.reason for e in result.events[2:]] == ["Restarting"]
+    # The next reconcile sees the same failed pods (recorded in replacedPods, not deleted yet): no new events.
+    again = make_job(result.status)
+    later = plan(again, children(again, *observed.pods), NOW + datetime.timedelta(seconds=1), CONFIG)
+    assert [e.reason for e in later.events] == []
+
+
+def test_a_failure_that_exceeds_the_backoff_limit_still_names_the_worker() -> None:
+    result = fail_worker(
+        {"phase": "Running", "startTime": STARTED, "restartCount": 2, "attempt": 2}, 1, NOW, backoffLimit=2
+    )
+    assert [e.reason for e in result.events] == ["WorkerFailed", "BackoffLimitExceeded"]
+    assert "worker 1" in result.events[0].message and "exit code 1 (Error)" in result.events[0].message
+
+
 def test_worker_strategy_replaces_only_the_failed_pod() -> None:
     result = fail_worker(
         {"phase": "Running", "startTime": STARTED}, 1, NOW, failurePolicy={"restartStrategy": "Worker"}

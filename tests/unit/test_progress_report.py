@@ -99,16 +99,27 @@ def test_only_pod_bound_service_account_tokens_for_our_audience_authenticate(sta
     assert refused.value.status == 401
 
 
-def workers() -> list[PodView]:
+JOB_UID = "job-uid"
+
+
+def workers(controller_uid: str = JOB_UID) -> list[PodView]:
     return [
-        PodView(name=f"job-worker-{i}", index=i, attempt=0, spec_hash="h", phase="Running", uid=f"u{i}")
+        PodView(
+            name=f"job-worker-{i}",
+            index=i,
+            attempt=0,
+            spec_hash="h",
+            phase="Running",
+            uid=f"u{i}",
+            controller_uid=controller_uid,
+        )
         for i in range(2)
     ]
 
 
 def test_the_chief_of_the_job_may_report() -> None:
     caller = caller_from_review(review())
-    assert authorize(caller, "ml", workers(), (0,)).index == 0
+    assert authorize(caller, "ml", JOB_UID, workers(), (0,)).index == 0
 
 
 @pytest.mark.parametrize(
@@ -122,8 +133,27 @@ def test_the_chief_of_the_job_may_report() -> None:
 )
 def test_everyone_else_is_forbidden(caller: Caller, namespace: str, reporters: tuple[int, ...]) -> None:
     with pytest.raises(ReportError) as refused:
-        authorize(caller, namespace, workers(), reporters)
+        authorize(caller, namespace, JOB_UID, workers(), reporters)
     assert refused.value.status == 403
+
+
+@pytest.mark.parametrize("controller_uid", ["", "another-owner-uid"])
+def test_a_pod_with_the_jobs_labels_but_not_controlled_by_the_job_is_forbidden(controller_uid: str) -> None:
+    with pytest.raises(ReportError) as refused:
+        authorize(caller_from_review(review()), "ml", JOB_UID, workers(controller_uid), (0,))
+    assert refused.value.status == 403
+    assert "not controlled by this job" in refused.value.reason
+
+
+def test_the_controller_uid_is_read_from_the_controller_owner_reference() -> None:
+    from trainingjob.reconcile.observed import pod_view
+
+    owners = [
+        {"kind": "ConfigMap", "uid": "not-a-controller"},
+        {"kind": "TrainingJob", "uid": JOB_UID, "controller": True},
+    ]
+    assert pod_view({"metadata": {"name": "p", "ownerReferences": owners}}).controller_uid == JOB_UID
+    assert pod_view({"metadata": {"name": "p", "ownerReferences": owners[:1]}}).controller_uid == ""
 
 
 def test_pending_reports_merge_so_a_checkpoint_report_does_not_hide_the_epoch() -> None:

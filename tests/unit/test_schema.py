@@ -14,6 +14,7 @@ from trainingjob.api import constants as c
 from trainingjob.api import generate
 from trainingjob.api.schema import crd_manifest
 from trainingjob.api.schema_builders import node, obj, string
+from trainingjob.frameworks.registry import RESERVED_ENV_NAMES
 
 Schema = dict[str, Any]
 
@@ -332,7 +333,7 @@ def test_framework_is_immutable() -> None:
     assert immutable["message"] == "framework is immutable; create a new TrainingJob to change it"
 
 
-@pytest.mark.parametrize("name", [*c.RESERVED_ENV_NAMES, *c.RESERVED_ENV_PREFIXES])
+@pytest.mark.parametrize("name", [*RESERVED_ENV_NAMES, *c.RESERVED_ENV_PREFIXES])
 def test_every_reserved_env_name_is_in_the_rule(name: str) -> None:
     [reserved] = rules_at(".spec.env[].name")
     assert f"'{name}'" in reserved["rule"]

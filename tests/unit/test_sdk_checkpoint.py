@@ -211,10 +211,13 @@ def test_save_reports_the_checkpoint_even_inside_the_throttle_window(tmp_path: P
         "TRAININGJOB_NAMESPACE": "ns",
         "TRAININGJOB_WORKER_INDEX": "0",
     }
-    sdk.set_default_reporter(ProgressReporter(env=env, opener=opener, clock=lambda: 50.0))
+    reporter = ProgressReporter(env=env, opener=opener, clock=lambda: 50.0)
+    sdk.set_default_reporter(reporter)
     assert sdk.report_progress(epoch=4, loss=1.0) is True
+    assert reporter.wait()
     path = sdk.save_checkpoint(write_bytes(b"x"), epoch=4, step=800, directory=tmp_path / "ckpts")
     assert sdk.report_progress(epoch=4, loss=0.9) is False  # throttled, as usual
+    assert reporter.wait()
     assert opener.bodies == [
         {"worker": 0, "epoch": 4, "metrics": {"loss": 1.0}},
         {"worker": 0, "checkpoint": {"epoch": 4, "step": 800, "path": str(path)}},

@@ -1,7 +1,8 @@
 """trainingjob.sdk progress reports against a real local HTTPS endpoint: path, token, body, retries, 429, throttle.
 
 No Kubernetes: the endpoint is an http.server on 127.0.0.1 with a throwaway CA; the clock and sleep are fakes, so
-nothing here waits for real.
+nothing here waits for real. Reports are sent by the reporter's background thread, so a test that looks at what
+the endpoint received first waits for that thread (``reporter.wait()``).
 """
 
 from __future__ import annotations
@@ -120,6 +121,7 @@ def test_report_is_posted_with_path_token_and_body(
     assert reporter.report_progress(
         epoch=3, total_epochs=10, step=1200, total_steps=4000, metrics={"loss": 0.41}, accuracy=0.87
     )
+    assert reporter.wait()
     (request,) = endpoint.received
     assert request.method == "POST"
     assert request.path == PATH
@@ -137,6 +139,7 @@ def test_report_is_posted_with_path_token_and_body(
     token_file.write_text("token-2")  # the kubelet rotated the projected token
     clock.advance(5)
     assert reporter.report_progress(epoch=4)
+    assert reporter.flush() is True  # everything reported has been accepted
     assert endpoint.received[-1].headers["authorization"] == "Bearer token-2"
     assert endpoint.received[-1].json() == {"worker": 0, "epoch": 4}
 
@@ -146,6 +149,7 @@ def test_reports_carry_this_workers_index(
 ) -> None:
     reporter = ProgressReporter(env=job_env(endpoint.url + "/", pki, token_file, worker="3"), clock=clock)
     assert reporter.report_checkpoint(Path("/checkpoints/ckpt-00000001"), epoch=1, step=50)
+    assert reporter.wait()
     (request,) = endpoint.received
     assert request.path == PATH
     assert request.json() == {"worker": 3, "checkpoint": {"epoch": 1, "step": 50, "path": "/checkpoints/ckpt-00000001"}}
@@ -157,6 +161,7 @@ def test_5xx_is_retried_with_backoff_until_success(
     endpoint.answer(503)
     endpoint.answer(502)
     assert reporter.report_progress(step=10) is True
+    assert reporter.flush() is True
     assert len(endpoint.received) == 3
     assert sleeps == [0.25, 0.5]
     assert all(r.json() == {"worker": 0, "step": 10} for r in endpoint.received)
@@ -171,9 +176,11 @@ def test_400_is_not_retried_and_its_reason_is_logged_once(
 ) -> None:
     endpoint.answer(400, {"reason": "epoch out of range"})
     endpoint.answer(400, {"reason": "epoch out of range"})
-    assert reporter.report_progress(epoch=1) is False
+    assert reporter.report_progress(epoch=1) is True  # handed to the sender; the endpoint refuses it there
+    assert reporter.flush() is False
     clock.advance(5)
-    assert reporter.report_progress(epoch=1) is False
+    assert reporter.report_progress(epoch=1) is True
+    assert reporter.flush() is False
     assert len(endpoint.received) == 2
     assert sleeps == []
     warnings = sdk_warnings(caplog)
@@ -185,7 +192,8 @@ def test_429_retry_after_pauses_reports_and_holds_back_a_checkpoint(
     reporter: ProgressReporter, endpoint: ProgressEndpoint, clock: FakeClock, sleeps: list[float]
 ) -> None:
     endpoint.answer(429, Retry_After="30")
-    assert reporter.report_progress(epoch=1) is False
+    assert reporter.report_progress(epoch=1) is True
+    assert reporter.flush() is False  # rate-limited, held back
     assert len(endpoint.received) == 1 and sleeps == []
 
     clock.advance(10)
@@ -196,6 +204,7 @@ def test_429_retry_after_pauses_reports_and_holds_back_a_checkpoint(
 
     clock.advance(21)
     assert reporter.report_progress(epoch=3, loss=0.2) is True
+    assert reporter.flush() is True
     assert endpoint.received[-1].json() == {
         "worker": 0,
         "epoch": 3,
@@ -217,24 +226,28 @@ def test_throttle_sends_at_most_one_report_per_interval_but_checkpoints_always(
 
     clock.advance(5)
     assert reporter.report_progress(step=100) is True
+    assert reporter.wait()
     before = len(endpoint.received)
     assert reporter.report_progress(step=101) is False  # inside the window
     assert reporter.report_checkpoint("/checkpoints/ckpt-00000000-000000000100", epoch=0, step=100) is True
+    assert reporter.wait()
     assert reporter.report_checkpoint("/checkpoints/ckpt-00000000-000000000101", epoch=0, step=101) is True
+    assert reporter.wait()
     assert len(endpoint.received) == before + 2
 
 
 def test_flush_sends_the_newest_throttled_report_once(
     reporter: ProgressReporter, endpoint: ProgressEndpoint, clock: FakeClock
 ) -> None:
-    assert reporter.flush() is False  # nothing held back
+    assert reporter.flush() is False  # nothing reported yet
     assert reporter.report_progress(step=1) is True
+    assert reporter.wait()  # else step 3 would replace step 1 still waiting for the sender (newest wins)
     clock.advance(0.5)
     assert reporter.report_progress(step=2, loss=0.9) is False
     clock.advance(0.5)
     assert reporter.report_progress(step=3, loss=0.8) is False
     assert reporter.flush() is True
-    assert reporter.flush() is False
+    assert reporter.flush() is True  # nothing left to send: nothing sent again
     assert [r.json().get("step") for r in endpoint.received] == [1, 3]
     assert endpoint.received[-1].json()["metrics"] == {"loss": 0.8}
 
@@ -255,6 +268,7 @@ def test_invalid_values_are_dropped_with_one_warning_and_never_raise(
         samples=128,
     )
     assert sent is True
+    assert reporter.wait()
     assert endpoint.received[-1].json() == {"worker": 0, "epoch": 5, "metrics": {"acc": 0.9, "samples": 128}}
     (warning,) = sdk_warnings(caplog)
     for name in ("totalEpochs", "step", "loss", "'bad name'", "flag", "tensor", "lr"):
@@ -268,6 +282,7 @@ def test_invalid_values_are_dropped_with_one_warning_and_never_raise(
     clock.advance(5)
     assert reporter.report_progress(epoch=object(), metrics="loss=0.3") is False  # nothing valid left: not sent
     assert reporter.report_progress(metrics={f"m{i}": i for i in range(40)}) is True
+    assert reporter.wait()
     assert len(endpoint.received[-1].json()["metrics"]) == 32
     assert reporter.report_checkpoint("") is False
 
@@ -278,7 +293,8 @@ def test_unreachable_endpoint_returns_false_quickly_and_pauses(
     url = f"https://127.0.0.1:{unused_port()}"
     reporter = ProgressReporter(env=job_env(url, pki, token_file), clock=clock, sleep=sleeps.append)
     started = time.monotonic()
-    assert reporter.report_progress(epoch=1) is False
+    assert reporter.report_progress(epoch=1) is True
+    assert reporter.flush() is False
     assert reporter.report_checkpoint("/checkpoints/ckpt-00000001", epoch=1) is False  # paused: held back
     assert time.monotonic() - started < 2
     assert sleeps == [0.25, 0.5, 1.0]
@@ -286,7 +302,8 @@ def test_unreachable_endpoint_returns_false_quickly_and_pauses(
     assert "4 attempts failed" in warning
 
     clock.advance(11)  # the pause is over, still down: tried again, quietly
-    assert reporter.report_progress(epoch=2) is False
+    assert reporter.report_progress(epoch=2) is True
+    assert reporter.flush() is False
     assert len(sdk_warnings(caplog)) == 1
 
 
@@ -296,7 +313,8 @@ def test_checkpoint_held_back_while_down_is_delivered_by_flush(
     reporter = ProgressReporter(env=job_env(endpoint.url, pki, token_file), clock=clock, sleep=sleeps.append)
     for _ in range(4):
         endpoint.answer(503)
-    assert reporter.report_checkpoint("/checkpoints/ckpt-00000007", epoch=7) is False
+    assert reporter.report_checkpoint("/checkpoints/ckpt-00000007", epoch=7) is True
+    assert reporter.wait()
     assert len(endpoint.received) == 4
     clock.advance(reporter.failure_pause + 1)
     assert reporter.flush() is True
@@ -313,7 +331,8 @@ def test_untrusted_certificate_is_not_retried(
 ) -> None:
     other = make_pki(tmp_path / "other")
     reporter = ProgressReporter(env=job_env(endpoint.url, other, token_file), sleep=sleeps.append)
-    assert reporter.report_progress(epoch=1) is False
+    assert reporter.report_progress(epoch=1) is True
+    assert reporter.flush() is False
     assert sleeps == [] and endpoint.received == []
     assert "certificate" in sdk_warnings(caplog)[0]
 
@@ -322,10 +341,13 @@ def test_missing_token_or_ca_drops_the_report_with_a_warning(
     endpoint: ProgressEndpoint, pki: Pki, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     no_token = ProgressReporter(env=job_env(endpoint.url, pki, tmp_path / "absent"))
-    assert no_token.report_progress(epoch=1) is False
+    assert no_token.report_progress(epoch=1) is True
+    assert no_token.flush() is False
     env = job_env(endpoint.url, pki, tmp_path / "absent")
     env["TRAININGJOB_PROGRESS_CA_FILE"] = str(tmp_path / "no-ca.crt")
-    assert ProgressReporter(env=env).report_progress(epoch=1) is False
+    no_ca = ProgressReporter(env=env)
+    assert no_ca.report_progress(epoch=1) is True
+    assert no_ca.flush() is False
     assert endpoint.received == []
     assert len(sdk_warnings(caplog)) == 2
 
@@ -334,7 +356,9 @@ def test_module_functions_use_the_default_reporter(reporter: ProgressReporter, e
     sdk.set_default_reporter(reporter)
     try:
         assert sdk.report_progress(epoch=1, loss=0.5) is True
+        assert reporter.wait()
         assert sdk.report_checkpoint("/checkpoints/ckpt-00000001", epoch=1) is True
+        assert sdk.flush() is True
     finally:
         sdk.set_default_reporter(None)
     assert [sorted(r.json()) for r in endpoint.received] == [

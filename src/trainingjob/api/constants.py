@@ -49,20 +49,9 @@ DEFAULT_DATA_MOUNT_PATH = "/data"
 GPU_RESOURCE = "nvidia.com/gpu"
 
 # Environment variables the operator injects; users may not set them in spec.env (the schema rejects them).
-RESERVED_ENV_NAMES = (
-    # job identity and the generic distributed contract
-    "TRAININGJOB_NAME",
-    "TRAININGJOB_NAMESPACE",
-    "TRAININGJOB_FRAMEWORK",
-    "TRAININGJOB_WORKER_INDEX",
-    "TRAININGJOB_RESTART_COUNT",
-    "TRAININGJOB_HYPERPARAMETERS_FILE",
-    "WORLD_SIZE",
-    "RANK",
-    "LOCAL_RANK",
-    "MASTER_ADDR",
-    "MASTER_PORT",
-    "NCCL_SOCKET_IFNAME",
+# What builders/env.identity_env may set outside the reserved prefixes (a unit test holds it to exactly that);
+# the frameworks' own names are derived from their code (frameworks.registry.RESERVED_ENV_NAMES).
+IDENTITY_ENV_NAMES = (
     "MODEL",
     "DATASET",
     "CHECKPOINT_DIR",
@@ -71,33 +60,6 @@ RESERVED_ENV_NAMES = (
     "RESUME_FROM_CHECKPOINT",
     "DATA_DIR",
     "DISTRIBUTED_BACKEND",
-    # pytorch (torchrun)
-    "PET_NNODES",
-    "PET_NODE_RANK",
-    "PET_NPROC_PER_NODE",
-    "PET_MASTER_ADDR",
-    "PET_MASTER_PORT",
-    # tensorflow
-    "TF_CONFIG",
-    # xgboost (rabit / collective tracker)
-    "DMLC_TRACKER_URI",
-    "DMLC_TRACKER_PORT",
-    "DMLC_TASK_ID",
-    "DMLC_NUM_WORKER",
-    # jax
-    "JAX_COORDINATOR_ADDRESS",
-    "JAX_NUM_PROCESSES",
-    "JAX_PROCESS_ID",
-    # mpi
-    "OMPI_MCA_orte_default_hostfile",
-    "OMPI_MCA_plm_rsh_agent",
-    "OMPI_ALLOW_RUN_AS_ROOT",
-    "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM",
-    "OMPI_COMM_WORLD_SIZE",
-    "OMPI_COMM_WORLD_RANK",
-    "MPI_HOSTFILE",
-    "OMPI_MCA_orte_keep_fqdn_hostnames",
-    "OMPI_MCA_orte_set_default_slots",
 )
 # Whole families we own: every hyperparameter becomes HYPERPARAM_<KEY>, and TRAININGJOB_ is ours.
 RESERVED_ENV_PREFIXES = ("HYPERPARAM_", "TRAININGJOB_")

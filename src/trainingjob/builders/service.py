@@ -9,6 +9,16 @@ from trainingjob.api.names import service_name
 from trainingjob.api.types import TrainingJob
 from trainingjob.builders.common import child_metadata
 
+ServicePorts = tuple[tuple[Any, ...], ...]
+
+
+def service_ports(ports: list[dict[str, Any]] | None) -> ServicePorts:
+    """The parts of spec.ports we set, comparable between our manifest and the cached Service (defaults filled)."""
+    return tuple(
+        (p.get("name"), p.get("port"), p.get("targetPort", p.get("port")), p.get("protocol") or "TCP")
+        for p in ports or []
+    )
+
 
 def desired_service(job: TrainingJob) -> dict[str, Any]:
     port = job.spec.master_port

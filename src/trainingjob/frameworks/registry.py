@@ -1,8 +1,9 @@
-"""framework name (spec.framework) -> its contract."""
+"""framework name (spec.framework) -> its contract, and the env names those contracts inject."""
 
 from __future__ import annotations
 
-from trainingjob.frameworks.base import Framework
+from trainingjob.api import constants as k
+from trainingjob.frameworks.base import Framework, WorkerContext
 from trainingjob.frameworks.jax import Jax
 from trainingjob.frameworks.mpi import Mpi
 from trainingjob.frameworks.pytorch import PyTorch
@@ -15,3 +16,22 @@ FRAMEWORKS: dict[str, Framework] = {f.name: f for f in (PyTorch(), TensorFlow(),
 def framework_for(name: str) -> Framework:
     """The contract for `name`; KeyError for an unknown one (the schema's enum normally prevents that)."""
     return FRAMEWORKS[name]
+
+
+def _sample_contexts() -> tuple[WorkerContext, ...]:
+    """A single CPU worker and a multi-GPU gang: between them every variable a framework ever sets appears."""
+    hosts = ("w-0.svc", "w-1.svc")
+    return (
+        WorkerContext("j", "ns", 0, 1, hosts[:1], k.DEFAULT_MASTER_PORT, 1, "gloo"),
+        WorkerContext("j", "ns", 1, 2, hosts, k.DEFAULT_MASTER_PORT, 2, "nccl"),
+    )
+
+
+def framework_env_names() -> tuple[str, ...]:
+    """Every name some framework's worker_env sets, read from the frameworks themselves so it cannot drift."""
+    names = {name for f in FRAMEWORKS.values() for ctx in _sample_contexts() for name in f.worker_env(ctx)}
+    return tuple(sorted(names))
+
+
+# Injected by the operator, so spec.env may not set them (the CRD's CEL rule lists them; prefixes come on top).
+RESERVED_ENV_NAMES: tuple[str, ...] = (*k.IDENTITY_ENV_NAMES, *framework_env_names())

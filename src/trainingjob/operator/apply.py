@@ -261,6 +261,9 @@ class Applier:
                 preconditions=client.V1Preconditions(uid=action.uid) if action.uid else None
             )
             await unread(self.core.delete_namespaced_pod, action.name, ns, body=options)
+        elif isinstance(action, ReplaceChild) and action.kind == "Service":
+            patch = {"spec": action.manifest["spec"]}
+            await unread(self.core.patch_namespaced_service, action.name, ns, patch, _content_type=MERGE_PATCH)
         elif isinstance(action, ReplaceChild):
             await unread(self.core.replace_namespaced_config_map, action.name, ns, action.manifest)
 

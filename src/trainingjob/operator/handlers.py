@@ -18,6 +18,7 @@ from kubernetes_asyncio import config as k8s_config
 
 from trainingjob.api import constants as k
 from trainingjob.api.names import config_map_name, service_name
+from trainingjob.builders.service import service_ports
 from trainingjob.operator.api_client import CountingApiClient
 from trainingjob.operator.apply import Applier
 from trainingjob.operator.http import build_app
@@ -167,9 +168,12 @@ async def worker_pods(namespace: str, labels: kopf.Labels, body: kopf.Body, **_:
 
 
 @kopf.index("", "v1", "services", labels=OURS)
-async def worker_services(namespace: str, name: str, labels: kopf.Labels, **_: Any) -> dict | None:
+async def worker_services(namespace: str, name: str, labels: kopf.Labels, spec: kopf.Spec, **_: Any) -> dict | None:
+    """Its ports, not just its name: the planner compares them with spec.networking.masterPort."""
     job = labels.get(k.LABEL_JOB_NAME)
-    return {(namespace, job): name} if job and name == service_name(job) else None
+    if not job or name != service_name(job):
+        return None
+    return {(namespace, job): service_ports(list(spec.get("ports") or []))}
 
 
 @kopf.index("", "v1", "configmaps", labels=OURS)

@@ -2,6 +2,8 @@
 
 A context variable is set for the duration of each reconcile; a filter on the root handlers copies it onto every
 record logged meanwhile (by us or by libraries), and Kopf's JSON formatter emits those attributes as fields.
+Every record also gets a `level` field: our documented log schema (timestamp, level, message, namespace, job,
+reconcile) names it so, while Kopf's formatter calls it `severity` (kept, for tools that already read it).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ class ReconcileContextFilter(logging.Filter):
         context = _current.get()
         if context is not None:
             record.namespace, record.job, record.reconcile = context
+        record.level = record.levelname.lower()  # debug, info, warning, error, critical
         return True
 
 

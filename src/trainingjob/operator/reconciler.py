@@ -84,8 +84,10 @@ class Reconciler:
             for i in range(self.config.max_concurrent_reconciles)
         ]
 
-    def job_exists(self, key: JobKey) -> bool:
-        return self.job_body(key) is not None
+    def job_uid(self, key: JobKey) -> str | None:
+        """The job's uid (None: no such job); the progress endpoint checks the reporting pod's controller by it."""
+        body = self.job_body(key)
+        return None if body is None else str((body.get("metadata") or {}).get("uid") or "")
 
     def job_pods(self, key: JobKey) -> list[PodView]:
         return _values(self.indexes["worker_pods"], key)

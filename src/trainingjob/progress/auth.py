@@ -1,5 +1,8 @@
 """Who may report progress for which job: TokenReview with our audience, then the token's pod must be a
-worker of that very job (a pod of job A can never write job B) and one allowed to report (worker 0 by default)."""
+worker of that very job (a pod of job A can never write job B) and one allowed to report (worker 0 by default).
+
+"A worker of that job" means controlled by it (an ownerReference with controller=true and the job's uid), not
+merely labelled like one: anyone who may create pods in the namespace can copy our labels onto a pod of theirs."""
 
 from __future__ import annotations
 
@@ -38,15 +41,22 @@ def caller_from_review(status: client.V1TokenReviewStatus | None) -> Caller:
     return Caller(namespace=parts[2], pod_name=extra[POD_NAME][0], pod_uid=(extra.get(POD_UID) or [""])[0])
 
 
-def authorize(caller: Caller, namespace: str, job_pods: Iterable[PodView], reporters: Collection[int]) -> PodView:
-    """The caller's pod among the job's workers (by name and uid), allowed to report; 403 otherwise."""
+def authorize(
+    caller: Caller, namespace: str, job_uid: str, job_pods: Iterable[PodView], reporters: Collection[int]
+) -> PodView:
+    """The caller's pod among the job's workers (by name and uid, controlled by the job), allowed to report; 403
+    otherwise."""
     if caller.namespace != namespace:
         raise ReportError(403, "the token's pod is not in this job's namespace")
     pod = next(
         (p for p in job_pods if p.name == caller.pod_name and (not caller.pod_uid or p.uid == caller.pod_uid)), None
     )
-    if pod is None or pod.deleting:
+    if pod is None:
         raise ReportError(403, f"pod {caller.pod_name} is not a worker of this job")
+    if not job_uid or pod.controller_uid != job_uid:
+        raise ReportError(403, f"pod {caller.pod_name} is not controlled by this job")
+    if pod.deleting:
+        raise ReportError(403, f"pod {caller.pod_name} is being deleted")
     if pod.index not in reporters:
         raise ReportError(403, f"worker {pod.index} may not report progress (allowed: {sorted(reporters)})")
     return pod

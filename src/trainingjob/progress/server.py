@@ -26,7 +26,7 @@ ROUTE = "/v1/namespaces/{namespace}/trainingjobs/{name}/progress"
 class ProgressSink(Protocol):
     """What the endpoint needs from the reconciler."""
 
-    def job_exists(self, key: tuple[str, str]) -> bool: ...
+    def job_uid(self, key: tuple[str, str]) -> str | None: ...
     def job_pods(self, key: tuple[str, str]) -> list[PodView]: ...
     def accepts_progress(self) -> bool: ...
     def report_progress(self, key: tuple[str, str], report: Report) -> None: ...
@@ -72,9 +72,10 @@ class ProgressEndpoint:
         if len(raw) > MAX_BODY_BYTES:
             raise ReportError(413, f"report is larger than {MAX_BODY_BYTES} bytes")
         caller = caller_from_review(await review_token(self.api, token))
-        if not self.sink.job_exists(key):
+        job_uid = self.sink.job_uid(key)
+        if job_uid is None:
             raise ReportError(404, f"trainingjob {key[0]}/{key[1]} not found")
-        authorize(caller, key[0], self.sink.job_pods(key), self.reporters)
+        authorize(caller, key[0], job_uid, self.sink.job_pods(key), self.reporters)
         report = parse_report(raw, self.clock())
         if not self.sink.accepts_progress():
             raise ReportError(503, "this replica is not the leader; retry")

@@ -35,7 +35,8 @@ class DeleteChild:
 
 @dataclass(frozen=True)
 class ReplaceChild(_ManifestAction):
-    """Put a child back as the planner wants it (e.g. a ConfigMap someone edited); a full replace, not a merge."""
+    """Put a child back as the planner wants it: a ConfigMap is replaced whole; a Service gets its spec merge-patched
+    (ports, selector), so the clusterIP fields the API server allocated stay as they are."""
 
 
 @dataclass(frozen=True)

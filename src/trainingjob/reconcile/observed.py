@@ -29,6 +29,8 @@ class PodView:
     disrupted: bool = False
     unschedulable_message: str | None = None
     uid: str = ""
+    # uid of the controller ownerReference: labels anyone may copy, only the job's own pods are controlled by it.
+    controller_uid: str = ""
 
     @property
     def live(self) -> bool:
@@ -79,7 +81,13 @@ def pod_view(body: Mapping[str, Any]) -> PodView:
         disrupted=bool(disruption and disruption.get("status") == "True") or status.get("reason") == "Evicted",
         unschedulable_message=unschedulable,
         uid=metadata.get("uid", ""),
+        controller_uid=_controller_uid(metadata),
     )
+
+
+def _controller_uid(metadata: Mapping[str, Any]) -> str:
+    owner = next((o for o in metadata.get("ownerReferences") or [] if o.get("controller")), None)
+    return (owner or {}).get("uid") or ""
 
 
 @dataclass(frozen=True)
@@ -88,6 +96,8 @@ class ObservedChildren:
 
     pods: tuple[PodView, ...] = ()
     service_exists: bool = False
+    # The Service's ports as service_ports() reduces them; None: not known (nothing to compare).
+    service_ports: tuple[tuple[Any, ...], ...] | None = None
     config_data: Mapping[str, str] | None = None
     # Messages of child writes the API server refused as invalid (e.g. a pod PodSecurity rejects).
     rejections: tuple[str, ...] = ()
@@ -111,10 +121,11 @@ class ObservedChildren:
         claims: Iterable[str] = (),
         progress: Any = None,
     ) -> ObservedChildren:
-        config_maps = list(config_maps)
+        config_maps, services = list(config_maps), list(services)
         return cls(
             pods=tuple(sorted(pods, key=lambda p: (p.index, p.name))),
-            service_exists=any(True for _ in services),
+            service_exists=bool(services),
+            service_ports=services[0] if services else None,
             config_data=config_maps[0] if config_maps else None,
             rejections=tuple(rejections),
             claimed_pods=frozenset(claimed_pods),

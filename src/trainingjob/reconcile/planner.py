@@ -14,7 +14,7 @@ from trainingjob.api.names import config_map_name
 from trainingjob.api.types import TrainingJob, format_time, parse_time
 from trainingjob.builders.configmap import desired_config_data, desired_config_map
 from trainingjob.builders.pvc import desired_checkpoint_pvc
-from trainingjob.builders.service import desired_service
+from trainingjob.builders.service import desired_service, service_ports
 from trainingjob.config import OperatorConfig
 from trainingjob.reconcile.actions import (
     AddFinalizer,
@@ -110,10 +110,15 @@ def fail_invalid(job: TrainingJob, observed: ObservedChildren, result: Plan, mes
 def repair_shared_children(
     job: TrainingJob, observed: ObservedChildren, config: OperatorConfig, events: list[Event]
 ) -> list:
-    """Create the Service, ConfigMap and checkpoint PVC when missing; put back ConfigMap data someone changed."""
+    """Create the Service, ConfigMap and checkpoint PVC when missing; bring the Service's ports and the ConfigMap's
+    data in line with the spec when they differ."""
     actions: list = []
+    service = desired_service(job)
     if not observed.service_exists:
-        actions.append(CreateChild(desired_service(job)))
+        actions.append(CreateChild(service))
+    elif observed.service_ports is not None and observed.service_ports != service_ports(service["spec"]["ports"]):
+        actions.append(ReplaceChild(service))
+        events.append(Event("Normal", "ServiceUpdated", f"{service['metadata']['name']} ports follow the job's spec"))
     if observed.config_data is None:
         actions.append(CreateChild(desired_config_map(job, config)))
     elif dict(observed.config_data) != desired_config_data(job, config):

@@ -46,6 +46,8 @@ class Restart:
     counter_changes: dict[str, int] = field(default_factory=dict)
     delay_seconds: int = 0
     failure: PodView | None = None
+    # Every failed worker behind this restart: each gets its own WorkerFailed event.
+    failed: tuple[PodView, ...] = ()
 
 
 @dataclass
@@ -177,7 +179,7 @@ def failure_restart(job: TrainingJob, gang: Gang, failed: list[PodView]) -> Rest
     delay = policies.backoff_seconds(job.spec, restarts + 1)
     message = f"{failure_message(first)}; restart {restarts + 1}/{job.spec.backoff_limit} in {delay}s"
     replace = gang.live if job.spec.failure_policy.restart_strategy == "Gang" else failed
-    return Restart("WorkerFailed", message, replace, {"attempt": 1, "restartCount": 1}, delay, first)
+    return Restart("WorkerFailed", message, replace, {"attempt": 1, "restartCount": 1}, delay, first, tuple(failed))
 
 
 def disruption(job: TrainingJob, gang: Gang, started: bool) -> Restart | None:
@@ -223,6 +225,7 @@ def start_restart(
     survivors = {i: p for i, p in gang.current.items() if p.name not in replaced}
     outcome = Outcome("Restarting", restart.reason, restart.message)
     result.status = build_status(job, outcome, survivors, counters(job, **counter_changes), now_text, changes)
+    result.events += worker_failed_events(restart.failed)
     result.events.append(
         Event("Normal" if restart.reason == "SpecChanged" else "Warning", "Restarting", restart.message)
     )
@@ -290,11 +293,22 @@ def failure_record(pod: PodView, now: str) -> dict:
     }
 
 
+def worker_failed_events(pods: Iterable[PodView]) -> list[Event]:
+    """One WorkerFailed Warning per failed worker (index, exit code, reason in the message).
+
+    Emitted only from the plan that acts on the failure (a restart records the pod in replacedPods, a failure ends
+    the job), so each failure gives one event, not one per reconcile.
+    """
+    return [Event("Warning", "WorkerFailed", failure_message(pod)) for pod in pods]
+
+
 def fail(job: TrainingJob, gang: Gang, outcome: Outcome, now: str, result: Plan, changes: dict) -> None:
     changes["nextRestartTime"] = None
     failed = next((p for p in gang.current.values() if p.phase == "Failed" and not p.disrupted), None)
     if failed is not None and outcome.reason not in ("DeadlineExceeded", "StartupTimeout"):
         changes["lastFailure"] = failure_record(failed, now)
+        if outcome.reason != "WorkerFailed":  # e.g. BackoffLimitExceeded: still say which worker failed, and how
+            result.events += worker_failed_events([failed])
     result.status = build_status(
         job, outcome, gang.current, counters(job, **changes.pop("_counters", {})), now, changes
     )

@@ -13,7 +13,7 @@ import os
 import threading
 from collections.abc import Mapping
 
-from .reporter import ProgressReporter
+from .reporter import FLUSH_SECONDS, ProgressReporter
 
 log = logging.getLogger("trainingjob.sdk")
 
@@ -64,11 +64,14 @@ def report_checkpoint(path: str | os.PathLike[str], epoch: int | None = None, st
     return reporter.report_checkpoint(path, epoch, step)
 
 
-def flush() -> bool:
-    """Send what the default reporter held back (call it when training ends). Never raises."""
+def flush(timeout: float = FLUSH_SECONDS) -> bool:
+    """Send what the default reporter held back and wait up to `timeout` s for it (call it when training ends).
+
+    True if everything reported so far reached the endpoint. Never raises.
+    """
     try:
         reporter = get_reporter()
     except Exception:
         log.debug("cannot create the progress reporter", exc_info=True)
         return False
-    return reporter.flush()
+    return reporter.flush(timeout)

@@ -2,22 +2,27 @@
 
 Why it is built like this (the contract is docs/progress-protocol.md):
 
-- Reports are a nice-to-have, training is what matters: nothing here raises into the caller. Network errors, HTTP
-  errors and bad input are logged once per kind (repeats at DEBUG) on the ``trainingjob.sdk`` logger and dropped.
+- Reports are a nice-to-have, training is what matters: nothing here raises into the caller, and nothing here
+  waits for the network. The HTTP request runs on a background daemon thread with a queue of one: while it is busy,
+  a newer report replaces the one waiting (keeping a checkpoint the newer one lacks). An endpoint that drops packets
+  costs that thread retries x timeout; the loop only pays for building a small dict.
+- Network errors, HTTP errors and bad input are logged once per kind (repeats at DEBUG) on the ``trainingjob.sdk``
+  logger and dropped.
 - Training code may report every step, but the operator updates the status at most every few seconds: the reporter
   sends at most one report per ``min_interval`` seconds and drops the ones in between. The newest dropped report is
-  kept, and ``flush()`` sends it (call it when training ends); a report sent later simply replaces it (no merging).
+  kept, and ``flush()`` sends it (call it when training ends; it is also attempted, briefly, at interpreter exit);
+  a report sent later simply replaces it (no merging).
 - Checkpoint reports are never throttled away: they go out even inside the throttle window. Only while the endpoint
   asked for a pause (429 Retry-After) or after it was unreachable is a checkpoint held back, and then it rides along
   with the next report that is sent (or with ``flush()``), so ``status.lastCheckpoint`` catches up.
 - 5xx answers and connection errors are retried ``retries`` times with exponential backoff (``backoff``, 2 * backoff,
-  …); after that, or after a 429, reports are skipped for a while (``failure_pause``, or the Retry-After), so an
-  unreachable endpoint costs the loop one short stall, not one per report.
+  …); after that, or after a 429, reports are skipped for a while (``failure_pause``, or the Retry-After).
 - The clock, sleep, HTTP opener and environment are injectable, so tests neither sleep nor need a cluster.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import threading
@@ -27,9 +32,15 @@ from typing import Any
 
 from . import _env
 from ._body import Problem, build_body, clean_checkpoint, has_content
+from ._sender import BackgroundSender, flush_at_exit
 from ._transport import Opener, Outcome, Transport, progress_url
 
 log = logging.getLogger("trainingjob.sdk")
+
+FLUSH_SECONDS = 5.0  # how long flush() waits for the sender by default
+
+# A report body and its sequence number: the higher one is the newer report, whichever thread holds it.
+Numbered = tuple[int, dict[str, Any]]
 
 
 class ProgressReporter:
@@ -76,10 +87,15 @@ class ProgressReporter:
         self._log = logger or log
         self._lock = threading.RLock()
         self._seen: set[str] = set()
+        self._numbers = itertools.count(1)
         self._last_sent: float | None = None
         self._paused_until: float | None = None
-        self._pending: dict[str, Any] | None = None  # the newest report not sent (throttled, or held back)
-        self._pending_checkpoint: dict[str, Any] | None = None  # a checkpoint not delivered yet
+        self._last_outcome: Outcome | None = None
+        self._pending: Numbered | None = None  # the newest report not sent (throttled, or held back)
+        self._pending_checkpoint: Numbered | None = None  # (number, checkpoint) not delivered yet
+        self._sender: BackgroundSender[Numbered] = BackgroundSender(self._send, _newer_wins, "trainingjob-progress")
+        if self._transport is not None:
+            flush_at_exit(self.flush)
 
     @property
     def enabled(self) -> bool:
@@ -100,11 +116,12 @@ class ProgressReporter:
         metrics: Mapping[str, float] | None = None,
         **extra_metrics: float,
     ) -> bool:
-        """Report where training is; True if the endpoint accepted this report now. Never raises.
+        """Report where training is; True if the report was handed to the sender. Never raises, never waits.
 
         `metrics` and the keyword metrics (``loss=0.4``) are merged, the keywords winning. Invalid fields (NaN,
         negative counts, bad metric names, `epoch > total_epochs`, …) are dropped with one warning per kind.
-        False: disabled, throttled (kept for ``flush()``), paused, rejected, or the endpoint was unreachable.
+        False: disabled, nothing valid, throttled (kept for ``flush()``), or paused after a 429 or an unreachable
+        endpoint. Whether the endpoint accepted it shows later, in the log and in ``flush()``'s answer.
         """
         fields = {"epoch": epoch, "total_epochs": total_epochs, "step": step, "total_steps": total_steps}
         return self._guarded(lambda: self._report({**fields, "metrics": metrics, "extra_metrics": extra_metrics}))
@@ -112,7 +129,7 @@ class ProgressReporter:
     def report_checkpoint(
         self, path: str | os.PathLike[str], epoch: int | None = None, step: int | None = None
     ) -> bool:
-        """Report a saved checkpoint, even inside the throttle window; True if accepted now. Never raises."""
+        """Report a saved checkpoint, even inside the throttle window; True if handed to the sender. Never raises."""
 
         def report() -> bool:
             checkpoint, problems = clean_checkpoint(path, epoch, step)
@@ -120,23 +137,32 @@ class ProgressReporter:
 
         return self._guarded(report)
 
-    def flush(self) -> bool:
-        """Send the newest report (and checkpoint) held back by the throttle or a pause; True if accepted now.
+    def flush(self, timeout: float = FLUSH_SECONDS) -> bool:
+        """Send the newest report (and checkpoint) held back, then wait up to `timeout` s for the sender.
 
-        Ignores the throttle window but not a pause the endpoint asked for. Nothing held back: False.
+        Ignores the throttle window but not a pause the endpoint asked for. True if everything reported so far has
+        been accepted by the endpoint; False if something is held back, still in flight, or failed. Never raises.
         """
 
         def send_pending() -> bool:
             with self._lock:
-                if self._pending is None and self._pending_checkpoint is None:
+                if self._transport is None:
                     return False
                 now = self._clock()
-                if self._paused_until is not None and now < self._paused_until:
-                    return False
-                body = self._pending or ({} if self.worker is None else {"worker": self.worker})
-                return self._deliver(dict(body), now)
+                paused = self._paused_until is not None and now < self._paused_until
+                if not paused and (self._pending is not None or self._pending_checkpoint is not None):
+                    number, body = self._pending or (next(self._numbers), self._identity())
+                    self._queue(number, dict(body), now)
+            idle = self._sender.wait_idle(timeout)
+            with self._lock:
+                held = self._pending is not None or self._pending_checkpoint is not None
+                return idle and not held and self._last_outcome is Outcome.SENT
 
         return self._guarded(send_pending)
+
+    def wait(self, timeout: float = FLUSH_SECONDS) -> bool:
+        """Wait up to `timeout` s until reports already handed to the sender are sent or given up; True if so."""
+        return self._guarded(lambda: self._sender.wait_idle(timeout))
 
     # --- internals -------------------------------------------------------------------------------------------------
 
@@ -166,15 +192,16 @@ class ProgressReporter:
             self._once("empty", logging.WARNING, "progress report has nothing valid to send; dropped")
             return False
         with self._lock:
-            now = self._clock()
+            number, now = next(self._numbers), self._clock()
             if self._paused_until is not None and now < self._paused_until:
-                self._hold(body)
+                self._hold(number, body)
                 return False
             throttled = self._last_sent is not None and now - self._last_sent < self.min_interval
             if throttled and "checkpoint" not in body:
-                self._pending = body
+                self._pending = (number, body)
                 return False
-            return self._deliver(body, now)
+            self._queue(number, body, now)
+            return True
 
     def _warn_invalid(self, problems: Sequence[Problem]) -> None:
         """One warning naming every newly seen kind of invalid field; repeats of known kinds at DEBUG."""
@@ -186,23 +213,48 @@ class ProgressReporter:
         shown = new or [message for _, message in problems]
         self._log.log(level, "progress report: dropped invalid fields: %s", "; ".join(shown))
 
-    def _hold(self, body: dict[str, Any]) -> None:
-        self._pending = body
-        if "checkpoint" in body:
-            self._pending_checkpoint = body["checkpoint"]
+    def _identity(self) -> dict[str, Any]:
+        return {} if self.worker is None else {"worker": self.worker}
 
-    def _deliver(self, body: dict[str, Any], now: float) -> bool:
-        assert self._transport is not None
+    def _hold(self, number: int, body: dict[str, Any]) -> None:
+        """Keep `body` for later unless something newer is already kept (the sender may hand back older ones)."""
+        if self._pending is None or self._pending[0] < number:
+            self._pending = (number, body)
+        checkpoint = body.get("checkpoint")
+        if checkpoint is not None and (self._pending_checkpoint is None or self._pending_checkpoint[0] < number):
+            self._pending_checkpoint = (number, checkpoint)
+
+    def _queue(self, number: int, body: dict[str, Any], now: float) -> None:
+        """Hand `body` to the sender thread, with the checkpoint held back if it has none (caller holds the lock)."""
         if "checkpoint" not in body and self._pending_checkpoint is not None:
-            body["checkpoint"] = self._pending_checkpoint
+            body["checkpoint"] = self._pending_checkpoint[1]
         self._pending = self._pending_checkpoint = None
         self._last_sent = now
+        self._sender.submit((number, body))
+
+    def _send(self, item: Numbered) -> None:
+        """On the sender thread: POST outside the lock, so report calls never wait for the network."""
+        number, body = item
+        with self._lock:
+            if self._paused_until is not None and self._clock() < self._paused_until:
+                self._hold(number, body)  # queued before the pause began: keep it for later instead
+                return
+        assert self._transport is not None
         outcome, retry_after = self._transport.post(body)
-        if outcome is Outcome.RATE_LIMITED:
-            self._paused_until = self._clock() + retry_after
-        elif outcome is Outcome.UNREACHABLE:
-            self._paused_until = self._clock() + self.failure_pause
-            self._log.debug("progress reports paused for %.1fs", self.failure_pause)
-        if outcome in (Outcome.RATE_LIMITED, Outcome.UNREACHABLE):
-            self._hold(body)
-        return outcome is Outcome.SENT
+        with self._lock:
+            self._last_outcome = outcome
+            if outcome is Outcome.RATE_LIMITED:
+                self._paused_until = self._clock() + retry_after
+            elif outcome is Outcome.UNREACHABLE:
+                self._paused_until = self._clock() + self.failure_pause
+                self._log.debug("progress reports paused for %.1fs", self.failure_pause)
+            if outcome in (Outcome.RATE_LIMITED, Outcome.UNREACHABLE):
+                self._hold(number, body)
+
+
+def _newer_wins(waiting: Numbered, newer: Numbered) -> Numbered:
+    """The newer report replaces one still waiting for the sender, keeping the waiting one's checkpoint if needed."""
+    body = newer[1]
+    if "checkpoint" not in body and "checkpoint" in waiting[1]:
+        body = {**body, "checkpoint": waiting[1]["checkpoint"]}
+    return newer[0], body
