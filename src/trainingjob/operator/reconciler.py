@@ -158,8 +158,11 @@ class Reconciler:
         bodies = _values(self.indexes["trainingjob_bodies"], key)
         return bodies[0] if bodies else None
 
-    def observed(self, key: JobKey, progress: Report | None = None) -> ObservedChildren:
-        pods = _values(self.indexes["worker_pods"], key)
+    def observed(self, key: JobKey, job_uid: str, progress: Report | None = None) -> ObservedChildren:
+        # Only pods this job controls are its workers: labels can be copied by anyone who may create pods, and a
+        # copy taken for a worker could have the real one deleted as a stray. Pods of an earlier job of the same
+        # name are not ours either; garbage collection removes them.
+        pods = [p for p in _values(self.indexes["worker_pods"], key) if p.controller_uid == job_uid]
         return ObservedChildren.from_cache(
             pods=pods,
             services=_values(self.indexes["worker_services"], key),
@@ -211,7 +214,7 @@ class Reconciler:
         if self.superseded.get(key) == resource_version:
             return  # our own write is on its way through the watch; its event will bring us back
         job = TrainingJob.from_body(body)
-        observed = self.observed(key, self.due_progress(key))
+        observed = self.observed(key, job.uid, self.due_progress(key))
         result = self.defer_details(key, job, plan(job, observed, self.clock(), self.config))
         outcome = await self.applier.apply(job, body, result)
         self.remember(key, resource_version, outcome)

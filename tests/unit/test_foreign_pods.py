@@ -1,0 +1,55 @@
+"""A pod that copies a job's labels is not one of its workers: never counted, never deleted in its place."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+
+from tests.unit.fake_api import FakeApiServer, fake_applier
+from tests.unit.test_apply import CONFIG, NS, job_body, settle
+from tests.unit.test_planner import NOW
+from trainingjob.operator.reconciler import Reconciler
+
+
+def copy_of_worker(server: FakeApiServer, name: str, owner_uid: str | None) -> str:
+    """Same labels (job, index, attempt, spec hash) as a real worker; another or no controller."""
+    manifest = copy.deepcopy(server.pods[name])
+    manifest["metadata"]["name"] = f"{name}-copy"
+    manifest["metadata"]["uid"] = f"{name}-copy-uid"
+    if owner_uid is None:
+        manifest["metadata"].pop("ownerReferences", None)
+    else:
+        manifest["metadata"]["ownerReferences"][0]["uid"] = owner_uid
+    server.add_pod(manifest)
+    return manifest["metadata"]["name"]
+
+
+def running_job_with_a_copy(owner_uid: str | None) -> tuple[FakeApiServer, str]:
+    async def scenario() -> tuple[FakeApiServer, str]:
+        server = FakeApiServer()
+        server.add_job(job_body())
+        reconciler = Reconciler(server.indexes(NS), fake_applier(server), CONFIG, clock=lambda: NOW)
+        await settle(reconciler, server)
+        for name in list(server.pods):
+            server.pods[name]["status"] = {"phase": "Running"}
+        await settle(reconciler, server)
+        assert server.jobs["job"]["status"]["phase"] == "Running"
+        copied = copy_of_worker(server, "job-worker-0", owner_uid)
+        await settle(reconciler, server)
+        return server, copied
+
+    return asyncio.run(scenario())
+
+
+def test_a_labelled_pod_without_owner_is_ignored() -> None:
+    server, copied = running_job_with_a_copy(owner_uid=None)
+    assert {"job-worker-0", "job-worker-1", copied} <= set(server.pods), "the real workers and the copy all stay"
+    status = server.jobs["job"]["status"]
+    assert status["phase"] == "Running" and status.get("restartCount", 0) == 0
+    assert [w["podName"] for w in status["workerStatuses"]] == ["job-worker-0", "job-worker-1"]
+
+
+def test_a_pod_of_an_earlier_job_with_the_same_name_is_ignored() -> None:
+    server, copied = running_job_with_a_copy(owner_uid="uid-of-a-deleted-job")
+    assert {"job-worker-0", "job-worker-1", copied} <= set(server.pods)
+    assert server.jobs["job"]["status"]["phase"] == "Running"
