@@ -19,6 +19,44 @@ def parse_key_values(values: tuple[str, ...]) -> dict[str, str]:
     return pairs
 
 
+TOLERATION_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+def parse_toleration(text: str) -> dict[str, str]:
+    """KEY:EFFECT tolerates the taint whatever its value; KEY=VALUE:EFFECT only that value."""
+    taint, sep, effect = text.rpartition(":")
+    if not sep or effect not in TOLERATION_EFFECTS:
+        raise click.BadParameter(
+            f"{text!r} is not KEY[=VALUE]:EFFECT with EFFECT one of {', '.join(TOLERATION_EFFECTS)}"
+        )
+    key, has_value, value = taint.partition("=")
+    if not key:
+        raise click.BadParameter(f"{text!r} has no taint key")
+    if has_value:
+        return {"key": key, "operator": "Equal", "value": value, "effect": effect}
+    return {"key": key, "operator": "Exists", "effect": effect}
+
+
+def parse_tolerations(values: tuple[str, ...]) -> list[dict[str, str]] | None:
+    """None keeps the defaults; `none` alone removes them; otherwise exactly the given tolerations."""
+    if not values:
+        return None
+    if values == ("none",):
+        return []
+    return [parse_toleration(value) for value in values]
+
+
+def parse_reporters(text: str) -> tuple[int, ...]:
+    """Comma-separated worker indexes allowed to report progress, e.g. "0" or "0,1"."""
+    try:
+        indexes = tuple(sorted({int(part) for part in text.split(",") if part.strip()}))
+    except ValueError as error:
+        raise click.BadParameter(f"{text!r} is not a comma-separated list of worker indexes") from error
+    if not indexes or indexes[0] < 0:
+        raise click.BadParameter(f"{text!r} must name at least one worker index, none negative")
+    return indexes
+
+
 def skip_unused_optional_clients() -> None:
     """Keep Kopf from importing the sync `kubernetes` and `pykube` clients into the operator process.
 
@@ -45,6 +83,20 @@ def skip_unused_optional_clients() -> None:
     multiple=True,
     metavar="KEY=VALUE",
     help="Node selector added to GPU workers (repeatable; default accelerator=nvidia-gpu).",
+)
+@click.option(
+    "--gpu-toleration",
+    multiple=True,
+    metavar="KEY[=VALUE]:EFFECT",
+    help="Toleration added to GPU workers (repeatable; replaces the default nvidia.com/gpu:NoSchedule; "
+    "`none` adds no toleration).",
+)
+@click.option(
+    "--progress-reporters",
+    default="0",
+    show_default=True,
+    metavar="I[,J…]",
+    help="Worker indexes whose progress reports are accepted.",
 )
 @click.option("--max-concurrent-reconciles", default=16, show_default=True, type=click.IntRange(1, 512))
 @click.option("--max-concurrent-creates", default=32, show_default=True, type=click.IntRange(1, 1024))
@@ -91,6 +143,8 @@ def operator(
     log_format: str,
     log_level: str,
     gpu_node_selector: tuple[str, ...],
+    gpu_toleration: tuple[str, ...],
+    progress_reporters: str,
     max_concurrent_reconciles: int,
     max_concurrent_creates: int,
     leader_elect: bool,
@@ -112,6 +166,10 @@ def operator(
     defaults = OperatorConfig()
     config = OperatorConfig(
         gpu_node_selector=parse_key_values(gpu_node_selector) or defaults.gpu_node_selector,
+        gpu_tolerations=(
+            tolerations if (tolerations := parse_tolerations(gpu_toleration)) is not None else defaults.gpu_tolerations
+        ),
+        progress_reporters=parse_reporters(progress_reporters),
         max_concurrent_reconciles=max_concurrent_reconciles,
         max_concurrent_creates=max_concurrent_creates,
         lease_namespace=leader_election_namespace if leader_elect else None,

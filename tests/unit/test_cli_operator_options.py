@@ -1,0 +1,69 @@
+"""`tj operator` options that shape every job's pods and who may report progress."""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from trainingjob.config import OperatorConfig
+
+# The package exports the `operator` command under the module's name; the module itself is what we test.
+operator_cli = importlib.import_module("trainingjob.cli.operator")
+
+
+@pytest.mark.parametrize(
+    ("text", "toleration"),
+    [
+        ("nvidia.com/gpu:NoSchedule", {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}),
+        ("pool=a100:NoExecute", {"key": "pool", "operator": "Equal", "value": "a100", "effect": "NoExecute"}),
+        ("pool=:PreferNoSchedule", {"key": "pool", "operator": "Equal", "value": "", "effect": "PreferNoSchedule"}),
+    ],
+)
+def test_toleration_forms(text: str, toleration: dict) -> None:
+    assert operator_cli.parse_toleration(text) == toleration
+
+
+@pytest.mark.parametrize("text", ["nvidia.com/gpu", "gpu:Sometimes", ":NoSchedule", "=x:NoSchedule"])
+def test_malformed_tolerations_are_refused(text: str) -> None:
+    with pytest.raises(click.BadParameter):
+        operator_cli.parse_toleration(text)
+
+
+def test_tolerations_default_replace_or_none() -> None:
+    assert operator_cli.parse_tolerations(()) is None
+    assert operator_cli.parse_tolerations(("none",)) == []
+    assert len(operator_cli.parse_tolerations(("a:NoSchedule", "b=c:NoExecute"))) == 2
+
+
+@pytest.mark.parametrize(("text", "indexes"), [("0", (0,)), ("1,0, 1", (0, 1)), ("3", (3,))])
+def test_reporters(text: str, indexes: tuple[int, ...]) -> None:
+    assert operator_cli.parse_reporters(text) == indexes
+
+
+@pytest.mark.parametrize("text", ["", "a", "-1", "0,x"])
+def test_bad_reporters_are_refused(text: str) -> None:
+    with pytest.raises(click.BadParameter):
+        operator_cli.parse_reporters(text)
+
+
+def run_with(monkeypatch: pytest.MonkeyPatch, *args: str) -> OperatorConfig:
+    """The configuration `tj operator ARGS` would run with (the operator itself is not started)."""
+    import trainingjob.operator.runner as runner
+
+    seen: list[OperatorConfig] = []
+    monkeypatch.setattr(operator_cli, "skip_unused_optional_clients", lambda: None)
+    monkeypatch.setattr(runner, "run_operator", lambda config, *_, **__: seen.append(config))
+    result = CliRunner().invoke(operator_cli.operator, list(args))
+    assert result.exit_code == 0, result.output
+    return seen[0]
+
+
+def test_options_reach_the_operator_configuration(monkeypatch: pytest.MonkeyPatch) -> None:
+    config = run_with(monkeypatch, "--gpu-toleration", "pool=a100:NoSchedule", "--progress-reporters", "0,1")
+    assert config.gpu_tolerations == [{"key": "pool", "operator": "Equal", "value": "a100", "effect": "NoSchedule"}]
+    assert config.progress_reporters == (0, 1)
+    defaults = run_with(monkeypatch)
+    assert defaults.gpu_tolerations == OperatorConfig().gpu_tolerations and defaults.progress_reporters == (0,)
