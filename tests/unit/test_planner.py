@@ -288,3 +288,17 @@ def test_hyperparameter_key_the_schema_cannot_check_is_invalid_spec(key: str) ->
     result = plan(make_job(hyperparameters={key: 1}), ObservedChildren(), NOW, CONFIG)
     assert result.status["phase"] == "Failed"
     assert "spec.hyperparameters keys" in result.status["message"]
+
+
+@pytest.mark.parametrize(
+    ("observed_generation", "reason"),
+    [(1, "ConfigUpdated"), (2, "ConfigRestored")],
+)
+def test_config_event_says_whether_the_spec_or_an_edit_changed_the_config_map(
+    observed_generation: int, reason: str
+) -> None:
+    from trainingjob.reconcile.planner import config_event
+
+    job = make_job({"phase": "Running", "observedGeneration": observed_generation})
+    assert job.generation == 2
+    assert config_event(job).reason == reason

@@ -123,7 +123,7 @@ def repair_shared_children(
         actions.append(CreateChild(desired_config_map(job, config)))
     elif dict(observed.config_data) != desired_config_data(job, config):
         actions.append(ReplaceChild(desired_config_map(job, config)))
-        events.append(Event("Normal", "ConfigRestored", f"restored {config_map_name(job.name)} to the job's spec"))
+        events.append(config_event(job))
     claim = desired_checkpoint_pvc(job)
     if claim is not None and claim["metadata"]["name"] not in observed.claims:
         actions.append(CreateChild(claim))
@@ -138,3 +138,11 @@ def plan_suspended(job: TrainingJob, observed: ObservedChildren, now: str, resul
     result.status = build_status(job, outcome, {}, counters(job), now, changes)
     if job.status.get("phase") != "Suspended":
         result.events.append(Event("Normal", "Suspended", "workers deleted; set spec.suspend=false to resume"))
+
+
+def config_event(job: TrainingJob) -> Event:
+    """A spec the operator has not acted on yet explains a different ConfigMap; otherwise someone edited it."""
+    name = config_map_name(job.name)
+    if job.status.get("observedGeneration") != job.generation:
+        return Event("Normal", "ConfigUpdated", f"updated {name} for generation {job.generation} of the spec")
+    return Event("Normal", "ConfigRestored", f"restored {name} to the job's spec (it had been edited)")
