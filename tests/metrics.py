@@ -10,7 +10,11 @@ from tests.operator_harness import RunningOperator
 
 
 def scrape(operator: RunningOperator) -> dict[tuple[str, tuple], float]:
-    with urllib.request.urlopen(f"{operator.metrics_url}/metrics", timeout=10) as response:
+    return scrape_url(f"{operator.metrics_url}/metrics")
+
+
+def scrape_url(url: str) -> dict[tuple[str, tuple], float]:
+    with urllib.request.urlopen(url, timeout=10) as response:
         text = response.read().decode()
     return {
         (sample.name, tuple(sorted(sample.labels.items()))): sample.value

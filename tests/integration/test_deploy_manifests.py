@@ -20,12 +20,12 @@ import pytest
 import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import ClusterUnderTest
 from tests.integration.test_progress_endpoint import pod_token, worker_ca
 from tests.jobs import create_job, delete_job, get_job, job_manifest, patch_job, wait_phase
 from tests.kube import Kube, restricted_pod, wait_until
+from tests.metrics import scrape_url
 from tests.operator_harness import (
     OPERATOR_ACCOUNT,
     OPERATOR_NAMESPACE,
@@ -414,13 +414,7 @@ def token_kubeconfig(kube: Kube, account: str, path: Path) -> Path:
 
 
 def scrape(port: int) -> dict[tuple[str, tuple], float]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-        text = response.read().decode()
-    return {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
+    return scrape_url(f"http://127.0.0.1:{port}/metrics")
 
 
 def healthy(url: str) -> bool:
