@@ -1,52 +1,18 @@
 """The TrainingJob CRD as built by schema.py: documented everywhere, with the enums, defaults and limits the API
-promises, and deploy/crd/ generated from it."""
+promises, and deploy/crd/ generated from it. Its CEL rules are in test_schema_rules.py."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
+from tests.unit.schema_support import all_rules, field, root, walk
 from trainingjob.api import constants as c
 from trainingjob.api import generate
 from trainingjob.api.schema import crd_manifest
 from trainingjob.api.schema_builders import node, obj, string
-from trainingjob.frameworks.registry import RESERVED_ENV_NAMES
-
-Schema = dict[str, Any]
-
-
-def root() -> Schema:
-    return crd_manifest()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-
-
-def field(path: str) -> Schema:
-    """The schema node at a dotted path of properties, e.g. "spec.networking.masterPort"."""
-    schema = root()
-    for name in path.split("."):
-        schema = schema["properties"][name]
-    return schema
-
-
-def walk(schema: Schema, path: str) -> Iterator[tuple[str, Schema]]:
-    """Every property, item and map-value node below `schema`, with a readable path."""
-    for name, child in schema.get("properties", {}).items():
-        yield f"{path}.{name}", child
-        yield from walk(child, f"{path}.{name}")
-    for key, suffix in (("items", "[]"), ("additionalProperties", "{}")):
-        child = schema.get(key)
-        if isinstance(child, dict):
-            yield f"{path}{suffix}", child
-            yield from walk(child, f"{path}{suffix}")
-
-
-def all_rules() -> list[tuple[str, Schema]]:
-    nodes = [("", root()), *walk(root(), "")]
-    return [(path, entry) for path, schema in nodes for entry in schema.get("x-kubernetes-validations", [])]
-
 
 # --- generation ---------------------------------------------------------------------------------------------
 
@@ -318,98 +284,3 @@ def test_lifecycle_fields_are_optional() -> None:
     assert not lifecycle & set(field("spec")["required"])
     assert "required" not in field("spec.checkpoint")
     assert "required" not in field("spec.checkpoint.storage")
-
-
-# --- CEL rules ------------------------------------------------------------------------------------------------
-
-
-def rules_at(path: str) -> list[Schema]:
-    return [entry for rule_path, entry in all_rules() if rule_path == path]
-
-
-def test_framework_is_immutable() -> None:
-    [immutable] = rules_at(".spec.framework")
-    assert immutable["rule"] == "self == oldSelf"
-    assert immutable["message"] == "framework is immutable; create a new TrainingJob to change it"
-
-
-@pytest.mark.parametrize("name", [*RESERVED_ENV_NAMES, *c.RESERVED_ENV_PREFIXES])
-def test_every_reserved_env_name_is_in_the_rule(name: str) -> None:
-    [reserved] = rules_at(".spec.env[].name")
-    assert f"'{name}'" in reserved["rule"]
-    assert name in reserved["message"] or name.startswith(c.RESERVED_ENV_PREFIXES)
-
-
-@pytest.mark.parametrize("name", c.RESERVED_VOLUME_NAMES)
-def test_every_reserved_volume_name_is_in_the_rule(name: str) -> None:
-    [reserved] = rules_at(".spec.volumes[].name")
-    assert f"'{name}'" in reserved["rule"]
-    assert name in reserved["message"]
-
-
-@pytest.mark.parametrize("which", ["requests", "limits"])
-def test_gpus_are_not_set_through_resources(which: str) -> None:
-    [no_gpu] = rules_at(f".spec.resources.{which}")
-    assert f"'{c.GPU_RESOURCE}'" in no_gpu["rule"]
-    assert "gpuPerWorker" in no_gpu["message"]
-
-
-def test_name_rules_keep_children_valid() -> None:
-    expressions = [entry["rule"] for entry in rules_at("")]
-    assert f"self.metadata.name.size() <= {c.MAX_JOB_NAME_LENGTH}" in expressions
-    assert any(".matches('^[a-z]" in expression for expression in expressions)
-
-
-def test_cross_field_rules_on_spec() -> None:
-    messages = " ".join(entry["message"] for entry in rules_at(".spec"))
-    assert "nccl needs GPUs" in messages
-    assert "dataVolume.mountPath must differ from checkpointDir" in messages
-
-
-def test_backoff_max_is_at_least_base() -> None:
-    [ordered] = rules_at(".spec.failurePolicy.backoff")
-    assert "self.maxSeconds >= self.baseSeconds" in ordered["rule"]
-    assert ordered["fieldPath"] == ".maxSeconds"
-    assert "maxSeconds must be at least baseSeconds" in ordered["message"]
-
-
-def test_checkpoint_storage_is_a_claim_or_a_size() -> None:
-    [one_of] = rules_at(".spec.checkpoint.storage")
-    assert one_of["rule"] == "has(self.claimName) != has(self.size)"
-    assert "exactly one of claimName" in one_of["message"]
-    [positive] = rules_at(".spec.checkpoint.storage.size")
-    assert "quantity(string(self)).isGreaterThan(quantity('0'))" in positive["rule"]
-
-
-def test_enabled_checkpoint_needs_storage() -> None:
-    [needs_storage] = rules_at(".spec.checkpoint")
-    assert "has(self.storage)" in needs_storage["rule"]
-    assert needs_storage["message"] == "checkpoint.enabled needs checkpoint.storage: a claimName or a size"
-
-
-def test_checkpoint_dir_avoids_the_operators_paths() -> None:
-    [own] = rules_at(".spec.checkpoint.dir")
-    assert f"'{c.SHM_MOUNT_PATH}'" in own["rule"]
-    assert f"'{c.CONFIG_MOUNT_PATH}'" in own["rule"]
-    spec_rules = {entry.get("fieldPath"): entry for entry in rules_at(".spec")}
-    assert "self.checkpoint.dir != self.dataVolume.mountPath" in spec_rules[".checkpoint.dir"]["rule"]
-    assert any(
-        "checkpoint directory" in entry["message"]
-        for entry in rules_at(".spec")
-        if entry.get("fieldPath") == ".volumeMounts"
-    )
-
-
-def test_lists_and_maps_read_by_rules_are_bounded() -> None:
-    """Without maxItems/maxProperties the API server's cost estimate for the rules exceeds its budget."""
-    assert field("spec.env")["maxItems"] == 128
-    assert field("spec.env")["items"]["properties"]["name"]["maxLength"]
-    assert field("spec.podLabels")["maxProperties"]
-    assert field("spec.volumes")["maxItems"]
-    assert field("spec.volumeMounts")["maxItems"]
-
-
-@pytest.mark.parametrize("reserved", [f"'{c.GROUP}/'", f"'{c.LABEL_MANAGED_BY}'"])
-def test_operator_labels_are_reserved(reserved: str) -> None:
-    [rule] = rules_at(".spec.podLabels")
-    assert reserved in rule["rule"]
