@@ -11,17 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.examples_support import (
-    FRAMEWORK_MANIFESTS,
-    FRAMEWORKS,
-    clean_env,  # noqa: F401 (autouse)
-    load,
-    manifest,
-)
+from tests.unit import examples_support
+from tests.unit.examples_support import FRAMEWORK_MANIFESTS, FRAMEWORKS, load, manifest
 from trainingjob.api import constants as c
 from trainingjob.api.types import TrainingJob
 from trainingjob.builders.configmap import desired_config_data
 from trainingjob.builders.env import worker_env
+
+clean_env = examples_support.clean_env  # autouse: no launcher variable or default reporter leaks into a test
 
 # --- hyperparameters -------------------------------------------------------------------------------------------------
 

@@ -24,17 +24,19 @@ import pytest
 import yaml
 
 import trainingjob.sdk
+from tests.unit import examples_support
 from tests.unit.examples_support import (
     BY_FRAMEWORK,
     EXAMPLES,
     FRAMEWORK_MANIFESTS,
     FRAMEWORKS,
     child_env,
-    clean_env,  # noqa: F401 (autouse)
     load,
     manifest,
 )
 from trainingjob.api import constants as c
+
+clean_env = examples_support.clean_env  # autouse: no launcher variable or default reporter leaks into a test
 
 SDK_DIR = Path(trainingjob.sdk.__file__).parent
 HEAVY = ("torch", "tensorflow", "keras", "xgboost", "jax", "jaxlib", "numpy")

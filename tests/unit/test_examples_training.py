@@ -17,14 +17,11 @@ from types import ModuleType
 
 import pytest
 
-from tests.unit.examples_support import (
-    BY_FRAMEWORK,
-    FRAMEWORKS,
-    child_env,
-    clean_env,  # noqa: F401 (autouse)
-    load,
-)
+from tests.unit import examples_support
+from tests.unit.examples_support import BY_FRAMEWORK, FRAMEWORKS, child_env, load
 from trainingjob import sdk
+
+clean_env = examples_support.clean_env  # autouse: no launcher variable or default reporter leaks into a test
 
 # --- resuming: every framework, through the pure functions ---------------------------------------------------------
 
