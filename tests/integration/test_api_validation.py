@@ -1,229 +1,26 @@
-"""The real API server enforces the TrainingJob schema: defaults, preserved hyperparameter types, every invalid
-spec rejected with 422 naming the field, immutability, the scale subresource and `kubectl explain`."""
+"""The real API server enforces the TrainingJob schema on create: every invalid spec (or job name) in one table,
+INVALID, is rejected with 422 naming the field; and the one check it cannot make (hyperparameter keys) is left to
+the operator.
+
+Accepted jobs and their defaults are in test_api_accepted.py; updates and the scale subresource in
+test_api_updates.py.
+"""
 
 from __future__ import annotations
 
-import json
-import subprocess
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from kubernetes.client.exceptions import ApiException
 
-from tests.kube import Kube, wait_until
+from tests.integration import api_support
+from tests.integration.api_support import DROP, create, job, rejection, volumes
+from tests.kube import Kube
 from trainingjob.api import constants as c
-from trainingjob.api.schema import crd_manifest
 
 pytestmark = pytest.mark.integration
 
-DROP = object()  # marks a spec key to remove
-
-
-def job(name: str = "train", **spec: Any) -> dict[str, Any]:
-    """A minimal valid TrainingJob, with `spec` overrides (DROP removes a key)."""
-    body = {"framework": "pytorch", "image": "registry.example/train:1", "command": ["python", "train.py"], **spec}
-    return {
-        "apiVersion": c.API_VERSION,
-        "kind": c.KIND,
-        "metadata": {"name": name},
-        "spec": {key: value for key, value in body.items() if value is not DROP},
-    }
-
-
-def create(kube: Kube, namespace: str, manifest: dict[str, Any], dry_run: bool = False) -> dict[str, Any]:
-    extra = {"dry_run": "All"} if dry_run else {}
-    return kube.custom.create_namespaced_custom_object(c.GROUP, c.VERSION, namespace, c.PLURAL, manifest, **extra)
-
-
-def read(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
-    return kube.custom.get_namespaced_custom_object(c.GROUP, c.VERSION, namespace, c.PLURAL, name)
-
-
-def rejection(call: Any) -> str:
-    """The API server's message for a call that must fail with 422 Unprocessable Entity."""
-    with pytest.raises(ApiException) as caught:
-        call()
-    assert caught.value.status == 422, caught.value.body
-    return json.loads(caught.value.body)["message"]
-
-
-def _serves_trainingjobs(kube: Kube) -> bool:
-    try:
-        create(kube, "default", job(), dry_run=True)
-    except ApiException as error:
-        if error.status == 404:
-            return False
-        raise
-    return True
-
-
-@pytest.fixture(scope="module", autouse=True)
-def served_crd(kube: Kube, trainingjob_crd: None) -> None:
-    """The CRD from crd_manifest() (installed idempotently by the session fixture), once objects can be created:
-    Established can precede the first successful create by a moment."""
-    wait_until(lambda: _serves_trainingjobs(kube), 30, "TrainingJobs to be served")
-
-
-# --- accepted jobs ------------------------------------------------------------------------------------------------
-
-
-def test_minimal_job_is_accepted_with_defaults(kube: Kube, namespace: str) -> None:
-    create(kube, namespace, job())
-    spec = read(kube, namespace, "train")["spec"]
-    assert spec["workers"] == 1
-    assert spec["gpuPerWorker"] == 0
-    assert spec["restartPolicy"] == "OnFailure"
-    assert spec["backoffLimit"] == 3
-    assert spec["checkpointDir"] == c.DEFAULT_CHECKPOINT_DIR
-    assert spec["checkpointInterval"] == 1
-    assert spec["networking"] == {"masterPort": c.DEFAULT_MASTER_PORT}
-    assert "dataVolume" not in spec
-    assert spec["suspend"] is False
-    assert spec["cleanPodPolicy"] == "Running"
-    assert spec["successPolicy"] == "AllWorkers"
-    assert spec["failurePolicy"] == {"restartStrategy": "Gang", "backoff": {"baseSeconds": 10, "maxSeconds": 300}}
-    for optional in ("activeDeadlineSeconds", "startupTimeoutSeconds", "ttlSecondsAfterFinished", "checkpoint"):
-        assert optional not in spec
-
-
-def test_data_volume_defaults(kube: Kube, namespace: str) -> None:
-    create(kube, namespace, job(dataVolume={"claimName": "imagenet"}))
-    assert read(kube, namespace, "train")["spec"]["dataVolume"] == {
-        "claimName": "imagenet",
-        "readOnly": True,
-        "mountPath": c.DEFAULT_DATA_MOUNT_PATH,
-    }
-
-
-def test_hyperparameters_keep_their_json_types(kube: Kube, namespace: str) -> None:
-    hyperparameters = {"lr": 0.001, "epochs": 10, "name": "x", "amp": True}
-    create(kube, namespace, job(hyperparameters=hyperparameters))
-    stored = read(kube, namespace, "train")["spec"]["hyperparameters"]
-    assert stored == hyperparameters
-    assert {key: type(value) for key, value in stored.items()} == {"lr": float, "epochs": int, "name": str, "amp": bool}
-
-
-def test_every_field_at_once_is_accepted(kube: Kube, namespace: str) -> None:
-    """The rules reject only what they should: a job using every field passes."""
-    full = job(
-        framework="tensorflow",
-        args=["--epochs", "3"],
-        env=[{"name": "LOG_LEVEL", "value": "debug"}, {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "s"}}}],
-        workers=4,
-        gpuPerWorker=2,
-        resources={"requests": {"cpu": "4", "memory": "16Gi"}, "limits": {"memory": "16Gi", "cpu": 8}},
-        dataVolume={"claimName": "imagenet", "readOnly": False, "mountPath": "/datasets/imagenet"},
-        checkpointDir="/ckpt",
-        checkpointInterval=5,
-        hyperparameters={"lr": 3e-4, "batch_size": 256, "optimizer": "adamw", "amp": False, "warmup.steps": 100},
-        model="resnet50",
-        dataset="imagenet-1k",
-        restartPolicy="ExitCode",
-        backoffLimit=0,
-        networking={"masterPort": 23456, "backend": "nccl"},
-        scheduling={
-            "nodeSelector": {"accelerator": "nvidia-gpu"},
-            "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}, {"operator": "Exists"}],
-            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}},
-            "priorityClassName": "high",
-            "schedulerName": "default-scheduler",
-        },
-        serviceAccountName="trainer",
-        imagePullSecrets=[{"name": "registry"}],
-        podLabels={"team": "vision"},
-        podAnnotations={f"{c.GROUP}/note": "annotations are not reserved"},
-        volumes=[{"name": "scratch", "emptyDir": {}}, {"name": "ckpt", "persistentVolumeClaim": {"claimName": "c"}}],
-        volumeMounts=[{"name": "scratch", "mountPath": "/scratch"}, {"name": "ckpt", "mountPath": "/ckpt"}],
-        securityContext={"runAsNonRoot": True, "runAsUser": 1000},
-    )
-    created = create(kube, namespace, full)
-    assert created["spec"]["volumes"][1]["persistentVolumeClaim"] == {"claimName": "c"}, "volume sources are kept"
-    assert created["spec"]["hyperparameters"]["lr"] == 3e-4
-
-
-def test_lifecycle_fields_are_accepted_with_defaults(kube: Kube, namespace: str) -> None:
-    """Every lifecycle field, each object given only what it needs: the API server fills in the rest."""
-    create(
-        kube,
-        namespace,
-        job(
-            dataVolume={"claimName": "imagenet"},
-            activeDeadlineSeconds=3600,
-            startupTimeoutSeconds=600,
-            ttlSecondsAfterFinished=0,
-            failurePolicy={"rules": [{"exitCodes": [1, 2], "action": "Fail"}]},
-            checkpoint={"enabled": True, "dir": "/ckpt", "interval": 2, "keepLast": 3, "storage": {"size": "10Gi"}},
-        ),
-    )
-    spec = read(kube, namespace, "train")["spec"]
-    assert spec["suspend"] is False
-    assert (spec["activeDeadlineSeconds"], spec["startupTimeoutSeconds"], spec["ttlSecondsAfterFinished"]) == (
-        3600,
-        600,
-        0,
-    )
-    assert (spec["cleanPodPolicy"], spec["successPolicy"]) == ("Running", "AllWorkers")
-    assert spec["failurePolicy"] == {
-        "restartStrategy": "Gang",
-        "rules": [{"exitCodes": [1, 2], "action": "Fail"}],
-        "backoff": {"baseSeconds": 10, "maxSeconds": 300},
-    }
-    assert spec["checkpoint"] == {
-        "enabled": True,
-        "dir": "/ckpt",
-        "interval": 2,
-        "keepLast": 3,
-        "deleteOnCompletion": False,
-        "storage": {"size": "10Gi", "accessModes": ["ReadWriteMany"]},
-    }
-
-
-def test_every_lifecycle_field_set_is_kept(kube: Kube, namespace: str) -> None:
-    """Non-default values everywhere, and the other checkpoint storage (an existing claim)."""
-    lifecycle = {
-        "suspend": True,
-        "activeDeadlineSeconds": 86400,
-        "startupTimeoutSeconds": 1,
-        "ttlSecondsAfterFinished": 300,
-        "cleanPodPolicy": "None",
-        "successPolicy": "Rank0",
-        "failurePolicy": {
-            "restartStrategy": "Worker",
-            "rules": [
-                {"exitCodes": [0, 255], "action": "Ignore"},
-                {"exitCodes": [137, 143], "action": "Restart"},
-                {"exitCodes": [3], "action": "Fail"},
-            ],
-            "backoff": {"baseSeconds": 60, "maxSeconds": 60},
-        },
-        "checkpoint": {
-            "enabled": True,
-            "dir": "/mnt/checkpoints",
-            "interval": 1,
-            "keepLast": 1,
-            "deleteOnCompletion": True,
-            "storage": {"size": 5368709120, "storageClassName": "fast", "accessModes": ["ReadWriteOnce"]},
-        },
-    }
-    created = create(
-        kube,
-        namespace,
-        job(
-            dataVolume={"claimName": "imagenet", "mountPath": "/data"},
-            volumes=volumes("scratch"),
-            volumeMounts=[{"name": "scratch", "mountPath": "/mnt/checkpoints/tmp"}],
-            **lifecycle,
-        ),
-    )
-    assert {key: created["spec"][key] for key in lifecycle} == lifecycle
-    claim = job("claim", checkpoint={"enabled": True, "storage": {"claimName": "shared-ckpt"}})
-    stored = create(kube, namespace, claim)["spec"]["checkpoint"]
-    assert stored["storage"] == {"claimName": "shared-ckpt", "accessModes": ["ReadWriteMany"]}
-    assert stored["deleteOnCompletion"] is False
-    disabled = job("disabled", checkpoint={"enabled": False})
-    assert create(kube, namespace, disabled)["spec"]["checkpoint"] == {"enabled": False, "deleteOnCompletion": False}
-
+served_crd = api_support.served_crd  # autouse: each test here runs once TrainingJobs are served
 
 # --- rejected jobs --------------------------------------------------------------------------------------------------
 
@@ -236,10 +33,6 @@ class Invalid:
     spec: dict[str, Any] = field(default_factory=dict)
     expect: tuple[str, ...] = ()
     name: str = "train"
-
-
-def volumes(*names: str) -> list[dict[str, Any]]:
-    return [{"name": name, "emptyDir": {}} for name in names]
 
 
 def storage(**fields: Any) -> dict[str, Any]:
@@ -490,76 +283,3 @@ def test_api_server_cannot_check_hyperparameter_keys(kube: Kube, namespace: str)
     If this starts failing, the API server learned to enforce it: move the case into INVALID."""
     created = create(kube, namespace, job(hyperparameters={"bad key!": 1}), dry_run=True)
     assert created["spec"]["hyperparameters"] == {"bad key!": 1}
-
-
-# --- updates -------------------------------------------------------------------------------------------------------
-
-
-def test_framework_is_immutable(kube: Kube, namespace: str) -> None:
-    create(kube, namespace, job())
-    message = rejection(
-        lambda: kube.custom.patch_namespaced_custom_object(
-            c.GROUP, c.VERSION, namespace, c.PLURAL, "train", {"spec": {"framework": "jax"}}
-        )
-    )
-    assert "spec.framework" in message
-    assert "framework is immutable; create a new TrainingJob to change it" in message
-
-
-def test_other_fields_stay_mutable(kube: Kube, namespace: str) -> None:
-    create(kube, namespace, job())
-    kube.custom.patch_namespaced_custom_object(
-        c.GROUP, c.VERSION, namespace, c.PLURAL, "train", {"spec": {"image": "registry.example/train:2"}}
-    )
-    assert read(kube, namespace, "train")["spec"]["image"] == "registry.example/train:2"
-
-
-def test_scale_subresource_sets_workers(kube: Kube, namespace: str) -> None:
-    create(kube, namespace, job())
-    kube.custom.patch_namespaced_custom_object_scale(
-        c.GROUP, c.VERSION, namespace, c.PLURAL, "train", {"spec": {"replicas": 4}}
-    )
-    assert read(kube, namespace, "train")["spec"]["workers"] == 4
-    scale = kube.custom.get_namespaced_custom_object_scale(c.GROUP, c.VERSION, namespace, c.PLURAL, "train")
-    assert scale["spec"]["replicas"] == 4
-
-
-def test_scale_beyond_the_limit_is_rejected(kube: Kube, namespace: str) -> None:
-    create(kube, namespace, job())
-    message = rejection(
-        lambda: kube.custom.patch_namespaced_custom_object_scale(
-            c.GROUP, c.VERSION, namespace, c.PLURAL, "train", {"spec": {"replicas": c.MAX_WORKERS + 1}}
-        )
-    )
-    assert "spec.workers" in message
-
-
-# --- documentation --------------------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("path", "kind"),
-    [
-        ("spec.workers", "<integer>"),
-        ("spec.suspend", "<boolean>"),
-        ("spec.failurePolicy.backoff.maxSeconds", "<integer>"),
-    ],
-)
-def test_kubectl_explain_prints_the_description(cluster: Any, path: str, kind: str) -> None:
-    schema = crd_manifest()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-    for name in path.split("."):
-        schema = schema["properties"][name]
-    description = " ".join(schema["description"].split())
-
-    def explained() -> str | None:
-        result = subprocess.run(
-            [cluster.kubectl, "--kubeconfig", str(cluster.kubeconfig), "explain", f"trainingjob.{path}"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-        text = " ".join(result.stdout.split())
-        return text if result.returncode == 0 and description in text else None
-
-    text = wait_until(explained, 30, "kubectl explain to show the published schema", interval=1)
-    assert kind in text
