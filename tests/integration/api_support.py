@@ -1,8 +1,9 @@
 """What the API-server tests of the TrainingJob schema share: a minimal valid job with overrides, creating and
 reading it, the 422 message of a rejected call, and `served_crd`.
 
-`served_crd` is a module-scoped autouse fixture: each test module of the API imports it, so it runs once per module
-(cheap: the CRD is installed once per session by `trainingjob_crd`; this only waits until objects can be created).
+`served_crd` is a module-scoped autouse fixture: each test module of the API binds it (`served_crd =
+api_support.served_crd`), so it runs once per module (cheap: `trainingjob_crd` installs the CRD once per session;
+this only waits until objects can be created).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """What the tests of examples/<framework>/ share: the four examples, their manifests, each script imported as a
 module, and an environment without anything a TrainingJob injects.
 
-`clean_env` is autouse: a test module of the examples imports it (that is what makes pytest use it there), so that
-no launcher variable or default progress reporter of this process leaks into a test.
+`clean_env` is autouse where a module binds it (`clean_env = examples_support.clean_env`; pytest finds fixtures by
+module attribute), so that no launcher variable or default progress reporter of this process leaks into a test.
 """
 
 from __future__ import annotations
