@@ -2,7 +2,7 @@
 the source with `ast`: kubernetes_asyncio methods (`create_namespaced_pod` → pods create,
 `replace_namespaced_config_map` → configmaps update, `patch_namespaced_custom_object_status` → trainingjobs/status
 patch, …) and Kopf resource decorators (`@kopf.index("", "v1", "pods")` → pods get, list, watch). deploy/rbac is
-checked against it (tests/unit/test_deploy_rbac.py, tests/integration/test_deploy_manifests.py).
+checked against it (tests/unit/test_deploy_rbac.py, tests/integration/test_deploy_rbac_enforced.py).
 """
 
 from __future__ import annotations
