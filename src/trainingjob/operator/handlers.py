@@ -190,6 +190,7 @@ async def job_claims(namespace: str, name: str, labels: kopf.Labels, **_: Any) -
 
 @kopf.on.event(k.GROUP, k.VERSION, k.PLURAL)
 async def trainingjob_changed(namespace: str, name: str, memo: kopf.Memo, **_: Any) -> None:
+    memo.reconciler.caches_synced()
     memo.reconciler.enqueue((namespace, name))
 
 
@@ -198,6 +199,7 @@ async def trainingjob_changed(namespace: str, name: str, memo: kopf.Memo, **_: A
 @kopf.on.event("", "v1", "configmaps", labels=OURS)
 @kopf.on.event("", "v1", "persistentvolumeclaims", labels=OURS)
 async def child_changed(namespace: str, labels: kopf.Labels, memo: kopf.Memo, **_: Any) -> None:
+    memo.reconciler.caches_synced()
     job = labels.get(k.LABEL_JOB_NAME)
     if job:
         memo.reconciler.enqueue((namespace, job))

@@ -1,4 +1,4 @@
-"""A pod that copies a job's labels is not one of its workers: never counted, never deleted in its place."""
+"""What the reconciler must never take for its workers: copies of their labels, or a cache not yet filled."""
 
 from __future__ import annotations
 
@@ -53,3 +53,37 @@ def test_a_pod_of_an_earlier_job_with_the_same_name_is_ignored() -> None:
     server, copied = running_job_with_a_copy(owner_uid="uid-of-a-deleted-job")
     assert {"job-worker-0", "job-worker-1", copied} <= set(server.pods)
     assert server.jobs["job"]["status"]["phase"] == "Running"
+
+
+def test_a_new_leader_plans_nothing_until_every_index_is_filled() -> None:
+    """A job in the cache before its pods are: its running workers must not look deleted (a gang restart)."""
+
+    async def scenario() -> None:
+        server = FakeApiServer()
+        server.add_job(job_body())
+        settling = Reconciler(server.indexes(NS), fake_applier(server), CONFIG, clock=lambda: NOW)
+        await settle(settling, server)
+        for name in list(server.pods):
+            server.pods[name]["status"] = {"phase": "Running"}
+        await settle(settling, server)
+        running = copy.deepcopy(server.jobs["job"])
+        assert running["status"]["phase"] == "Running"
+
+        half_filled = {**server.indexes(NS), "worker_pods": {}}  # the job is listed, its pods not yet
+        patches = len(server.status_patches)
+        leader = Reconciler(half_filled, fake_applier(server), CONFIG, clock=lambda: NOW)
+        leader.start_leading()
+        await asyncio.sleep(0.2)
+        assert len(server.status_patches) == patches and set(server.pods) == {"job-worker-0", "job-worker-1"}
+
+        leader.indexes = server.indexes(NS)  # Kopf calls an event handler only once every index is filled
+        leader.caches_synced()
+        await asyncio.sleep(0.2)
+        await leader.stop()
+        assert server.jobs["job"]["status"].get("restartCount", 0) == 0
+        assert server.jobs["job"]["status"]["phase"] == "Running" and set(server.pods) == {
+            "job-worker-0",
+            "job-worker-1",
+        }
+
+    asyncio.run(scenario())
