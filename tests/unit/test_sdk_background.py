@@ -147,3 +147,23 @@ def test_a_held_back_report_is_sent_at_exit_without_delaying_exit_for_long(token
     assert done.returncode == 0, done.stderr
     assert [json.loads(line)["step"] for line in done.stdout.splitlines()] == [1, 2]
     assert elapsed < 10  # the exit flush gave up after its short bound, not after the endpoint's 60 s
+
+
+def test_a_checkpoint_right_after_a_progress_report_keeps_the_progress() -> None:
+    """report_progress then report_checkpoint before the sender ran: what is sent has both (it used to lose the
+    epoch, so a job's status never reached 100 %)."""
+    from trainingjob.sdk.reporter import _newer_wins
+
+    progress = (1, {"worker": 0, "epoch": 3, "totalEpochs": 3, "metrics": {"loss": 0.1}})
+    checkpoint = (2, {"worker": 0, "checkpoint": {"path": "/c/3", "epoch": 3}})
+    number, body = _newer_wins(progress, checkpoint)
+    assert number == 2
+    assert body == {
+        "worker": 0,
+        "epoch": 3,
+        "totalEpochs": 3,
+        "metrics": {"loss": 0.1},
+        "checkpoint": checkpoint[1]["checkpoint"],
+    }
+    newer_progress = (3, {"worker": 0, "epoch": 4, "totalEpochs": 4})
+    assert _newer_wins(checkpoint, newer_progress)[1]["checkpoint"] == checkpoint[1]["checkpoint"]

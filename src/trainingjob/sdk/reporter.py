@@ -4,8 +4,8 @@ Why it is built like this (the contract is docs/progress-protocol.md):
 
 - Reports are a nice-to-have, training is what matters: nothing here raises into the caller, and nothing here
   waits for the network. The HTTP request runs on a background daemon thread with a queue of one: while it is busy,
-  a newer report replaces the one waiting (keeping a checkpoint the newer one lacks). An endpoint that drops packets
-  costs that thread retries x timeout; the loop only pays for building a small dict.
+  a newer report replaces the one waiting, keeping the fields the newer one lacks (a checkpoint, an epoch). An
+  endpoint that drops packets costs that thread retries x timeout; the loop only pays for building a small dict.
 - Network errors, HTTP errors and bad input are logged once per kind (repeats at DEBUG) on the ``trainingjob.sdk``
   logger and dropped.
 - Training code may report every step, but the operator updates the status at most every few seconds: the reporter
@@ -253,8 +253,6 @@ class ProgressReporter:
 
 
 def _newer_wins(waiting: Numbered, newer: Numbered) -> Numbered:
-    """The newer report replaces one still waiting for the sender, keeping the waiting one's checkpoint if needed."""
-    body = newer[1]
-    if "checkpoint" not in body and "checkpoint" in waiting[1]:
-        body = {**body, "checkpoint": waiting[1]["checkpoint"]}
-    return newer[0], body
+    """The newer report replaces one still waiting for the sender, field by field: what the newer one lacks (the
+    epoch of a progress report followed at once by a checkpoint-only report, or a checkpoint) is kept."""
+    return newer[0], {**waiting[1], **newer[1]}
