@@ -75,22 +75,24 @@ def train(
     seconds_per_epoch: float,
     say: Callable[[str], None],
     sleep: Callable[[float], None] = time.sleep,
-) -> None:
+) -> bool:
     """Simulated epochs with a loss that falls and an accuracy that rises, a checkpoint after each epoch.
 
-    True when the endpoint accepted the last epoch's report (directly, or when flushed), the one that means 100 %.
+    True when the endpoint accepted the last epoch's report, the one that means 100 %. `report_*` only queue a
+    report for the SDK's sender; `flush()` is what says whether the endpoint took it.
     """
-    last_accepted = False
+    accepted = False
     for epoch in range(1, epochs + 1):
         sleep(seconds_per_epoch)
         loss = round(2.3 * math.exp(-0.6 * epoch), 4)
         accuracy = round(1 - 0.9 * math.exp(-0.5 * epoch), 4)
         metrics = {"loss": loss, "accuracy": accuracy}
-        last_accepted = reporter.report_progress(epoch=epoch, total_epochs=epochs, metrics=metrics)
+        reporter.report_progress(epoch=epoch, total_epochs=epochs, metrics=metrics)
         reporter.report_checkpoint(f"/checkpoints/ckpt-{epoch:08d}", epoch=epoch)
-        verdict = "" if last_accepted else " (report NOT accepted)"
+        accepted = reporter.flush()
+        verdict = "" if accepted else " (report NOT accepted)"
         say(f"[simulated worker 0] epoch {epoch}/{epochs} loss={loss} accuracy={accuracy}{verdict}")
-    return reporter.flush() or last_accepted
+    return accepted
 
 
 async def full_progress_recorded(api: client.ApiClient, namespace: str, job: str) -> None:
