@@ -18,8 +18,8 @@ import pytest
 
 from tests.jobs import create_job, get_job, job_manifest, kubectl, live_pods, wait_phase
 from tests.kube import Kube, restricted_pod, wait_until
+from tests.metrics import scrape, value
 from tests.operator_harness import RunningOperator
-from trainingjob.api import constants as k
 from trainingjob.api.types import parse_time
 from trainingjob.operator.reconciler import PROGRESS_WRITE_INTERVAL
 
@@ -156,39 +156,42 @@ def test_reports_that_must_be_refused(kube: Kube, namespace: str, running_job: s
 def test_a_pod_with_the_jobs_labels_but_not_controlled_by_the_job_is_refused(
     kube: Kube, namespace: str, running_job: str, operator: RunningOperator
 ) -> None:
-    """Anyone who may create pods can copy worker 0's labels; only the job's controller reference makes a worker."""
+    """Anyone who may create pods can copy worker 0's labels; only the job's controller reference makes a worker.
+
+    The copies are exact (spec hash included): the operator must neither take one for worker 0 nor delete it,
+    and the endpoint must refuse its reports for its owner.
+    """
     context = worker_ca(kube, namespace, running_job)
+    real_uid = kube.core.read_namespaced_pod(f"{running_job}-worker-0", namespace).metadata.uid
     owner = kube.core.create_namespaced_config_map(namespace, {"metadata": {"name": "someone-else"}})
     foreign = {"apiVersion": "v1", "kind": "ConfigMap", "name": "someone-else", "uid": owner.metadata.uid}
-    for name, owners in (("impostor-unowned", []), ("impostor-foreign", [{**foreign, "controller": True}])):
-        token = _impostor_token(kube, namespace, running_job, name, owners)
+    impostors = (("impostor-unowned", []), ("impostor-foreign", [{**foreign, "controller": True}]))
+    for name, owners in impostors:
+        token = _impostor_token(kube, namespace, running_job, name, owners, operator)
         status, answer = post(operator, context, namespace, running_job, token, json.dumps({"epoch": 1}).encode())
         assert (status, answer["reason"]) == (403, f"pod {name} is not controlled by this job"), name
-        kube.core.patch_namespaced_pod(name, namespace, {"metadata": {"finalizers": None}})
     assert not ((get_job(kube, namespace, running_job) or {}).get("status") or {}).get("progress")
+    assert kube.core.read_namespaced_pod(f"{running_job}-worker-0", namespace).metadata.uid == real_uid
+    for name, _ in impostors:
+        assert kube.core.read_namespaced_pod(name, namespace).metadata.deletion_timestamp is None, name
 
 
-def _impostor_token(kube: Kube, namespace: str, job: str, name: str, owners: list[dict]) -> str:
-    """A pod of someone else's labelled like worker 0 of `job`, and a token bound to it.
-
-    The token is requested before the labels go on: with them the operator treats the pod as a stray worker and
-    deletes it at once. A finalizer keeps it (terminating, still in the operator's cache) until the test is done,
-    so the endpoint finds it and must refuse it for its owner, not for being gone.
-    """
+def _impostor_token(
+    kube: Kube, namespace: str, job: str, name: str, owners: list[dict], operator: RunningOperator
+) -> str:
+    """A pod of someone else's labelled exactly like worker 0 of `job`, and a token bound to it, once the
+    operator's cache holds it (so a refusal is for its owner, not for being unknown)."""
     real = kube.core.read_namespaced_pod(f"{job}-worker-0", namespace)
+    cached_before = value(scrape(operator), "trainingjob_workers")
     manifest = restricted_pod(name)
-    manifest["metadata"].update(ownerReferences=owners, finalizers=["example.com/test-hold"])
+    manifest["metadata"].update(ownerReferences=owners, labels=dict(real.metadata.labels))
     kube.core.create_namespaced_pod(namespace, manifest)
-    token = pod_token(kube, namespace, name)
-    # Without the spec-hash label it is a stray to the planner, never mistaken for the current worker 0.
-    labels = {key: value for key, value in real.metadata.labels.items() if key != k.LABEL_SPEC_HASH}
-    kube.core.patch_namespaced_pod(name, namespace, {"metadata": {"labels": labels}})
     wait_until(
-        lambda: kube.core.read_namespaced_pod(name, namespace).metadata.deletion_timestamp,
+        lambda: value(scrape(operator), "trainingjob_workers") > cached_before,
         30,
-        f"the operator to have seen (and deleted) {name}",
+        f"the operator's cache to hold {name}",
     )
-    return token
+    return pod_token(kube, namespace, name)
 
 
 def test_token_of_a_deleted_pod_is_refused(
