@@ -173,3 +173,18 @@ def test_summary_takes_medians_over_repeats() -> None:
         and figures["runs"] == 3
         and figures["cpu_per_job"] == 0.2
     )
+
+
+def test_a_restart_that_never_re_observed_is_a_miss_not_a_gap() -> None:
+    steady = {
+        "kind": "steady",
+        "contender": "trainingjob-operator",
+        "jobs": 1000,
+        "workers": 8,
+        "idle_writes_per_minute": 0.0,
+        "pods_recreated": 0,
+        "restart_reobserved": False,
+        "restart_reobserved_s": 918.2,
+    }
+    row = next(line for line in targets({}, [steady]).splitlines() if "re-observed" in line)
+    assert "not within 918.2 s" in row and "**missed**" in row
