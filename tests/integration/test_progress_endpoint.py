@@ -198,16 +198,16 @@ def test_token_of_a_deleted_pod_is_refused(
     kube: Kube, namespace: str, running_job: str, operator: RunningOperator
 ) -> None:
     context = worker_ca(kube, namespace, running_job)
-    token = pod_token(kube, namespace, f"{running_job}-worker-0")
-    kube.core.delete_namespaced_pod(f"{running_job}-worker-0", namespace)
-    wait_until(
-        lambda: (
-            kube.pod_or_none(namespace, f"{running_job}-worker-0") is None
-            or kube.pod_or_none(namespace, f"{running_job}-worker-0").metadata.uid
-        ),
-        30,
-        "the pod to go",
-    )
+    name = f"{running_job}-worker-0"
+    token = pod_token(kube, namespace, name)
+    deleted_uid = kube.core.read_namespaced_pod(name, namespace).metadata.uid
+    kube.core.delete_namespaced_pod(name, namespace)
+
+    def gone_or_replaced() -> bool:
+        pod = kube.pod_or_none(namespace, name)  # read once: the pod may vanish between two reads
+        return pod is None or pod.metadata.uid != deleted_uid
+
+    wait_until(gone_or_replaced, 30, "the pod to go")
     status, _ = post(operator, context, namespace, running_job, token, json.dumps({"epoch": 1}).encode())
     assert status in (401, 403)
 
