@@ -165,14 +165,14 @@ def start_operator(kubeconfig: Path, log_path: Path, *extra_args: str, progress_
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise AssertionError(f"operator exited with {process.returncode}:\n{running.log_tail()}")
-        if _healthy(health_url):
+        if healthy(health_url):
             return running
         time.sleep(0.2)
     running.stop()
     raise AssertionError(f"operator not healthy within 60s:\n{running.log_tail()}")
 
 
-def _healthy(url: str) -> bool:
+def healthy(url: str) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=1) as response:
             return response.status == 200

@@ -29,7 +29,14 @@ from tests.integration.test_progress_endpoint import pod_token, worker_ca
 from tests.jobs import create_job, delete_job, get_job, job_manifest, patch_job, wait_phase
 from tests.kube import Kube, restricted_pod, wait_until
 from tests.metrics import scrape_url
-from tests.operator_harness import OPERATOR_ACCOUNT, OPERATOR_NAMESPACE, REPO, free_port, service_account_kubeconfig
+from tests.operator_harness import (
+    OPERATOR_ACCOUNT,
+    OPERATOR_NAMESPACE,
+    REPO,
+    free_port,
+    healthy,
+    service_account_kubeconfig,
+)
 from tests.rbac_usage import used_by_code
 
 pytestmark = pytest.mark.integration
@@ -157,14 +164,6 @@ def token_kubeconfig(kube: Kube, account: str, path: Path) -> Path:
 
 def scrape(port: int) -> dict[tuple[str, tuple], float]:
     return scrape_url(f"http://127.0.0.1:{port}/metrics")
-
-
-def healthy(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=1) as response:
-            return response.status == 200
-    except OSError:
-        return False
 
 
 @pytest.fixture
