@@ -21,6 +21,14 @@ from tests.kube import Kube, wait_until
 REPO = Path(__file__).resolve().parents[1]
 OPERATOR_NAMESPACE = "trainingjob-system"
 OPERATOR_ACCOUNT = "trainingjob-operator"
+# The session operator reports stuck pods and force-deletes them on lost nodes sooner than its defaults (60 s,
+# 300 s), so the tests of those bounds take seconds.
+STUCK_AFTER_SECONDS = 5
+FORCE_DELETE_AFTER_SECONDS = 20
+SESSION_FLAGS = (
+    *("--stuck-after", str(STUCK_AFTER_SECONDS)),
+    *("--force-delete-after", str(FORCE_DELETE_AFTER_SECONDS)),
+)
 
 
 def install_crd(kube: Kube) -> None:

@@ -79,18 +79,17 @@ def stuck_pods(pods: Iterable[PodView], now: datetime.datetime, bound: float) ->
     return [p for p in pods if (overdue_seconds(p, now) or -1.0) >= bound]
 
 
-def stuck_blocker(pod: PodView, now: datetime.datetime, node: NodeView | None, force_after: int | None) -> Blocker:
-    overdue = int(overdue_seconds(pod, now) or 0)
+def stuck_blocker(pod: PodView, node: NodeView | None, force_after: int | None) -> Blocker:
+    """A stable sentence (times, not durations), so the condition and status are not rewritten while it lasts."""
     where = node.describe() if node is not None else f"node {pod.node_name or '(none)'} (state unknown)"
     if node is not None and node.lost and force_after:
-        policy = f"; it is force-deleted {force_after}s past its grace period"
+        policy = f"; it is force-deleted {force_after}s after that"
     elif node is not None and node.lost:
         policy = "; force deletion is off (--force-delete-after 0): delete it with --force once the node is gone"
     else:
         policy = "; waiting for its kubelet (a pod on a Ready node is never force-deleted)"
-    return Blocker(
-        "PodStuckTerminating", subject(pod), f"is Terminating {overdue}s past its grace period: {where}{policy}"
-    )
+    detail = f"is still Terminating, its grace period ended at {pod.deletion_timestamp}; {where}{policy}"
+    return Blocker("PodStuckTerminating", subject(pod), detail)
 
 
 def force_deletions(
@@ -164,7 +163,7 @@ def find_blockers(
     if claim is not None:
         found.append(claim)
     for pod in stuck_pods(observed.pods, now, stuck_after):
-        found.append(stuck_blocker(pod, now, observed.nodes.get(pod.node_name or ""), force_after))
+        found.append(stuck_blocker(pod, observed.nodes.get(pod.node_name or ""), force_after))
     return found + worker_blockers(current)
 
 
