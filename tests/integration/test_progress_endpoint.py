@@ -18,7 +18,6 @@ import pytest
 
 from tests.jobs import create_job, get_job, job_manifest, kubectl, live_pods, wait_phase
 from tests.kube import Kube, restricted_pod, wait_until
-from tests.metrics import scrape, value
 from tests.operator_harness import RunningOperator
 from trainingjob.api.types import parse_time
 from trainingjob.operator.reconciler import PROGRESS_WRITE_INTERVAL
@@ -181,18 +180,26 @@ def _impostor_token(
     kube: Kube, namespace: str, job: str, name: str, owners: list[dict], operator: RunningOperator
 ) -> str:
     """A pod of someone else's labelled exactly like worker 0 of `job`, and a token bound to it, once the
-    operator's cache holds it (so a refusal is for its owner, not for being unknown)."""
+    operator's cache holds it (so a refusal is for its owner, not for being unknown).
+
+    The cache is seen through the endpoint itself: a pod it does not know yet is refused as "not a worker of this
+    job", one it knows as "not controlled by this job". (Counting cached workers instead raced with the pods of
+    earlier tests leaving the cache.)
+    """
     real = kube.core.read_namespaced_pod(f"{job}-worker-0", namespace)
-    cached_before = value(scrape(operator), "trainingjob_workers")
     manifest = restricted_pod(name)
     manifest["metadata"].update(ownerReferences=owners, labels=dict(real.metadata.labels))
     kube.core.create_namespaced_pod(namespace, manifest)
-    wait_until(
-        lambda: value(scrape(operator), "trainingjob_workers") > cached_before,
-        30,
-        f"the operator's cache to hold {name}",
-    )
-    return pod_token(kube, namespace, name)
+    token = pod_token(kube, namespace, name)
+    context = worker_ca(kube, namespace, job)
+    unknown = f"pod {name} is not a worker of this job"
+
+    def cached() -> bool:
+        status, answer = post(operator, context, namespace, job, token, json.dumps({"epoch": 1}).encode())
+        return not (status == 403 and answer.get("reason") == unknown)
+
+    wait_until(cached, 60, f"the operator's cache to hold {name}", interval=1)
+    return token
 
 
 def test_token_of_a_deleted_pod_is_refused(
