@@ -88,30 +88,16 @@ def test_a_fixed_worker_starts_and_the_job_is_no_longer_blocked(kube: Kube, name
 
 
 def gpu_quota(kube: Kube, namespace: str, gpus: int) -> None:
-    body = {"metadata": {"name": "gpus"}, "spec": {"hard": {f"requests.{k.GPU_RESOURCE}": str(gpus)}}}
+    """A ResourceQuota on GPU requests (created, or patched: its status changes under us), once accounted for."""
+    hard = {f"requests.{k.GPU_RESOURCE}": str(gpus)}
     try:
-        kube.core.replace_namespaced_resource_quota(
-            "gpus",
-            namespace,
-            {
-                **body,
-                "metadata": {
-                    "name": "gpus",
-                    "resourceVersion": kube.core.read_namespaced_resource_quota(
-                        "gpus", namespace
-                    ).metadata.resource_version,
-                },
-            },
-        )
-    except ApiException:  # the first time: it does not exist yet
-        kube.core.create_namespaced_resource_quota(namespace, body)
+        kube.core.create_namespaced_resource_quota(namespace, {"metadata": {"name": "gpus"}, "spec": {"hard": hard}})
+    except ApiException as error:
+        if error.status != 409:
+            raise
+        kube.core.patch_namespaced_resource_quota("gpus", namespace, {"spec": {"hard": hard}})
     wait_until(
-        lambda: (
-            (kube.core.read_namespaced_resource_quota("gpus", namespace).status.hard or {}).get(
-                f"requests.{k.GPU_RESOURCE}"
-            )
-            == str(gpus)
-        ),
+        lambda: (kube.core.read_namespaced_resource_quota("gpus", namespace).status.hard or {}) == hard,
         REACT,
         "the quota controller to account for the quota",
     )
