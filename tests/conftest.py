@@ -66,19 +66,13 @@ def trainingjob_crd(kube: Kube) -> None:
 @pytest.fixture(scope="session")
 def operator(cluster: ClusterUnderTest, kube: Kube, trainingjob_crd: None, tmp_path_factory: pytest.TempPathFactory):
     """The operator running as a subprocess under the shipped RBAC (a ServiceAccount token, not admin)."""
-    from tests.operator_harness import (
-        REPO,
-        SESSION_FLAGS,
-        apply_manifests,
-        service_account_kubeconfig,
-        start_operator,
-    )
+    from tests.operator_harness import REPO, apply_manifests, service_account_kubeconfig, start_operator
 
     apply_manifests(cluster.kubectl, cluster.kubeconfig, REPO / "deploy" / "rbac")
     directory = tmp_path_factory.mktemp("operator")
     kubeconfig = service_account_kubeconfig(kube, directory / "operator.kubeconfig")
     extra = ("--log-level", "DEBUG") if _truthy("TJ_OPERATOR_DEBUG") else ()
-    running = start_operator(kubeconfig, directory / "operator.log", *SESSION_FLAGS, *extra)
+    running = start_operator(kubeconfig, directory / "operator.log", *extra)
     yield running
     running.stop()
     print(f"operator log: {running.log_path}")
