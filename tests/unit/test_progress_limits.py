@@ -19,6 +19,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import make_mocked_request
 
+from tests.unit.test_apply import FakeClock
 from trainingjob.progress import server as server_module
 from trainingjob.progress.auth import Caller
 from trainingjob.progress.limits import (
@@ -35,16 +36,8 @@ from trainingjob.progress.server import EndpointLimits, ProgressEndpoint
 from trainingjob.reconcile.observed import PodView
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_a_bucket_allows_its_burst_then_its_rate() -> None:
-    clock = Clock()
+    clock = FakeClock()
     limiter = RateLimiter(rate=2.0, burst=3, clock=clock)
     assert [limiter.wait_seconds("pod") for _ in range(3)] == [0.0, 0.0, 0.0]
     assert limiter.wait_seconds("pod") == pytest.approx(0.5)
@@ -69,7 +62,7 @@ def jwt(claims: dict[str, Any]) -> str:
 
 
 def test_the_review_cache_keeps_answers_briefly_and_never_the_token() -> None:
-    clock = Clock()
+    clock = FakeClock()
     cache = ReviewCache(ttl=60, negative_ttl=10, clock=clock, wall_clock=lambda: 5000.0)
     token = jwt({"exp": 5030})
     cache.put(token, "caller", accepted=True)

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from tests.unit.test_apply import FakeClock
 from tests.unit.test_planner import make_job
 from trainingjob.config import OperatorConfig
 from trainingjob.operator.apply import ApplyResult
@@ -82,17 +83,9 @@ def test_claim_and_pod_views() -> None:
     assert pod_view({"metadata": {}, "status": {"containerStatuses": [creating]}}).waiting_reason is None
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_the_ttl_cache_fetches_once_while_fresh_and_once_for_concurrent_callers() -> None:
     fetched: list[str] = []
-    clock = Clock()
+    clock = FakeClock()
 
     async def fetch(key: str) -> str:
         fetched.append(key)
@@ -103,7 +96,7 @@ def test_the_ttl_cache_fetches_once_while_fresh_and_once_for_concurrent_callers(
         cache = TtlCache(fetch, ttl=10, max_entries=2, clock=clock)
         answers = await asyncio.gather(*(cache.get("a") for _ in range(5)))
         answers.append(await cache.get("a"))
-        clock.now = 11
+        clock.now += 11
         answers.append(await cache.get("a"))
         await cache.get("b")
         await cache.get("c")
