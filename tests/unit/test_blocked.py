@@ -181,3 +181,13 @@ def test_a_finished_job_is_no_longer_blocked() -> None:
     failed = pod(job, 0, "Failed", exit_code=1)
     result = plan(make_job(first.status, restartPolicy="Never"), children(job, failed), NOW, CONFIG)
     assert result.status["phase"] == "Failed" and condition(result.status)["status"] == "False"
+
+
+def test_news_about_a_stuck_pod_replaces_the_message() -> None:
+    job = make_job(STARTED)
+    ready = {"lost-node": NodeView("lost-node", "True")}
+    first = plan(job, children(job, pod(job, 0), stuck(job, 90), nodes=ready), NOW, CONFIG)
+    lost = {"lost-node": NodeView("lost-node", "Unknown", "NodeStatusUnknown", ago(30))}
+    later = plan(make_job(first.status), children(job, pod(job, 0), stuck(job, 90), nodes=lost), NOW, CONFIG)
+    assert "unreachable" in condition(later.status)["message"]
+    assert [e.reason for e in later.events] == ["PodStuckTerminating"]

@@ -175,11 +175,18 @@ def blocked_summary(blockers: Sequence[Blocker]) -> str:
     return f"; {blockers[0].message}{more}"
 
 
+# Reasons whose wording moves while the state does not: the kubelet alternates ErrImagePull/ImagePullBackOff with
+# different messages, the scheduler recounts nodes ("0/4 nodes…", "0/5 nodes…").
+RESTATED_REASONS = frozenset({"ImagePullBackOff", "Unschedulable"})
+
+
 def blocked_condition(previous: Mapping[str, Any] | None, blocker: Blocker) -> tuple[str, str]:
-    """(reason, message) of the Blocked condition. The same reason about the same subject keeps its message, so
-    a kubelet that alternates its wording (ErrImagePull / ImagePullBackOff) causes neither writes nor Events."""
+    """(reason, message) of the Blocked condition. For RESTATED_REASONS the same reason about the same subject keeps
+    its first message, so a restated one causes neither a write nor an Event; other messages carry news (a node
+    that went NotReady, a quota's new usage) and replace it."""
     if (
-        previous is not None
+        blocker.reason in RESTATED_REASONS
+        and previous is not None
         and previous.get("status") == "True"
         and previous.get("reason") == blocker.reason
         and str(previous.get("message", "")).startswith(blocker.subject + " ")
