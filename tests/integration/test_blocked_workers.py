@@ -111,6 +111,8 @@ def test_a_gang_the_quota_refuses_gives_its_gpus_back_and_retries(kube: Kube, na
     job = wait_blocked(kube, namespace, "big", "AdmissionDenied")
     assert "exceeded quota: gpus" in blocked(job)["message"]
     assert "exceeded quota" in job["status"]["message"] and job["status"].get("nextRestartTime")
+    refused = [w for w in job["status"]["workerStatuses"] if w["phase"] == "NotCreated"]
+    assert refused and all(w["reason"] == "AdmissionDenied" and "exceeded quota" in w["message"] for w in refused)
     wait_until(lambda: "AdmissionDenied" in warnings(kube, namespace, "big"), REACT, "a Warning Event")
     # What was created goes back: no pod of the gang keeps its GPU while the last one cannot be created. (Between
     # retries a worker may exist for a moment, so look for a moment with none.)
@@ -127,6 +129,8 @@ def test_a_missing_priority_class_is_explained(kube: Kube, namespace: str) -> No
     create_job(kube, namespace, manifest)
     job = wait_blocked(kube, namespace, "prio", "AdmissionDenied")
     assert "no PriorityClass with name does-not-exist" in blocked(job)["message"]
+    [worker] = job["status"]["workerStatuses"]
+    assert (worker["podName"], worker["phase"], worker["reason"]) == ("prio-worker-0", "NotCreated", "AdmissionDenied")
     assert not job_pods(kube, namespace, "prio")
     patch_job(kube, namespace, "prio", {"spec": {"scheduling": {"priorityClassName": None}}})
     wait_phase(kube, namespace, "prio", "Running", timeout=REACT)

@@ -14,7 +14,7 @@ from trainingjob.api.types import format_time
 from trainingjob.config import OperatorConfig
 from trainingjob.reconcile.actions import CreateChild, DeleteChild
 from trainingjob.reconcile.planner import plan
-from trainingjob.reconcile.surroundings import AdmissionDenial, ClaimView, NodeView
+from trainingjob.reconcile.surroundings import AdmissionDenial, ClaimView, NodeView, Refusal
 
 PENDING = {"phase": "Pending", "attemptStartTime": NOW_TEXT}
 STARTED = {"phase": "Restarting", "startTime": "2026-11-22T11:00:00Z", "attempt": 1}
@@ -92,7 +92,8 @@ def test_more_blocked_workers_are_counted_in_the_message() -> None:
 
 def test_an_admission_denial_releases_the_gang_until_the_retry() -> None:
     job = make_job(PENDING, workers=3)
-    denial = AdmissionDenial(("Pod job-worker-2: exceeded quota: gpus, requested: 1, used: 2, limited: 2",), 2, ago(5))
+    quota = "exceeded quota: gpus, requested: 1, used: 2, limited: 2"
+    denial = AdmissionDenial((Refusal("Pod", "job-worker-2", quota),), 2, ago(5))
     observed = children(job, pod(job, 0), pod(job, 1, "Pending"), admission=denial)
     result = plan(job, observed, NOW, CONFIG)
     deleted = kinds(result.actions, DeleteChild)
@@ -100,7 +101,10 @@ def test_an_admission_denial_releases_the_gang_until_the_retry() -> None:
     assert kinds(result.actions, CreateChild) == []
     assert result.status["replacedPods"] == ["pod-uid-0-0", "pod-uid-1-0"]
     assert result.status["nextRestartTime"] == format_time(NOW + datetime.timedelta(seconds=20 - 5))
-    assert result.status["workerStatuses"] == [] and result.status["phase"] == "Pending"
+    assert result.status["workerStatuses"] == [
+        {"workerId": 2, "podName": "job-worker-2", "phase": "NotCreated", "reason": "AdmissionDenied", "message": quota}
+    ]
+    assert result.status["phase"] == "Pending" and result.status["workers"] == 0
     blocked = condition(result.status)
     assert blocked["reason"] == "AdmissionDenied" and "exceeded quota" in blocked["message"]
     assert [e.reason for e in result.events] == ["AdmissionDenied"]
@@ -109,7 +113,7 @@ def test_an_admission_denial_releases_the_gang_until_the_retry() -> None:
 
 def test_after_the_backoff_the_workers_are_created_again() -> None:
     job = make_job(PENDING, workers=2)
-    denial = AdmissionDenial(("Pod job-worker-1: exceeded quota",), 1, ago(11))
+    denial = AdmissionDenial((Refusal("Pod", "job-worker-1", "exceeded quota"),), 1, ago(11))
     result = plan(job, children(job, admission=denial), NOW, CONFIG)
     assert [a.name for a in kinds(result.actions, CreateChild)] == ["job-worker-0", "job-worker-1"]
     assert kinds(result.actions, DeleteChild) == []
@@ -117,7 +121,7 @@ def test_after_the_backoff_the_workers_are_created_again() -> None:
 
 def test_a_running_gang_is_not_released_for_one_refused_replacement() -> None:
     job = make_job({"phase": "Running", "startTime": NOW_TEXT}, workers=2, failurePolicy={"restartStrategy": "Worker"})
-    denial = AdmissionDenial(("Pod job-worker-1: exceeded quota",), 1, ago(1))
+    denial = AdmissionDenial((Refusal("Pod", "job-worker-1", "exceeded quota"),), 1, ago(1))
     all_running = plan(job, children(job, pod(job, 0), pod(job, 1), admission=denial), NOW, CONFIG)
     assert kinds(all_running.actions, DeleteChild) == []
 

@@ -27,7 +27,7 @@ from trainingjob.operator.lookups import Lookups, TtlCache
 from trainingjob.operator.preflight import explain
 from trainingjob.operator.reconciler import Reconciler
 from trainingjob.reconcile.observed import ObservedChildren, pod_view
-from trainingjob.reconcile.surroundings import claim_view, enforces_restricted, node_view
+from trainingjob.reconcile.surroundings import Refusal, claim_view, enforces_restricted, node_view
 
 NOW = datetime.datetime(2026, 11, 22, 12, 0, 0, tzinfo=datetime.UTC)
 
@@ -180,7 +180,8 @@ def test_the_reconciler_counts_refusals_and_learns_restricted_from_pod_security(
     job, key = make_job(), ("ns", "job")
     relaxed = ObservedChildren(namespace_restricted=False)
     for _ in range(2):
-        reconciler.remember_admission(key, job, relaxed, ApplyResult(denials=["Pod job-worker-1: quota"]), NOW)
+        refused = ApplyResult(denials=[Refusal("Pod", "job-worker-1", "quota")])
+        reconciler.remember_admission(key, job, relaxed, refused, NOW)
     assert reconciler.denials[key].count == 2 and reconciler.denials[key].messages == ("Pod job-worker-1: quota",)
     reconciler.remember_admission(key, job, relaxed, ApplyResult(created=1), NOW)
     assert key not in reconciler.denials

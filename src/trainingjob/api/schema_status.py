@@ -58,7 +58,10 @@ def _worker_status() -> Schema:
         {
             "workerId": integer("Index of the worker, 0 to workers-1 (its RANK); worker 0 is the master.", minimum=0),
             "podName": string("Name of the worker's current pod."),
-            "phase": string("Phase of the pod: Pending, Running, Succeeded, Failed or Unknown."),
+            "phase": string(
+                "Phase of the pod: Pending, Running, Succeeded, Failed or Unknown; NotCreated when admission "
+                "refused to create it (reason AdmissionDenied)."
+            ),
             "restartCount": integer("Container restarts of this worker in the current attempt.", minimum=0),
             "exitCode": integer("Exit code of the worker's container once it terminated."),
             "reason": string(

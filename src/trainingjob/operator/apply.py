@@ -31,6 +31,7 @@ from trainingjob.reconcile.actions import (
     RemoveFinalizer,
     ReplaceChild,
 )
+from trainingjob.reconcile.surroundings import Refusal
 
 logger = logging.getLogger(__name__)
 MERGE_PATCH = "application/merge-patch+json"
@@ -48,7 +49,7 @@ class ApplyResult:
     job_changed: bool = False
     rejections: list[str] = field(default_factory=list)
     # Creates admission refused for now (ResourceQuota, LimitRange, a webhook, a missing PriorityClass): retried.
-    denials: list[str] = field(default_factory=list)
+    denials: list[Refusal] = field(default_factory=list)
     # Children really created here (not found existing).
     created: int = 0
     # Pods whose names are now taken by us (created, or found existing), to bridge the cache's lag.
@@ -152,7 +153,7 @@ class Applier:
         if outcome.startswith(REJECTED):
             result.rejections.append(outcome.removeprefix(REJECTED))
         if outcome.startswith(DENIED):
-            result.denials.append(outcome.removeprefix(DENIED))
+            result.denials.append(Refusal(action.kind, action.name, outcome.removeprefix(DENIED)))
         if outcome == DONE:
             result.writes += 1
         if isinstance(action, CreateChild) and outcome == DONE:
@@ -260,7 +261,7 @@ class Applier:
                 if isinstance(action, CreateChild) and is_invalid_child(error):
                     return f"{REJECTED}{action.kind} {action.name} was rejected: {_api_message(error)}"
                 if isinstance(action, CreateChild) and is_admission_denial(error):
-                    return f"{DENIED}{action.kind} {action.name}: {_api_message(error)}"
+                    return f"{DENIED}{_api_message(error)}"
                 raise
         return DONE
 

@@ -59,6 +59,17 @@ def worker_status(pod: PodView) -> dict[str, Any]:
     return entry
 
 
+def refused_worker_status(index: int, pod_name: str, message: str) -> dict[str, Any]:
+    """A worker whose pod admission refused to create: it has no pod, so no pod phase (NotCreated)."""
+    return {
+        "workerId": index,
+        "podName": pod_name,
+        "phase": "NotCreated",
+        "reason": "AdmissionDenied",
+        "message": message[:1024],
+    }
+
+
 def failure_message(pod: PodView) -> str:
     detail = f"exit code {pod.exit_code}" if pod.exit_code is not None else "no exit code"
     reason = f" ({pod.reason})" if pod.reason else ""
@@ -121,11 +132,13 @@ def build_status(
     now: str,
     changes: Mapping[str, Any] | None = None,
     blocked: tuple[str, str] | None = None,
+    refused: Mapping[int, tuple[str, str]] | None = None,
 ) -> dict[str, Any]:
     """The whole status object; callers compare it with the stored one and write only on a difference.
 
     `blocked`: the Blocked condition's (reason, message) while something keeps the workers from running; without
-    it a Blocked condition the job had turns False."""
+    it a Blocked condition the job had turns False. `refused`: workers whose pod admission refused, by index:
+    (pod name, message)."""
     previous = job.status
     ever_suspended = any(c.get("type") == "Suspended" for c in previous.get("conditions") or [])
     if blocked is None and any(c.get("type") == "Blocked" for c in previous.get("conditions") or []):
@@ -139,7 +152,11 @@ def build_status(
             now,
             job.generation,
         ),
-        "workerStatuses": [worker_status(current[i]) for i in sorted(current)],
+        "workerStatuses": sorted(
+            [worker_status(pod) for pod in current.values()]
+            + [refused_worker_status(i, name, message) for i, (name, message) in (refused or {}).items()],
+            key=lambda entry: entry["workerId"],
+        ),
         "observedGeneration": job.generation,
         "selector": job_selector(job.name),
         "workers": len(current),

@@ -78,10 +78,26 @@ def claim_view(body: Mapping[str, Any]) -> ClaimView:
 
 
 @dataclass(frozen=True)
+class Refusal:
+    """One create admission refused: of which child, and what the API server said."""
+
+    kind: str
+    name: str
+    message: str
+
+    def describe(self) -> str:
+        return f"{self.kind} {self.name}: {self.message}"
+
+
+@dataclass(frozen=True)
 class AdmissionDenial:
     """Creates of the job's children that admission refused (403: ResourceQuota, LimitRange, a policy webhook, a
     missing PriorityClass): what it said, how many applies in a row were refused, and when the last one was."""
 
-    messages: tuple[str, ...]
+    refusals: tuple[Refusal, ...]
     count: int
     time: str
+
+    @property
+    def messages(self) -> tuple[str, ...]:
+        return tuple(refusal.describe() for refusal in self.refusals)

@@ -189,7 +189,8 @@ def run_gang(
         return
     blocked = record_blocker(job, found, result.events)
     counted = counters(job, **changes.counters)
-    result.status = build_status(job, outcome, current, counted, now_text, changes.fields, blocked)
+    refused = refused_workers(job, observed, current) if outcome.phase in ("Pending", "Restarting") else {}
+    result.status = build_status(job, outcome, current, counted, now_text, changes.fields, blocked, refused)
     requeue(
         result, blockers.next_check(observed, job, now, config.stuck_after_seconds, config.force_delete_after_seconds)
     )
@@ -203,6 +204,19 @@ def admission_retry_time(job: TrainingJob, observed: ObservedChildren) -> dateti
     if denial is None or refused_at is None:
         return None
     return refused_at + datetime.timedelta(seconds=policies.backoff_seconds(job.spec, denial.count))
+
+
+def refused_workers(
+    job: TrainingJob, observed: ObservedChildren, current: dict[int, PodView]
+) -> dict[int, tuple[str, str]]:
+    """Workers without a pod because admission refused to create it: (pod name, what admission said), by index."""
+    refusals = {
+        r.name: r.message for r in (observed.admission.refusals if observed.admission else ()) if r.kind == "Pod"
+    }
+    if not refusals:
+        return {}
+    names = {worker_pod_name(job.name, i): i for i in range(job.spec.workers)}
+    return {names[n]: (n, message) for n, message in refusals.items() if n in names and names[n] not in current}
 
 
 def release_gang(current: dict[int, PodView], result: Plan, changes: Changes, retry_at: datetime.datetime) -> Changes:
