@@ -70,6 +70,17 @@ def held_job(name: str, node_label: str, **spec: Any) -> dict[str, Any]:
     )
 
 
+def wait_reported(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
+    """The job once its Blocked condition reports a worker stuck Terminating."""
+
+    def reported() -> dict[str, Any] | None:
+        job = get_job(kube, namespace, name)
+        condition = blocked(job)
+        return job if condition and condition["reason"] == "PodStuckTerminating" else None
+
+    return wait_until(reported, REACT + STUCK_AFTER_SECONDS, "the stuck worker to be reported")
+
+
 def pod_uid(kube: Kube, namespace: str, name: str) -> str | None:
     pod = kube.pod_or_none(namespace, name)
     return pod.metadata.uid if pod else None
@@ -84,12 +95,7 @@ def test_a_worker_stuck_on_a_lost_node_is_reported_then_forced_and_recreated(
     stuck_uid = pod_uid(kube, namespace, "lost-worker-1")
     kube.core.delete_namespaced_pod("lost-worker-1", namespace, grace_period_seconds=1)  # e.g. a taint eviction
 
-    def reported() -> dict[str, Any] | None:
-        job = get_job(kube, namespace, "lost")
-        condition = blocked(job)
-        return job if condition and condition["reason"] == "PodStuckTerminating" else None
-
-    job = wait_until(reported, REACT + STUCK_AFTER_SECONDS, "the stuck worker to be reported")
+    job = wait_reported(kube, namespace, "lost")
     assert f"node {own_node} is NotReady" in blocked(job)["message"]
     assert pod_uid(kube, namespace, "lost-worker-1") == stuck_uid, "reported before it is forced"
     wait_until(lambda: "PodStuckTerminating" in warnings(kube, namespace, "lost"), REACT, "a Warning Event")
@@ -112,12 +118,7 @@ def test_a_worker_stuck_on_a_ready_node_is_reported_never_forced(kube: Kube, nam
     stuck_uid = pod_uid(kube, namespace, "held-worker-1")
     kube.core.delete_namespaced_pod("held-worker-1", namespace, grace_period_seconds=1)
 
-    def reported() -> dict[str, Any] | None:
-        job = get_job(kube, namespace, "held")
-        condition = blocked(job)
-        return job if condition and condition["reason"] == "PodStuckTerminating" else None
-
-    job = wait_until(reported, REACT + STUCK_AFTER_SECONDS, "the stuck worker to be reported")
+    job = wait_reported(kube, namespace, "held")
     assert f"node {own_node} is Ready" in blocked(job)["message"]
     # Well past the force bound, with reconciles at it (the operator requeues there), the pod is still there: a
     # Ready kubelet is never bypassed.

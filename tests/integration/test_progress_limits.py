@@ -102,6 +102,13 @@ def _connect(operator: RunningOperator) -> socket.socket:
     return socket.create_connection(("127.0.0.1", operator.progress_port), timeout=10)
 
 
+def _tls_connection(operator: RunningOperator) -> ssl.SSLSocket:
+    """A TLS connection to the endpoint (its certificate is not what these tests are about)."""
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    return context.wrap_socket(_connect(operator))
+
+
 def test_a_client_that_never_shakes_hands_is_cut_off(operator: RunningOperator) -> None:
     with _connect(operator) as sock:
         held = _seconds_until_closed(sock, LIMITS.handshake_seconds + MARGIN)
@@ -109,18 +116,14 @@ def test_a_client_that_never_shakes_hands_is_cut_off(operator: RunningOperator) 
 
 
 def test_a_connection_that_never_sends_a_whole_request_is_cut_off(operator: RunningOperator) -> None:
-    context = ssl.create_default_context()
-    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
-    with context.wrap_socket(_connect(operator)) as sock:
+    with _tls_connection(operator) as sock:
         sock.sendall(b"POST /v1/namespaces/x/trainingjobs/y/progress HTTP/1.1\r\nHost: x\r\n")  # no end of headers
         held = _seconds_until_closed(sock, LIMITS.connection_seconds + MARGIN)
     assert held < LIMITS.connection_seconds + MARGIN
 
 
 def test_a_body_that_never_arrives_gets_408(operator: RunningOperator) -> None:
-    context = ssl.create_default_context()
-    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
-    with context.wrap_socket(_connect(operator)) as sock:
+    with _tls_connection(operator) as sock:
         head = (
             "POST /v1/namespaces/x/trainingjobs/y/progress HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer t\r\n"
             "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"
