@@ -8,6 +8,8 @@ examples/images.yaml to the Python standard library, running as root unless the 
 from __future__ import annotations
 
 import copy
+import os
+from pathlib import Path
 from typing import Any
 
 from tests.kube import Kube, wait_until
@@ -60,7 +62,9 @@ def pod_status(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
     return kube.api.sanitize_for_serialization(pod)["status"]
 
 
-def wait_for_phase(kube: Kube, namespace: str, name: str, phases: tuple[str, ...], timeout: float = 90) -> dict[str, Any]:
+def wait_for_phase(
+    kube: Kube, namespace: str, name: str, phases: tuple[str, ...], timeout: float = 90
+) -> dict[str, Any]:
     return wait_until(
         lambda: (status := pod_status(kube, namespace, name)).get("phase") in phases and status,
         timeout,
@@ -69,9 +73,40 @@ def wait_for_phase(kube: Kube, namespace: str, name: str, phases: tuple[str, ...
 
 
 def container_state(status: dict[str, Any], name: str = "main") -> dict[str, Any]:
-    entry = next(c for c in status.get("containerStatuses") or [] if c["name"] == name)
-    return entry["state"]
+    """The container's state ({} before the node reported any)."""
+    entries = (status.get("containerStatuses") or []) + (status.get("initContainerStatuses") or [])
+    return next((c["state"] for c in entries if c["name"] == name), {})
+
+
+def wait_for_waiting(kube: Kube, namespace: str, name: str, reasons: tuple[str, ...], timeout: float = 60) -> dict:
+    """The container `main`'s waiting state once its reason is one of `reasons`."""
+
+    def waiting() -> dict[str, Any] | None:
+        state = container_state(pod_status(kube, namespace, name)).get("waiting") or {}
+        return state if state.get("reason") in reasons else None
+
+    return wait_until(waiting, timeout, f"pod {namespace}/{name} to wait with reason {' or '.join(reasons)}")
 
 
 def pod_log(kube: Kube, namespace: str, name: str, container: str = "main", **options: Any) -> str:
-    return kube.core.read_namespaced_pod_log(name, namespace, container=container, **options)
+    """The log through the API server (raw: the client would turn a JSON-looking log into a Python repr)."""
+    response = kube.core.read_namespaced_pod_log(
+        name, namespace, container=container, _preload_content=False, **options
+    )
+    return response.data.decode()
+
+
+def kill_container_process(marker: str, number: int) -> None:
+    """Signal, from the host, the container process whose command line contains `marker` (as the OOM killer or an
+    administrator would); fails if there is none."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if marker.encode() in command and b"trainingjob.node.shim" not in command:
+            os.kill(int(entry.name), number)
+            return
+    raise AssertionError(f"no process with {marker!r} in its command line")

@@ -126,9 +126,10 @@ class ContainerProcess:
             self._reap()
 
     def _reap(self) -> None:
+        """Collect our own shim's exit status once it has exited (never blocks: on cancellation it may still run)."""
         if self._popen is not None:
             with contextlib.suppress(ChildProcessError):
-                self._popen.wait(timeout=5)
+                self._popen.poll()
 
     def signal(self, number: int) -> bool:
         """Signal the container's process group; False when it no longer runs."""

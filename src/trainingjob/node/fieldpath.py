@@ -66,6 +66,8 @@ def resource_field(
         value = allocatable.get(name)
     amount = parse_quantity(value) if value is not None else parse_quantity("0")
     divide_by = parse_quantity(divisor or "1")
+    if divide_by == 0:  # the API server defaults an omitted divisor to "0", meaning 1
+        divide_by = parse_quantity("1")
     if name == "cpu":
         return str(ceil_ratio(amount * 1000, divide_by * 1000))
     return str(ceil_ratio(amount, divide_by))

@@ -3,11 +3,8 @@
 Each sync is level-triggered: from the latest pod object and what the node's disk says, it takes the next steps
 (sandbox, volumes, init containers in order, then the app containers, restarts by restartPolicy with back-off)
 and writes the status if it changed. It runs on every watch event for the pod, every container exit and every
-timer it set (back-off, retries, token refresh, activeDeadlineSeconds).
-
-Deletion: SIGTERM to each container's process group, up to the grace period, SIGKILL, sandbox torn down, final
-status, then the DELETE with gracePeriodSeconds 0 and the uid precondition in the body, which is what removes
-the pod from the API.
+timer it set (back-off, retries, token refresh, activeDeadlineSeconds). How a pod ends (deletion, the final
+status write) is in podending.py.
 """
 
 from __future__ import annotations
@@ -16,7 +13,6 @@ import asyncio
 import contextlib
 import logging
 import shutil
-import signal
 import time
 from typing import Any
 
@@ -24,6 +20,7 @@ from trainingjob.node.api import ApiError
 from trainingjob.node.containers import ContainerProcess, attempts
 from trainingjob.node.context import NodeContext
 from trainingjob.node.launch import write_json
+from trainingjob.node.podending import RETRY_SECONDS, PodEnding
 from trainingjob.node.registration import epoch, now
 from trainingjob.node.sandbox import Sandbox, SandboxError
 from trainingjob.node.security import format_pod
@@ -37,13 +34,11 @@ from trainingjob.node.slots import (
     unknown_termination,
 )
 from trainingjob.node.starter import StartError, StillPreparing, build_launch, fetch_env_sources, lookup_image
-from trainingjob.node.status import ContainerView, PodFacts, pod_status
+from trainingjob.node.status import ContainerView
 from trainingjob.node.volumes import HostVolume, VolumeError
 
 log = logging.getLogger(__name__)
-RETRY_SECONDS = 5.0
 START_RETRY_MAX = 300.0
-KILL_WAIT_SECONDS = 15.0
 DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline"
 
 
@@ -51,7 +46,7 @@ def should_restart(policy: str, exit_code: int) -> bool:
     return policy == "Always" or (policy == "OnFailure" and exit_code != 0)
 
 
-class PodWorker:
+class PodWorker(PodEnding):
     def __init__(self, ctx: NodeContext, pod: dict[str, Any]) -> None:
         self.ctx = ctx
         self.pod = pod
@@ -220,13 +215,6 @@ class PodWorker:
             return None
         return epoch(self.start_time) + float(seconds)
 
-    def _grace(self) -> float:
-        metadata = self.pod["metadata"]
-        grace = metadata.get("deletionGracePeriodSeconds")
-        if grace is None:
-            grace = self.pod["spec"].get("terminationGracePeriodSeconds", 30)
-        return float(grace)
-
     async def _prepare(self) -> bool:
         """Sandbox and volumes; False (with a retry set) while they cannot be made."""
         try:
@@ -312,7 +300,7 @@ class PodWorker:
             attempt = slot.next_attempt()
             process = ContainerProcess(self.directory / "containers" / slot.name / str(attempt))
             prepared = build_launch(
-                self.pod,
+                self._with_addresses(),
                 container,
                 image=image,
                 runtime=runtime,
@@ -353,6 +341,14 @@ class PodWorker:
         slot.view.set_waiting("ContainerCreating")
         self._watch(slot)
 
+    def _with_addresses(self) -> dict[str, Any]:
+        """The pod as the downward API must see it: with the addresses this node gave it, which its status in the
+        API may not show yet (the kubelet resolves status.podIP from the sandbox too)."""
+        assert self.sandbox is not None
+        host, ip = self.ctx.config.node_ip, self.sandbox.ip
+        addresses = {"podIP": ip, "podIPs": [{"ip": ip}], "hostIP": host, "hostIPs": [{"ip": host}]}
+        return {**self.pod, "status": {**(self.pod.get("status") or {}), **addresses}}
+
     def _start_failed(self, slot: Slot, error: StartError) -> None:
         slot.start_failures += 1
         delay = min(START_RETRY_MAX, 10.0 * 2 ** (slot.start_failures - 1))
@@ -367,120 +363,3 @@ class PodWorker:
                 slot.name,
             )
         self.ctx.events.pod_event(self.pod, "Failed", f"Error: {error.reason}", True, slot.name)
-
-    # ---------------------------------------------------------------------------------------------------------
-    # Ending
-
-    def _phase(self) -> str:
-        init = [s.view for s in self.slots if s.init]
-        app = [s.view for s in self.slots if not s.init]
-        from trainingjob.node.status import pod_phase
-
-        return pod_phase(self.pod["spec"], init, app)
-
-    def _finish(self) -> None:
-        self.finished = True
-        for slot in self.slots:
-            slot.restart_at = slot.retry_at = None
-        self._teardown()
-
-    def _teardown(self) -> None:
-        self.ctx.volumes.teardown(self.uid, self.directory)
-        self.ctx.sandboxes.teardown(self.uid, self.directory)
-        self.volumes = None
-
-    async def _stop_all(self, grace: float) -> None:
-        """SIGTERM every running container, SIGKILL what still runs after `grace` (shortened by a new delete)."""
-        running = [s for s in self.slots if s.running and s.process is not None]
-        if not running:
-            return
-        for slot in running:
-            assert slot.process is not None
-            slot.process.signal(signal.SIGTERM)
-        loop = asyncio.get_running_loop()
-        began = loop.time()
-        while any(s.running for s in running) and not self.gone:
-            remaining = began + min(grace, self._grace() if self.terminating else grace) - loop.time()
-            if remaining <= 0:
-                break
-            waiter = loop.create_task(self.wake.wait())
-            pending = [s.exit_task for s in running if s.running and s.exit_task is not None]
-            await asyncio.wait([*pending, waiter], timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
-            waiter.cancel()
-            self.wake.clear()
-        for slot in running:
-            if slot.running and slot.process is not None:
-                slot.process.signal(signal.SIGKILL)
-        tasks = [s.exit_task for s in running if s.exit_task is not None]
-        await asyncio.wait(tasks, timeout=KILL_WAIT_SECONDS)
-
-    async def _terminate(self) -> None:
-        if not self.terminating:
-            self.terminating = True
-            for slot in self.slots:
-                if slot.running:
-                    self.ctx.events.pod_event(
-                        self.pod, "Killing", f"Stopping container {slot.name}", container=slot.name
-                    )
-            await self._stop_all(self._grace())
-            for slot in self.slots:
-                if slot.view.terminated is None and not slot.running:
-                    slot.view.set_terminated(unknown_termination())
-            app = [s.view for s in self.slots if not s.init]
-            ok = all(v.terminated is not None and v.terminated.exit_code == 0 for v in app)
-            if not self.finished:
-                self.forced = self.forced or ("Succeeded" if ok else "Failed", None, None)
-            self._finish()
-            await self._publish()
-        if not self.deleted_from_api:
-            await self._final_delete()
-
-    async def _final_delete(self) -> None:
-        metadata = self.pod["metadata"]
-        path = f"/api/v1/namespaces/{metadata['namespace']}/pods/{metadata['name']}"
-        body = {
-            "apiVersion": "v1",
-            "kind": "DeleteOptions",
-            "gracePeriodSeconds": 0,
-            "preconditions": {"uid": self.uid},
-        }
-        try:
-            await self.ctx.api.delete(path, body)
-        except ApiError as error:
-            if error.status not in (404, 409):
-                self.retry_at = time.time() + RETRY_SECONDS
-                return
-        self.deleted_from_api = True
-
-    async def _publish(self) -> None:
-        if self.gone:
-            return
-        init = [s.view for s in self.slots if s.init]
-        app = [s.view for s in self.slots if not s.init]
-        current = self.pod.get("status") or {}
-        phase, reason, message = self.forced or (None, None, None)
-        facts = PodFacts(
-            host_ip=self.ctx.config.node_ip,
-            pod_ip=self.sandbox.ip if self.sandbox else current.get("podIP"),
-            start_time=self.start_time,
-            sandbox_ready=self.sandbox is not None and not self.finished,
-            reason=reason,
-            message=message,
-            phase=phase,
-        )
-        status = pod_status(self.pod, init, app, facts, now())
-        if status == self.published:
-            return
-        metadata = self.pod["metadata"]
-        try:
-            updated = await self.ctx.api.patch(
-                f"/api/v1/namespaces/{metadata['namespace']}/pods/{metadata['name']}/status", {"status": status}
-            )
-        except ApiError as error:
-            if error.status != 404:
-                log.warning("status of pod %s not written: %s", format_pod(self.pod), error)
-                self.retry_at = time.time() + RETRY_SECONDS
-            return
-        if updated.get("metadata", {}).get("uid") == self.uid:
-            self.pod = updated
-        self.published = status

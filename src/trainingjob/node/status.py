@@ -136,33 +136,17 @@ def pod_conditions(phase: str, sandbox_ready: bool, init: list[ContainerView], a
     finished = phase in ("Succeeded", "Failed")
     not_initialized = [v.name for v in init if not (v.terminated and v.terminated.exit_code == 0)]
     unready = [v.name for v in app if v.running_since is None]
+    incomplete = ("ContainersNotInitialized", f"containers with incomplete status: [{' '.join(not_initialized)}]")
+    if phase == "Succeeded":
+        initialized = _condition("Initialized", True, "PodCompleted")
+    else:
+        initialized = _condition("Initialized", not not_initialized, *(incomplete if not_initialized else ()))
     if finished:
-        initialized = (
-            _condition("Initialized", True, "PodCompleted")
-            if phase == "Succeeded" or not not_initialized
-            else _condition(
-                "Initialized",
-                False,
-                "ContainersNotInitialized",
-                f"containers with incomplete status: [{' '.join(not_initialized)}]",
-            )
-        )
         ready = [_condition(kind, False, "PodCompleted") for kind in ("ContainersReady", "Ready")]
     else:
-        initialized = _condition(
-            "Initialized",
-            not not_initialized,
-            *(
-                ("ContainersNotInitialized", f"containers with incomplete status: [{' '.join(not_initialized)}]")
-                if not_initialized
-                else ()
-            ),
-        )
         message = f"containers with unready status: [{' '.join(unready)}]"
-        ready = [
-            _condition(kind, not unready, *(("ContainersNotReady", message) if unready else ()))
-            for kind in ("ContainersReady", "Ready")
-        ]
+        reason = ("ContainersNotReady", message) if unready else ()
+        ready = [_condition(kind, not unready, *reason) for kind in ("ContainersReady", "Ready")]
     return [_condition("PodReadyToStartContainers", sandbox_ready), initialized, *ready]
 
 
