@@ -43,9 +43,12 @@ def _current(directory: Path) -> Payload | None:
 
 
 def write_payload(directory: Path, payload: Payload, group: int | None = None) -> bool:
-    """Make the volume hold exactly `payload`; False when it already did. `group` (fsGroup) owns the files."""
+    """Make the volume hold exactly `payload`; False when it already did. `group` (fsGroup) owns the files and may
+    read them, as the kubelet's SetVolumeOwnership makes it for these read-only volumes (mode | 0440)."""
     for relative in payload:
         _validate(relative)
+    if group is not None:
+        payload = {path: (content, mode | 0o440) for path, (content, mode) in payload.items()}
     directory.mkdir(parents=True, exist_ok=True)
     if _current(directory) == payload:
         return False

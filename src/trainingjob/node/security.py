@@ -130,12 +130,13 @@ def process_security(
     context = container.get("securityContext") or {}
     uid = _effective(pod, container, "runAsUser")
     gid = _effective(pod, container, "runAsGroup")
-    groups = [int(g) for g in pod_context.get("supplementalGroups") or []]
+    primary = int(gid if gid is not None else image_gid)
+    groups = [primary, *(int(g) for g in pod_context.get("supplementalGroups") or [])]
     if pod_context.get("fsGroup") is not None:
         groups.append(int(pod_context["fsGroup"]))
     return ProcessSecurity(
         uid=int(uid if uid is not None else image_uid),
-        gid=int(gid if gid is not None else image_gid),
+        gid=primary,
         groups=tuple(dict.fromkeys(groups)),
         capabilities=capabilities(container),
         no_new_privs=context.get("allowPrivilegeEscalation") is False and not context.get("privileged"),

@@ -24,6 +24,7 @@ from trainingjob.node import syscalls as sc
 from trainingjob.node.api import Api, ApiError
 from trainingjob.node.fieldpath import pod_field, resource_field
 from trainingjob.node.payload import Payload, write_payload
+from trainingjob.node.quantity import parse_quantity
 
 DEFAULT_MODE = 0o644
 TOKEN_SECONDS = 3600
@@ -188,12 +189,15 @@ class VolumeManager:
         return path
 
     def _empty_dir(self, path: Path, spec: dict[str, Any], group: int | None) -> None:
+        """A directory anyone may write, or a tmpfs (`medium: Memory`, sized by sizeLimit); fsGroup owns it, with
+        the setgid bit so that files created in it belong to the group too."""
         path.mkdir(parents=True, exist_ok=True)
         if spec.get("medium") == "Memory" and self.can_mount and not os.path.ismount(path):
-            size = spec.get("sizeLimit")
-            sc.mount(
-                "tmpfs", str(path), "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, f"mode=0777{',size=' + size if size else ''}"
-            )
+            size = f",size={int(parse_quantity(spec['sizeLimit']))}" if spec.get("sizeLimit") else ""
+            try:
+                sc.mount("tmpfs", str(path), "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, f"mode=0777{size}")
+            except OSError as error:
+                raise VolumeError(f"mounting a tmpfs for emptyDir {path.name}: {error}") from error
         path.chmod(0o777)
         if group is not None:
             os.chown(path, -1, group)
