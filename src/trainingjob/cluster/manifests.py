@@ -33,6 +33,8 @@ def fake_node(index: int) -> dict:
                 ACCELERATOR_LABEL: ACCELERATOR_VALUE,
                 "nvidia.com/gpu.present": "true",
                 "node.kubernetes.io/instance-type": "sim-8x-gpu",
+                # Local process nodes say `process` here (and carry a taint; see node/config.py).
+                "ml.example.com/node-runtime": "kwok",
             },
         },
         "spec": {},

@@ -3,7 +3,8 @@ hostname), as the kubelet and a CRI runtime prepare them before the first contai
 
 Addresses come from the node's podCIDR; an allocation is a file named after the IP, created exclusively and
 holding the pod's uid, so it survives agent restarts and two pods can never get one address. Without isolation
-(the agent not root) there is no namespace: the pod shares the host's network and its IP is the node's.
+(the agent not root) or with `hostNetwork`, there is no network namespace: the pod shares the host's network and its
+IP is the node's.
 """
 
 from __future__ import annotations
@@ -89,6 +90,8 @@ def resolv_conf(pod: dict[str, Any], dns_server: str | None) -> str:
     host's), None (dnsConfig only); dnsConfig is merged in as the kubelet does."""
     spec = pod["spec"]
     policy = spec.get("dnsPolicy") or "ClusterFirst"
+    if policy == "ClusterFirst" and spec.get("hostNetwork"):
+        policy = "Default"  # the kubelet's rule: host-network pods use the node's resolver unless ...WithHostNet
     host_servers, host_searches, host_options = _host_resolv()
     if policy in ("ClusterFirst", "ClusterFirstWithHostNet") and dns_server:
         namespace = pod["metadata"]["namespace"]
@@ -148,7 +151,7 @@ class SandboxManager:
         """Idempotent: a sandbox recorded in the pod's directory is re-checked and completed, not replaced."""
         uid = pod["metadata"]["uid"]
         recorded = read_json(directory / "sandbox.json")
-        if self.config.isolate:
+        if self.config.isolate and not pod["spec"].get("hostNetwork"):
             pod_network = self.config.pod_network
             assert pod_network is not None
             ip = recorded["ip"] if recorded else self._allocate(uid)
@@ -161,7 +164,7 @@ class SandboxManager:
         else:
             sandbox = Sandbox(self.config.node_ip, None, None, "")
             write_json(directory / "sandbox.json", {"ip": sandbox.ip, "netns": None, "veth": None})
-        sandbox.hostname = pod_hostname(pod)
+        sandbox.hostname = self.config.name if pod["spec"].get("hostNetwork") else pod_hostname(pod)
         etc = directory / "etc"
         etc.mkdir(exist_ok=True)
         dns = self.config.node_ip if self.config.isolate else None
@@ -176,7 +179,8 @@ class SandboxManager:
         recorded = read_json(directory / "sandbox.json")
         if not recorded:
             return None
-        return Sandbox(recorded["ip"], recorded.get("netns"), recorded.get("veth"), pod_hostname(pod))
+        hostname = self.config.name if pod["spec"].get("hostNetwork") else pod_hostname(pod)
+        return Sandbox(recorded["ip"], recorded.get("netns"), recorded.get("veth"), hostname)
 
     def teardown(self, uid: str, directory: Path) -> None:
         """Remove the network namespace and free the address; the pod's IP stays in its status, as on a kubelet."""

@@ -182,10 +182,10 @@ def run(directory: Path) -> None:
     err_read, err_write = os.pipe()
     report_read, report_write = os.pipe2(os.O_CLOEXEC)
     if spec.isolate:
-        assert spec.netns
-        fd = os.open(spec.netns, os.O_RDONLY)
-        sc.setns(fd, sc.CLONE_NEWNET)
-        os.close(fd)
+        if spec.netns:  # else hostNetwork: the host's network namespace
+            fd = os.open(spec.netns, os.O_RDONLY)
+            sc.setns(fd, sc.CLONE_NEWNET)
+            os.close(fd)
         sc.unshare(sc.CLONE_NEWPID)
     pid = os.fork()
     if pid == 0:

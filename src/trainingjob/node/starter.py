@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -147,6 +148,33 @@ async def fetch_env_sources(api: Any, namespace: str, container: dict[str, Any])
     return sources
 
 
+SERVICE_ACCOUNT_MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+def _mounts_needed(container: dict[str, Any]) -> list[str]:
+    """Volume mounts a node without root would have to make; the API-access token the ServiceAccount admission
+    plugin adds to every pod is left out (such a node runs the pod without it, see docs/local-cluster.md)."""
+    return [m["mountPath"] for m in container.get("volumeMounts") or [] if m["mountPath"] != SERVICE_ACCOUNT_MOUNT]
+
+
+def check_host_ports(container: dict[str, Any]) -> None:
+    """In the host's network (hostNetwork, or a node without root) two pods cannot listen on one port: say so
+    before starting rather than letting the second die of EADDRINUSE with a less clear message."""
+    for port in container.get("ports") or []:
+        number = port.get("hostPort") or port.get("containerPort")
+        protocol = port.get("protocol") or "TCP"
+        kind = socket.SOCK_DGRAM if protocol == "UDP" else socket.SOCK_STREAM
+        with socket.socket(socket.AF_INET, kind) as probe:
+            try:
+                probe.bind(("0.0.0.0", int(number)))
+            except OSError:
+                raise StartError(
+                    "CreateContainerError",
+                    f"port {number}/{protocol} is already in use on the node: this pod shares the host's network "
+                    "(hostNetwork, or a node agent not running as root), where two pods cannot listen on one port",
+                ) from None
+
+
 def lookup_image(images: ImageCatalog, container: dict[str, Any]) -> ImageSpec:
     try:
         return images.lookup(container.get("image") or "")
@@ -181,11 +209,14 @@ def build_launch(
     env = final_environment(image.env, str(runtime.bin_dir), sandbox.hostname, threads, variables)
     security = process_security(pod, container, image.uid, image.gid)
     mounts = container_mounts(pod, container, volumes, variables, image, runtime, pod_dir, attempt_dir)
-    if not isolate and (container.get("volumeMounts") or image.files):
+    if sandbox.netns is None:
+        check_host_ports(container)
+    if not isolate and (_mounts_needed(container) or image.files):
         raise StartError(
             "CreateContainerError",
-            "this node runs without root, so it cannot mount volumes or image files into a container; "
-            "run `tj cluster up` as root for pods with volumes (docs/local-cluster.md)",
+            "this node runs without root, so it cannot mount volumes or image files into a container "
+            f"({', '.join(_mounts_needed(container) + list(image.files))}); "
+            "run `tj cluster up` as root for such pods (docs/local-cluster.md)",
         )
     spec = LaunchSpec(
         argv=command_line(container, image, variables),
