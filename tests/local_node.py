@@ -96,9 +96,10 @@ def pod_log(kube: Kube, namespace: str, name: str, container: str = "main", **op
     return response.data.decode()
 
 
-def kill_container_process(marker: str, number: int) -> None:
-    """Signal, from the host, the container process whose command line contains `marker` (as the OOM killer or an
-    administrator would); fails if there is none."""
+def processes_with(marker: str) -> list[int]:
+    """Pids of this machine's processes whose command line contains `marker` (container processes are host
+    processes too)."""
+    found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -107,6 +108,13 @@ def kill_container_process(marker: str, number: int) -> None:
         except OSError:
             continue
         if marker.encode() in command and b"trainingjob.node.shim" not in command:
-            os.kill(int(entry.name), number)
-            return
-    raise AssertionError(f"no process with {marker!r} in its command line")
+            found.append(int(entry.name))
+    return found
+
+
+def kill_container_process(marker: str, number: int) -> None:
+    """Signal, from the host, the container process whose command line contains `marker` (as the OOM killer or an
+    administrator would); fails if there is none."""
+    pids = processes_with(marker)
+    assert pids, f"no process with {marker!r} in its command line"
+    os.kill(pids[0], number)

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.local_node import processes_with
+
 pytestmark = pytest.mark.integration
 
 
@@ -73,17 +75,6 @@ def session_network() -> dict | None:
     return state.network if state is not None else None
 
 
-def _processes_with(marker: str) -> bool:
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker.encode() in (entry / "cmdline").read_bytes():
-                    return True
-            except OSError:
-                continue
-    return False
-
-
 def test_cluster_lifecycle_from_the_command_line(cluster: object, tmp_path: Path) -> None:
     name = f"cli-{uuid.uuid4().hex[:6]}"
     try:
@@ -107,12 +98,12 @@ def test_cluster_lifecycle_from_the_command_line(cluster: object, tmp_path: Path
         marker = f"pod-{uuid.uuid4().hex}"
         kubectl(state, kubeconfig, "apply", "-f", str(local_pod_manifest(tmp_path, marker)))
         kubectl(state, kubeconfig, "wait", "--for=condition=Ready", "pod/sleeper", "--timeout=120s")
-        assert _processes_with(marker)
+        assert processes_with(marker)
         os.kill(state["pids"]["tj-local-0"], signal.SIGKILL)
         restarted = tj("cluster", "up", "--name", name)
         assert restarted.returncode == 0 and "restarting stopped node agent(s)" in restarted.stderr, restarted.stderr
         assert state_of(name)["pids"]["kube-apiserver"] == state["pids"]["kube-apiserver"]
-        assert _processes_with(marker), "a restarted agent keeps the pods it adopts"
+        assert processes_with(marker), "a restarted agent keeps the pods it adopts"
         session = session_network()
         if session and state.get("network"):  # two clusters on one machine: their own bridge, no shared addresses
             assert state["network"]["bridge"] != session["bridge"]
@@ -134,7 +125,7 @@ def test_cluster_lifecycle_from_the_command_line(cluster: object, tmp_path: Path
         removed = tj("cluster", "down", "--name", name)
     assert removed.returncode == 0
     assert all(not _alive(pid) for pid in new_state["pids"].values())
-    assert not _processes_with(marker), "down kills every pod process"
+    assert not processes_with(marker), "down kills every pod process"
     if new_state.get("network"):
         links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True).stdout
         assert new_state["network"]["bridge"] not in links

@@ -7,27 +7,22 @@ from __future__ import annotations
 import os
 import signal
 import uuid
-from pathlib import Path
 
 import pytest
 
 from tests.conftest import LOCAL_NODES, TEST_CLUSTER_NAME
 from tests.kube import Kube, wait_until
-from tests.local_node import container_state, local_node_names, local_pod, pod_status, python_container, wait_for_phase
+from tests.local_node import (
+    container_state,
+    local_node_names,
+    local_pod,
+    pod_status,
+    processes_with,
+    python_container,
+    wait_for_phase,
+)
 
 pytestmark = pytest.mark.integration
-
-
-def processes_with(marker: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker.encode() in (entry / "cmdline").read_bytes():
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
 
 
 def sleeper(marker: str, seconds: int = 300, exit_code: int = 0) -> str:

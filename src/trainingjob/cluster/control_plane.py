@@ -27,7 +27,7 @@ from trainingjob.node.cleanup import remove_node_state
 from trainingjob.node.config import NodeConfig
 from trainingjob.node.images import DEFAULT_IMAGES_FILE
 from trainingjob.node.netplan import PodNetwork
-from trainingjob.node.network import allocate_network, delete_bridge
+from trainingjob.node.network import NetworkError, allocate_network, delete_bridge
 
 DEFAULT_NAME = "default"
 # Start order; stop runs it backwards so etcd outlives its clients.
@@ -261,7 +261,11 @@ def up(
     binaries = {k: str(v) for k, v in ensure_binaries(say).items()}
     root = cluster_dir(name)
     root.mkdir(parents=True)
-    network = allocate_network(str(root), local_nodes) if local_nodes and localnodes.can_isolate() else None
+    try:
+        network = allocate_network(str(root), local_nodes) if local_nodes and localnodes.can_isolate() else None
+    except NetworkError as error:
+        shutil.rmtree(root, ignore_errors=True)
+        raise ClusterError(f"cannot create the pod network of the local nodes: {error}") from error
     ports = allocate_ports(apiserver_port)
     if network is None:
         ports.update({agent: free_port() for agent in localnodes.node_names(local_nodes)})

@@ -51,8 +51,6 @@ def node_config(
     pki = layout.pki
     cert, key = layout.cert(f"node-{name}")
     serving_cert, serving_key = layout.cert(f"node-{name}-serving")
-    from trainingjob.node.starter import hidden_paths
-
     return NodeConfig(
         name=name,
         index=index,
@@ -73,7 +71,6 @@ def node_config(
         isolate=network is not None,
         network=network.to_dict() if network else None,
         pod_cidr=network.pod_cidr(index) if network else None,
-        hide=hidden_paths(),
     )
 
 

@@ -22,7 +22,8 @@ from trainingjob.node.launch import read_json
 KILL_WAIT_SECONDS = 10.0
 
 
-def _unmount_volumes(pod_dir: Path) -> None:
+def unmount_volumes(pod_dir: Path) -> None:
+    """Unmount the pod's memory-backed emptyDirs (tmpfs mounts on the host under its directory)."""
     volumes = pod_dir / "volumes"
     if not volumes.is_dir():
         return
@@ -48,7 +49,7 @@ def kill_pod_processes(pod_dir: Path) -> None:
 
 def remove_pod_state(config: NodeConfig, pod_dir: Path) -> None:
     kill_pod_processes(pod_dir)
-    _unmount_volumes(pod_dir)
+    unmount_volumes(pod_dir)
     recorded = read_json(pod_dir / "sandbox.json")
     if recorded and recorded.get("netns"):
         with contextlib.suppress(network.NetworkError, OSError):

@@ -7,7 +7,7 @@ the identity, addresses and directories it had, so that it can find and adopt it
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from trainingjob.node.api import Credentials
@@ -43,7 +43,6 @@ class NodeConfig:
     isolate: bool
     network: dict[str, str] | None = None
     pod_cidr: str | None = None
-    hide: list[str] = field(default_factory=list)
 
     @property
     def credentials(self) -> Credentials:
@@ -69,4 +68,6 @@ class NodeConfig:
 
     @classmethod
     def load(cls, path: Path) -> NodeConfig:
-        return cls(**json.loads(path.read_text()))
+        """Keys this version does not know (written by another one) are ignored."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in json.loads(path.read_text()).items() if k in known})

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -157,3 +158,10 @@ def attempts(container_dir: Path) -> list[ContainerProcess]:
         return []
     numbered = sorted((int(p.name), p) for p in container_dir.iterdir() if p.name.isdigit())
     return [ContainerProcess(path) for _, path in numbered]
+
+
+def prune_attempts(container_dir: Path, keep_from: int) -> None:
+    """Drop attempts older than `keep_from` (the previous one stays, for `kubectl logs --previous`)."""
+    for process in attempts(container_dir):
+        if process.attempt < keep_from and not process.shim_alive():
+            shutil.rmtree(process.directory, ignore_errors=True)

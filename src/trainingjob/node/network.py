@@ -26,7 +26,12 @@ class NetworkError(Exception):
 
 
 def ip(*args: str, check: bool = True, input_text: str | None = None) -> str:
-    result = subprocess.run(["ip", *args], capture_output=True, text=True, input=input_text, timeout=30, check=False)
+    try:
+        result = subprocess.run(
+            ["ip", *args], capture_output=True, text=True, input=input_text, timeout=30, check=False
+        )
+    except FileNotFoundError:
+        raise NetworkError("the `ip` command (Debian package iproute2) is not installed") from None
     if check and result.returncode != 0:
         raise NetworkError(f"ip {' '.join(args)}: {result.stderr.strip() or f'exit {result.returncode}'}")
     return result.stdout

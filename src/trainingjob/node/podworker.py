@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from trainingjob.node.api import ApiError
-from trainingjob.node.containers import ContainerProcess, attempts
+from trainingjob.node.containers import ContainerProcess, attempts, prune_attempts
 from trainingjob.node.context import NodeContext
 from trainingjob.node.launch import write_json
 from trainingjob.node.podending import RETRY_SECONDS, PodEnding
@@ -333,6 +333,7 @@ class PodWorker(PodEnding):
             container=slot.name,
         )
         process.start(prepared.spec)
+        prune_attempts(self.directory / "containers" / slot.name, keep_from=attempt - 1)
         write_json(process.directory / "shim.json", {**(process.shim() or {}), "imageID": prepared.image_id})
         slot.process = process
         slot.view.restart_count = attempt

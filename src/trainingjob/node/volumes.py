@@ -13,7 +13,6 @@ non-root training container must be able to write its checkpoints there.
 from __future__ import annotations
 
 import base64
-import contextlib
 import os
 import time
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from typing import Any
 
 from trainingjob.node import syscalls as sc
 from trainingjob.node.api import Api, ApiError
+from trainingjob.node.cleanup import unmount_volumes
 from trainingjob.node.fieldpath import pod_field, resource_field
 from trainingjob.node.payload import Payload, write_payload
 from trainingjob.node.quantity import parse_quantity
@@ -258,10 +258,4 @@ class VolumeManager:
     def teardown(self, uid: str, directory: Path) -> None:
         """Unmount memory-backed emptyDirs (the rest is removed with the pod's directory)."""
         self.token_refresh.pop(uid, None)
-        volumes = directory / "volumes"
-        if not volumes.is_dir():
-            return
-        for entry in volumes.iterdir():
-            if os.path.ismount(entry):
-                with contextlib.suppress(OSError):
-                    sc.umount(str(entry), sc.MNT_DETACH)
+        unmount_volumes(directory)
