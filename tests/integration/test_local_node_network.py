@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from tests.kube import Kube
+from tests.kube import Kube, wait_until
 from tests.local_node import local_node_names, local_pod, pod_log, python_container, wait_for_phase
 from trainingjob.cluster.control_plane import ClusterState
 
@@ -108,3 +108,26 @@ def test_pods_reach_a_server_on_the_host_through_the_gateway(kube: Kube, namespa
     listener.close()
     assert status["phase"] == "Succeeded", pod_log(kube, namespace, "caller")
     assert received == [b"progress 50%"]
+
+
+def test_the_host_reaches_a_pod_at_its_ip(kube: Kube, namespace: str) -> None:
+    script = """
+import socket
+server = socket.create_server(("0.0.0.0", 8080))
+server.settimeout(120)
+connection, _ = server.accept()
+connection.sendall(b"hello from " + socket.gethostname().encode())
+connection.close()
+"""
+    kube.core.create_namespaced_pod(namespace, local_pod("server", python_container(script)))
+    status = wait_for_phase(kube, namespace, "server", ("Running",))
+
+    def greeting() -> bytes | None:
+        try:
+            with socket.create_connection((status["podIP"], 8080), timeout=5) as connection:
+                return connection.recv(100)
+        except OSError:
+            return None
+
+    assert wait_until(greeting, 60, "the pod's server to answer") == b"hello from server"
+    assert wait_for_phase(kube, namespace, "server", ("Succeeded", "Failed"))["phase"] == "Succeeded"
