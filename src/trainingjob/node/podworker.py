@@ -104,6 +104,7 @@ class PodWorker(PodEnding):
         phase = (self.pod.get("status") or {}).get("phase")
         if phase in ("Succeeded", "Failed") and not any(s.running for s in self.slots):
             self.finished = True
+            self._teardown()  # in case the previous agent died between the final status and the teardown
 
     def _adopt(self, slot: Slot, process: ContainerProcess) -> None:
         slot.process = process
