@@ -50,6 +50,8 @@ class ComponentSet:
                     f"-X {pkg}.gitMinor={minor}",
                     f"-X {pkg}.gitTreeState=clean",
                 ]
+        if self.name == "helm":
+            flags.append(f"-X helm.sh/helm/v3/internal/version.version={self.version}")
         return " ".join(flags)
 
 
@@ -72,6 +74,9 @@ COMPONENT_SETS: tuple[ComponentSet, ...] = (
 PROMETHEUS = ComponentSet(
     "prometheus", "github.com/prometheus/prometheus", {"promtool": "github.com/prometheus/prometheus/cmd/promtool"}
 )
+
+# Not a control-plane component either: helm lints, renders and installs charts/trainingjob-operator in tests.
+HELM = ComponentSet("helm", "helm.sh/helm/v3", {"helm": "helm.sh/helm/v3/cmd/helm"})
 
 COMPLETE_MARKER = ".complete"
 
@@ -204,6 +209,12 @@ def ensure_promtool(say: Callable[[str], None] = print) -> Path:
     """Build promtool if missing (under the same build lock) and return its path."""
     with build_lock():
         return build_component_set(PROMETHEUS, say) / "promtool"
+
+
+def ensure_helm(say: Callable[[str], None] = print) -> Path:
+    """Build helm if missing (under the same build lock) and return its path."""
+    with build_lock():
+        return build_component_set(HELM, say) / "helm"
 
 
 def pinned_versions() -> dict[str, str]:
