@@ -100,7 +100,10 @@ def test_log_view_shows_why_the_api_server_has_no_log(
     create_job(kube, namespace, job_manifest("nolog", workers=1, complete_after=None))
     wait_phase(kube, namespace, "nolog", "Running")
     with pytest.raises(ApiException) as refused:
-        kube.core.read_namespaced_pod_log("nolog-worker-0", namespace, container="trainer")
+        # The request the UI makes (its parameters appear in the node URL the message names).
+        kube.core.read_namespaced_pod_log(
+            "nolog-worker-0", namespace, container="trainer", follow=True, tail_lines=2000, _preload_content=False
+        )
     page.goto(f"{admin_ui.base}/#/jobs/{namespace}/nolog")
     expect(page.get_by_test_id("log-worker")).to_contain_text("nolog-worker-0")
     page.get_by_test_id("log-show").click()

@@ -15,6 +15,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -197,7 +198,10 @@ class Worker0:
             async with client.ApiClient() as api:
                 return await worker_credentials(api, namespace, job, Path(self._directory.name))
 
-        self.reporter = ProgressReporter(env=asyncio.run(credentials()), min_interval=0.0)
+        # In a thread of its own: Playwright's sync API keeps an event loop marked running in this one.
+        with ThreadPoolExecutor(1) as pool:
+            env = pool.submit(asyncio.run, credentials()).result(timeout=60)
+        self.reporter = ProgressReporter(env=env, min_interval=0.0)
 
     def report(self, epoch: int, total: int, **metrics: float) -> None:
         self.reporter.report_progress(epoch=epoch, total_epochs=total, metrics=metrics)

@@ -118,6 +118,11 @@ async def job_stream(request: web.Request) -> web.StreamResponse:
             except ApiException as error:
                 await sse.send(response, "missing", error_payload(error)[1])
                 return response
+            except (aiohttp.ClientError, TimeoutError, OSError) as error:
+                await sse.send(
+                    response, "missing", {"message": f"cannot reach the API server: {describe_error(error)}"}
+                )
+                return response
         await sse.send(response, "job", job)
         await sse.send(response, "history", store.history.points(job["metadata"].get("uid", "")))
         events = asyncio.create_task(forward_events(kube, namespace, name, subscriber))
