@@ -77,6 +77,7 @@ class JobStore:
         self.jobs: dict[Key, dict[str, Any]] = {}
         self.synced = False
         self.scope: list[str] | None = None  # None: every namespace
+        self.fallback = False  # True when the scope shrank because listing every namespace was forbidden
         self.problem: str | None = None  # why the mirror may be stale (shown as a banner), None when healthy
         self._subscribers: set[Subscriber] = set()
 
@@ -106,7 +107,7 @@ class JobStore:
             subscriber.offer("watch", self.watch_state())
 
     def watch_state(self) -> dict[str, Any]:
-        return {"synced": self.synced, "scope": self.scope, "problem": self.problem}
+        return {"synced": self.synced, "scope": self.scope, "fallback": self.fallback, "problem": self.problem}
 
     def snapshot(self) -> list[dict[str, Any]]:
         return [summary(job) for _, job in sorted(self.jobs.items())]

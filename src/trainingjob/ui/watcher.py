@@ -81,6 +81,7 @@ class JobWatcher:
                 if error.status == 403 and scope is None:
                     log.info("listing TrainingJobs in all namespaces is forbidden; watching %s", self.fallback)
                     scope = [self.fallback]
+                    self.store.fallback = True
                     continue
                 self.store.set_problem(f"watching TrainingJobs failed: {describe_error(error)}")
             except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as error:

@@ -42,7 +42,9 @@ function queueListRender() {
 
 function scopeText() {
   if (!watchState.synced) return "loading…";
-  return watchState.scope ? `namespace ${watchState.scope.join(", ")} (you may not list all namespaces)` : "all namespaces";
+  if (!watchState.scope) return "all namespaces";
+  const why = watchState.fallback ? " (you may not list TrainingJobs in all namespaces)" : "";
+  return `namespace ${watchState.scope.join(", ")}${why}`;
 }
 
 function renderList() {
