@@ -81,7 +81,7 @@ def test_job_page_shows_curves_conditions_workers_checkpoints_and_events(
     expect(page.get_by_test_id("checkpoints-table")).to_contain_text("/checkpoints/ckpt-00000003")
     expect(page.get_by_test_id("events-table")).to_contain_text("WorkersCreated")
     expect(page.get_by_test_id("spec")).to_contain_text('"framework": "pytorch"')
-    screenshot(page, "ui-job")
+    screenshot(page, "ui-job", full_page=True)
 
     # The curve survives a reload: the server sends the history it recorded.
     page.reload()

@@ -143,10 +143,10 @@ def page(browser: Any, admin_ui: RunningUi) -> Iterator[Any]:
     context.close()
 
 
-def screenshot(page: Any, name: str) -> None:
+def screenshot(page: Any, name: str, full_page: bool = False) -> None:
     if SCREENSHOTS:
         Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(Path(SCREENSHOTS) / f"{name}.png"))
+        page.screenshot(path=str(Path(SCREENSHOTS) / f"{name}.png"), full_page=full_page)
 
 
 def restricted_kubeconfig(kube: Kube, namespace: str, path: Path, verbs: list[str]) -> tuple[Path, str]:

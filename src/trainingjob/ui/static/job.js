@@ -5,13 +5,16 @@ import { showLog } from "./logs.js";
 
 const COLORS = ["#2457c5", "#d9480f", "#2b8a3e", "#862e9c", "#e67700", "#0b7285"];
 
-function makeChart(canvas, xTitle, yTitle) {
+function makeChart(canvas, xTitle, yTitle, xTicks) {
   return new window.Chart(canvas, {
     type: "line",
     data: { datasets: [] },
     options: {
       animation: false, maintainAspectRatio: false, parsing: false, normalized: true,
-      scales: { x: { type: "linear", title: { display: true, text: xTitle } }, y: { title: { display: true, text: yTitle } } },
+      scales: {
+        x: { type: "linear", title: { display: true, text: xTitle }, ticks: xTicks },
+        y: { title: { display: true, text: yTitle } },
+      },
       plugins: { legend: { position: "bottom" } },
       elements: { point: { radius: 2 } },
     },
@@ -23,12 +26,14 @@ class Curves {
     this.start = null;
     this.progressCanvas = el("canvas", { "data-testid": "progress-chart" });
     this.metricsCanvas = el("canvas", { "data-testid": "metrics-chart" });
+    this.note = el("p", { class: "muted", "data-testid": "no-progress" },
+      "No progress reported yet: the curves grow as the job's status.progress changes while this UI is running.");
     box.replaceChildren(
-      el("div", {}, el("h3", {}, "Progress over time"), el("div", { class: "chart-box" }, this.progressCanvas)),
+      el("div", {}, el("h3", {}, "Progress over time"), this.note, el("div", { class: "chart-box" }, this.progressCanvas)),
       el("div", {}, el("h3", {}, "Metrics per epoch"), el("div", { class: "chart-box" }, this.metricsCanvas)));
-    this.progress = makeChart(this.progressCanvas, "minutes since the first report", "percent");
+    this.progress = makeChart(this.progressCanvas, "time since the first report", "percent", { callback: (v) => duration(v), precision: 0 });
     this.progress.data.datasets.push({ label: "progress %", data: [], borderColor: COLORS[0], backgroundColor: COLORS[0] });
-    this.metrics = makeChart(this.metricsCanvas, "epoch (or step)", "value");
+    this.metrics = makeChart(this.metricsCanvas, "epoch (or step)", "value", { precision: 0 });
     this.count = 0;
   }
 
@@ -36,7 +41,7 @@ class Curves {
     const time = Date.parse(point.time);
     if (this.start === null && !Number.isNaN(time)) this.start = time;
     if (typeof point.percent === "number" && this.start !== null) {
-      this.progress.data.datasets[0].data.push({ x: (time - this.start) / 60000, y: point.percent });
+      this.progress.data.datasets[0].data.push({ x: (time - this.start) / 1000, y: point.percent });
     }
     const x = point.epoch ?? point.step ?? this.count;
     for (const [name, value] of Object.entries(point.metrics || {})) {
@@ -49,6 +54,7 @@ class Curves {
       dataset.data.push({ x, y: value });
     }
     this.count += 1;
+    this.note.hidden = true;
     if (update) this.redraw();
   }
 
