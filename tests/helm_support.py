@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from trainingjob.cluster.build import HELM, binary_path, is_built
+from trainingjob.cluster.build import HELM, binary_path, is_built, pinned_versions
 from trainingjob.cluster.paths import binaries_dir
 
 REPO = Path(__file__).resolve().parents[1]
@@ -59,7 +59,10 @@ def run(command: list[str | Path], home: Path, check: bool = True) -> subprocess
 
 
 def helm_template(home: Path, *values: str) -> str:
-    command = [helm_binary(), "template", RELEASE, CHART, "--namespace", NAMESPACE, "--include-crds", *values]
+    """The chart rendered as for the Kubernetes version the local cluster runs."""
+    kube_version = pinned_versions()["kubernetes"]
+    command = [helm_binary(), "template", RELEASE, CHART, "--namespace", NAMESPACE, "--include-crds"]
+    command += ["--kube-version", kube_version, *values]
     return run(command, home).stdout
 
 

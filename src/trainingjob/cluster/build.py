@@ -51,7 +51,12 @@ class ComponentSet:
                     f"-X {pkg}.gitTreeState=clean",
                 ]
         if self.name == "helm":
+            # As helm's own Makefile stamps a release: its version, and the Kubernetes version `helm template`
+            # and `helm lint` assume (1.<client-go minor>) instead of the v1.20 built into the source.
             flags.append(f"-X helm.sh/helm/v3/internal/version.version={self.version}")
+            minor = required_version(self.wrapper_dir / "go.mod", "k8s.io/client-go").split(".")[1]
+            for pkg in ("helm.sh/helm/v3/pkg/lint/rules", "helm.sh/helm/v3/pkg/chartutil"):
+                flags += [f"-X {pkg}.k8sVersionMajor=1", f"-X {pkg}.k8sVersionMinor={minor}"]
         return " ".join(flags)
 
 
