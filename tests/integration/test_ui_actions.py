@@ -15,9 +15,6 @@ from playwright.sync_api import expect
 from tests.integration.ui_support import (
     UI_TIMEOUT_MS,
     RunningUi,
-    admin_ui,
-    browser,
-    page,
     restricted_kubeconfig,
     screenshot,
     start_ui,
@@ -27,7 +24,6 @@ from tests.jobs import create_job, get_job, job_manifest, wait_phase
 from tests.kube import Kube
 
 pytestmark = pytest.mark.integration
-__all__ = ["admin_ui", "browser", "page"]  # fixtures
 
 
 def open_job(page: Any, ui: RunningUi, namespace: str, name: str) -> None:

@@ -14,12 +14,11 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 from playwright.sync_api import expect
 
-from tests.integration.ui_support import UI_TIMEOUT_MS, RunningUi, Worker0, admin_ui, browser, page, screenshot
+from tests.integration.ui_support import UI_TIMEOUT_MS, RunningUi, Worker0, screenshot
 from tests.jobs import create_job, job_manifest, wait_phase
 from tests.kube import Kube
 
 pytestmark = pytest.mark.integration
-__all__ = ["admin_ui", "browser", "page"]  # fixtures
 
 
 def chart_points(page: Any, testid: str) -> list[int]:

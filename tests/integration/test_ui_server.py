@@ -10,11 +10,10 @@ from typing import Any
 
 import pytest
 
-from tests.integration.ui_support import RunningUi, admin_ui
+from tests.integration.ui_support import RunningUi
 from tests.jobs import get_job, job_manifest
 
 pytestmark = pytest.mark.integration
-__all__ = ["admin_ui"]  # fixture
 
 
 def test_the_api_needs_the_token(admin_ui: RunningUi) -> None:
