@@ -56,7 +56,7 @@ async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         return web.json_response({"message": f"unexpected Host header {request.host!r}"}, status=421)
     if request.path.startswith("/api/"):
         if not authorized(request, settings["token"]):
-            return web.json_response({"message": "open the URL that `tj ui` printed (it carries the token)"}, status=401)
+            return web.json_response({"message": "open the URL `tj ui` printed (it carries the token)"}, status=401)
         if request.method not in ("GET", "HEAD") and request.headers.get(ACTION_HEADER) != "1":
             return web.json_response({"message": f"missing {ACTION_HEADER} header"}, status=403)
     response = await handler(request)
