@@ -6,7 +6,6 @@ logs: the log view must show the API server's refusal; real logs need the local 
 from __future__ import annotations
 
 import json
-import os
 import re
 from typing import Any
 
@@ -112,22 +111,28 @@ def test_log_view_shows_why_the_api_server_has_no_log(
     expect(error).to_contain_text(json.loads(body)["message"])
 
 
-@pytest.mark.skipif(
-    not os.environ.get("TJ_UI_PROCESS_NODE_SELECTOR"),
-    reason="needs pods that really run (the local process node, issue 11): set TJ_UI_PROCESS_NODE_SELECTOR=key=value",
-)
+PROCESS_NODE_LABEL = "ml.example.com/node-runtime"  # the local process node's label and taint (issue 11)
+LOG_SCRIPT = "import time\nfor i in range(1, 11):\n    print(f'line-{i}', flush=True)\n    time.sleep(1)\n"
+
+
 def test_log_view_streams_a_real_workers_log(page: Any, admin_ui: RunningUi, kube: Kube, namespace: str) -> None:
-    """Live log streaming of a pod that really runs: lines appear while the worker is still writing them."""
-    key, _, value = os.environ["TJ_UI_PROCESS_NODE_SELECTOR"].partition("=")
-    script = "for i in 1 2 3 4 5 6 7 8 9 10; do echo line-$i; sleep 1; done"
-    image = os.environ.get("TJ_UI_PROCESS_IMAGE", "busybox")
-    scheduling = {"nodeSelector": {key: value}}
-    command = ["sh", "-c", script]
-    manifest = job_manifest("realog", complete_after=None, image=image, command=command, scheduling=scheduling)
+    """Live log streaming of a worker that really runs on a local process node: lines appear while the worker is
+    still writing them. Runs once the cluster has process nodes (`tj cluster up --local-nodes`, issue 11)."""
+    if not kube.core.list_node(label_selector=f"{PROCESS_NODE_LABEL}=process").items:
+        pytest.skip("no local process node in this cluster (pods that really run, issue 11): kwok serves no logs")
+    scheduling = {
+        "nodeSelector": {PROCESS_NODE_LABEL: "process"},
+        "tolerations": [{"key": PROCESS_NODE_LABEL, "operator": "Equal", "value": "process", "effect": "NoSchedule"}],
+    }
+    command = ["python3", "-u", "-c", LOG_SCRIPT]
+    manifest = job_manifest("realog", complete_after=None, image="python:3.11-slim", command=command)
+    manifest["spec"]["scheduling"] = scheduling
     create_job(kube, namespace, manifest)
     wait_phase(kube, namespace, "realog", "Running")
     page.goto(f"{admin_ui.base}/#/jobs/{namespace}/realog")
     page.get_by_test_id("log-show").click()
     output = page.get_by_test_id("log-output")
-    expect(output).to_contain_text("line-1", timeout=UI_TIMEOUT_MS)
+    expect(output).to_contain_text("line-1")
+    assert "line-10" not in output.inner_text()  # streamed while the worker still writes, not read at the end
     expect(output).to_contain_text("line-10", timeout=UI_TIMEOUT_MS)
+    expect(page.get_by_test_id("log-state")).to_contain_text("end of the log of realog-worker-0")
