@@ -125,10 +125,20 @@ def test_log_view_streams_a_real_workers_log(page: Any, admin_ui: RunningUi, kub
         "tolerations": [{"key": PROCESS_NODE_LABEL, "operator": "Equal", "value": "process", "effect": "NoSchedule"}],
     }
     command = ["python3", "-u", "-c", LOG_SCRIPT]
-    manifest = job_manifest("realog", complete_after=None, image="python:3.11-slim", command=command)
+    # The stdlib image runs as root; the operator's restricted default (runAsNonRoot) needs a user.
+    security = {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "runAsNonRoot": True,
+        "runAsUser": 1000,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    manifest = job_manifest(
+        "realog", complete_after=None, image="python:3.11-slim", command=command, securityContext=security
+    )
     manifest["spec"]["scheduling"] = scheduling
     create_job(kube, namespace, manifest)
-    wait_phase(kube, namespace, "realog", "Running")
+    wait_phase(kube, namespace, "realog", "Running", timeout=120)
     page.goto(f"{admin_ui.base}/#/jobs/{namespace}/realog")
     page.get_by_test_id("log-show").click()
     output = page.get_by_test_id("log-output")
