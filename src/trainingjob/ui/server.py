@@ -95,14 +95,26 @@ async def jobs_stream(request: web.Request) -> web.StreamResponse:
     return response
 
 
+EVENTS_RETRY_SECONDS = 10.0
+
+
 async def forward_events(kube: KubeApi, namespace: str, name: str, subscriber: Any) -> None:
-    try:
-        async for event in kube.events(namespace, name):
-            subscriber.offer("event", event)
-    except ApiException as error:
-        subscriber.offer("events-error", error_payload(error)[1])
-    except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as error:
-        subscriber.offer("events-error", {"message": describe_error(error)})
+    """The job's Events for as long as its page is open: each watch ends on the server after a few minutes and
+    is started again (a fresh list first; the page keys Events by uid, so repeats replace themselves). A refusal
+    (401/403) is shown once and ends it; other errors are shown and retried."""
+    while True:
+        try:
+            async for event in kube.events(namespace, name):
+                subscriber.offer("event", event)
+            await asyncio.sleep(1.0)  # the watch ended normally; never a hot loop if it ends at once
+            continue
+        except ApiException as error:
+            subscriber.offer("events-error", error_payload(error)[1])
+            if error.status in (401, 403):
+                return
+        except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as error:
+            subscriber.offer("events-error", {"message": describe_error(error)})
+        await asyncio.sleep(EVENTS_RETRY_SECONDS)
 
 
 async def job_stream(request: web.Request) -> web.StreamResponse:
