@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes.client.exceptions import ApiException
 from playwright.sync_api import expect
 
@@ -119,7 +120,7 @@ def test_submit_from_yaml(page: Any, admin_ui: RunningUi, kube: Kube, namespace:
     page.get_by_test_id("nav-submit").click()
     manifest = {**job_manifest("fromyaml", workers=2, complete_after=None), "metadata": {"name": "fromyaml"}}
     manifest["metadata"]["namespace"] = namespace
-    page.get_by_test_id("yaml").fill(json.dumps(manifest, indent=2))
+    page.get_by_test_id("yaml").fill(yaml.safe_dump(manifest, sort_keys=False))
     screenshot(page, "ui-submit")
     page.get_by_test_id("submit-yaml").click()
     confirm(page, "Create this TrainingJob?")
@@ -206,7 +207,5 @@ def test_rbac_denied_action_is_shown_with_the_api_servers_words(
 
 
 def restricted_token(ui: RunningUi) -> str:
-    import yaml
-
     kubeconfig = ui.process.args[ui.process.args.index("--kubeconfig") + 1]
     return yaml.safe_load(Path(kubeconfig).read_text())["users"][0]["user"]["token"]
