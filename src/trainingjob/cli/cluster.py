@@ -77,14 +77,17 @@ def up(name: str, nodes: int, local_nodes: int, images_file: Path | None, apiser
 
 @cluster.command()
 @click.option("--with-promtool", is_flag=True, help="Also build promtool (checks deploy/monitoring's rules in tests).")
-def build(with_promtool: bool) -> None:
+@click.option("--with-helm", is_flag=True, help="Also build helm (lints, renders and installs the chart in tests).")
+def build(with_promtool: bool, with_helm: bool) -> None:
     """Build (or find cached) every pinned component and print where the binaries are."""
-    from trainingjob.cluster.build import ensure_binaries, ensure_promtool
+    from trainingjob.cluster.build import ensure_binaries, ensure_helm, ensure_promtool
 
     try:
         binaries = ensure_binaries(say)
         if with_promtool:
             binaries["promtool"] = ensure_promtool(say)
+        if with_helm:
+            binaries["helm"] = ensure_helm(say)
     except ClusterError as error:
         fail(error)
     for name, path in binaries.items():
