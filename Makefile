@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 CLUSTER ?= default
 
-.PHONY: help install ui-assets generate components tools lint test test-unit test-integration demo demo-down bench clean
+.PHONY: help install ui-assets generate components runtimes tools lint test test-unit test-integration demo demo-down bench clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -36,6 +36,9 @@ generate: install  ## write deploy/crd/ from the schema in src/trainingjob/api/s
 
 components: install  ## build the pinned control-plane binaries from their Go modules (first use only)
 	$(BIN)/tj cluster build
+
+runtimes: install  ## build the venvs that stand in for images on local process nodes (examples/images.yaml)
+	$(BIN)/tj cluster runtimes build
 
 lint: install  ## ruff
 	$(BIN)/ruff check src tests examples bench

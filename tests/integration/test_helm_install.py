@@ -29,7 +29,7 @@ def helm_cluster() -> Iterator[Path]:
     from trainingjob.cluster import control_plane
 
     name = f"{TEST_CLUSTER_NAME}-helm"
-    state = control_plane.up(name, nodes=2, say=lambda _: None)
+    state = control_plane.up(name, nodes=2, say=lambda _: None, local_nodes=0)  # the chart runs on kwok
     yield state.kubeconfig
     if os.environ.get("TJ_KEEP_CLUSTER", "").lower() not in ("1", "true", "yes"):
         control_plane.down(name, say=lambda _: None)
