@@ -8,6 +8,7 @@ from trainingjob import __version__
 from trainingjob.cli.cluster import cluster
 from trainingjob.cli.jobs import COMMANDS as JOB_COMMANDS
 from trainingjob.cli.operator import operator
+from trainingjob.cli.ui import ui
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -18,5 +19,6 @@ def main() -> None:
 
 main.add_command(cluster)
 main.add_command(operator)
+main.add_command(ui)
 for job_command in JOB_COMMANDS:
     main.add_command(job_command)

@@ -40,8 +40,25 @@ class CertSpec:
     ip_addresses: tuple[str, ...] = ()
 
 
-def cluster_cert_specs(service_ip: str) -> tuple[CertSpec, ...]:
-    """Every certificate of a local cluster; client identities map to Kubernetes users/groups via CN/O."""
+def node_cert_specs(name: str, address: str) -> tuple[CertSpec, ...]:
+    """A local node's identities: its client certificate in `system:nodes` (so the Node authorizer and the
+    NodeRestriction admission plugin treat it as the kubelet of `name`) and the serving certificate of its log
+    endpoint, for the address the API server dials."""
+    return (
+        CertSpec(f"node-{name}", f"system:node:{name}", organizations=("system:nodes",), client=True),
+        CertSpec(
+            f"node-{name}-serving", f"system:node:{name}", server=True, dns_names=(name,), ip_addresses=(address,)
+        ),
+    )
+
+
+def cluster_cert_specs(
+    service_ip: str, apiserver_ips: tuple[str, ...] = (), nodes: tuple[tuple[str, str], ...] = ()
+) -> tuple[CertSpec, ...]:
+    """Every certificate of a local cluster; client identities map to Kubernetes users/groups via CN/O.
+
+    `apiserver_ips`: more addresses the API server is reached at (the pod network's gateway); `nodes`: (name,
+    address) of each local process node."""
     return (
         CertSpec(
             "etcd-server",
@@ -56,8 +73,11 @@ def cluster_cert_specs(service_ip: str) -> tuple[CertSpec, ...]:
             "kube-apiserver",
             server=True,
             dns_names=LOOPBACK_NAMES + APISERVER_NAMES,
-            ip_addresses=(*LOOPBACK_IPS, service_ip),
+            ip_addresses=(*LOOPBACK_IPS, service_ip, *apiserver_ips),
         ),
+        # How the API server authenticates to nodes' log endpoints (`kubectl logs`), bound to
+        # system:kubelet-api-admin by the cluster's bootstrap objects.
+        CertSpec("apiserver-kubelet-client", "kube-apiserver-kubelet-client", client=True),
         CertSpec("apiserver-etcd-client", "kube-apiserver-etcd-client", client=True),
         CertSpec("admin", "admin", organizations=("system:masters",), client=True),
         CertSpec("kube-controller-manager", "system:kube-controller-manager", client=True),
@@ -65,6 +85,7 @@ def cluster_cert_specs(service_ip: str) -> tuple[CertSpec, ...]:
         # kwok plays every kubelet of the fake nodes (node, pod and lease status across all nodes), which no
         # built-in role covers; it is a local simulator, so it gets the admin group.
         CertSpec("kwok", "kwok", organizations=("system:masters",), client=True),
+        *(spec for name, address in nodes for spec in node_cert_specs(name, address)),
     )
 
 
@@ -171,9 +192,15 @@ def create_service_account_keys(directory: Path) -> None:
     )
 
 
-def create_cluster_pki(directory: Path, cluster_name: str, service_ip: str) -> None:
+def create_cluster_pki(
+    directory: Path,
+    cluster_name: str,
+    service_ip: str,
+    apiserver_ips: tuple[str, ...] = (),
+    nodes: tuple[tuple[str, str], ...] = (),
+) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     ca_cert, ca_key = create_ca(directory, cluster_name)
-    for spec in cluster_cert_specs(service_ip):
+    for spec in cluster_cert_specs(service_ip, apiserver_ips, nodes):
         issue_certificate(directory, spec, ca_cert, ca_key)
     create_service_account_keys(directory)
