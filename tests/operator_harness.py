@@ -21,6 +21,15 @@ from tests.kube import Kube, wait_until
 REPO = Path(__file__).resolve().parents[1]
 OPERATOR_NAMESPACE = "trainingjob-system"
 OPERATOR_ACCOUNT = "trainingjob-operator"
+# Operators the tests start report stuck pods and force-delete them on lost nodes sooner than the defaults (60 s,
+# 300 s), so the tests of those bounds take seconds. Every operator gets them: a standby that takes over (the
+# leader-election test) becomes the session's operator.
+STUCK_AFTER_SECONDS = 5
+FORCE_DELETE_AFTER_SECONDS = 20
+BOUND_FLAGS = (
+    *("--stuck-after", str(STUCK_AFTER_SECONDS)),
+    *("--force-delete-after", str(FORCE_DELETE_AFTER_SECONDS)),
+)
 
 
 def install_crd(kube: Kube) -> None:
@@ -155,7 +164,7 @@ def start_operator(kubeconfig: Path, log_path: Path, *extra_args: str, progress_
         *(sys.executable, "-m", "trainingjob.cli", "operator", "--all-namespaces", "--log-format", "json"),
         *("--liveness", health_url, "--progress-port", str(progress_port), "--progress-bind", "127.0.0.1"),
         *("--progress-url", f"https://127.0.0.1:{progress_port}", "--metrics-port", str(metrics_port)),
-        *("--metrics-bind", "127.0.0.1", *extra_args),
+        *("--metrics-bind", "127.0.0.1", *BOUND_FLAGS, *extra_args),
     ]
     env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
     with log_path.open("ab") as log:

@@ -33,6 +33,10 @@ KINDS = {
     "secret": ("", "secrets", True),
     "lease": ("coordination.k8s.io", "leases", True),
     "token_review": ("authentication.k8s.io", "tokenreviews", False),
+    # A Namespace is cluster-scoped, but a Role in namespace X can grant `get` on X itself (the API server
+    # authorizes GET /api/v1/namespaces/X as a request in namespace X): per-namespace Roles carry it.
+    "namespace": ("", "namespaces", True),
+    "node": ("", "nodes", False),
 }
 CLUSTER_SCOPED = {(group, resource) for group, resource, namespaced in KINDS.values() if not namespaced}
 METHOD = re.compile(

@@ -17,7 +17,8 @@ def _default_gpu_tolerations() -> list[dict[str, Any]]:
 class OperatorConfig:
     """What `tj operator` is told about the cluster it runs in."""
 
-    gpu_node_selector: dict[str, str] = field(default_factory=lambda: {"accelerator": "nvidia-gpu"})
+    # None by default: the nvidia.com/gpu request alone places a worker where the device plugin advertises GPUs.
+    gpu_node_selector: dict[str, str] = field(default_factory=dict)
     gpu_tolerations: list[dict[str, Any]] = field(default_factory=_default_gpu_tolerations)
     max_concurrent_reconciles: int = 16
     max_concurrent_creates: int = 32
@@ -28,3 +29,9 @@ class OperatorConfig:
     progress_url: str | None = None
     progress_ca_pem: str | None = None
     progress_reporters: tuple[int, ...] = (0,)
+    # How long a worker may stay Terminating past its grace period, or the checkpoint PVC Pending, before the job
+    # reports it (condition Blocked, a Warning Event).
+    stuck_after_seconds: int = 60
+    # A worker Terminating this long past its grace period on a NotReady, unreachable or deleted node is
+    # force-deleted so it can be recreated (None or 0: never).
+    force_delete_after_seconds: int | None = 300

@@ -102,16 +102,17 @@ def test_the_operator_account_is_refused_what_it_is_not_granted(
 def test_the_api_server_allows_the_operator_exactly_the_calls_its_code_makes(
     kube: Kube, installed_rbac: None, namespace: str
 ) -> None:
-    """For every resource the code touches in a job's namespace (and TokenReview), each of the eight verbs is
-    allowed to the operator's account exactly when the code uses it (tests/unit/test_deploy_rbac.py reads the code)."""
+    """For every resource the code touches in a job's namespace (and TokenReview and nodes, cluster-scoped), each of
+    the eight verbs is allowed to the operator's account exactly when the code uses it (tests/unit/test_deploy_rbac.py
+    reads the code)."""
     used = used_by_code()
     user = f"system:serviceaccount:{OPERATOR_NAMESPACE}:{OPERATOR_ACCOUNT}"
     # Leases and the TLS Secret live in the operator's own namespace (Roles there); everything else cluster-wide.
     own_namespace = {("coordination.k8s.io", "leases"), ("", "secrets")}
     resources = {(group, resource) for group, resource, _ in used} - own_namespace
-    assert len(resources) == 8
+    assert len(resources) == 10
     for group, resource in sorted(resources):
-        scope = "" if resource == "tokenreviews" else namespace
+        scope = "" if resource in ("tokenreviews", "nodes") else namespace
         decisions = {verb: allowed(kube, user, verb, resource, group, scope) for verb in ALL_VERBS}
         assert decisions == {verb: (group, resource, verb) in used for verb in ALL_VERBS}, f"{group}/{resource}"
     for verb in ALL_VERBS:

@@ -115,14 +115,15 @@ def one_volume(pod: dict[str, Any], name: str) -> dict[str, Any]:
 
 def test_the_namespaced_overlay_binds_no_cluster_wide_role_to_the_operator(cluster: ClusterUnderTest) -> None:
     docs = render(cluster, OVERLAYS["namespaced"])
-    cluster_roles = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ClusterRole"}
-    assert list(cluster_roles) == ["trainingjob-operator-tokenreview"], "the base's ClusterRole must be gone"
-    (tokenreview,) = cluster_roles.values()
-    assert tokenreview["rules"] == [
-        {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]}
-    ]
+    cluster_roles = {d["metadata"]["name"]: d["rules"] for d in docs if d["kind"] == "ClusterRole"}
+    assert cluster_roles == {
+        "trainingjob-operator-nodes": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}],
+        "trainingjob-operator-tokenreview": [
+            {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]}
+        ],
+    }, "the base's ClusterRole must be gone; only reading single nodes and TokenReview stay cluster-wide"
     bindings = [d for d in docs if d["kind"] == "ClusterRoleBinding" and operator_subject(d)]
-    assert [b["roleRef"]["name"] for b in bindings] == ["trainingjob-operator-tokenreview"]
+    assert sorted(b["roleRef"]["name"] for b in bindings) == sorted(cluster_roles)
     role, binding = one(docs, "Role", "trainingjob-operator"), one(docs, "RoleBinding", "trainingjob-operator")
     assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == WATCHED
     assert (binding["roleRef"]["kind"], binding["roleRef"]["name"]) == ("Role", "trainingjob-operator")

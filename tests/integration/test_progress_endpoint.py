@@ -18,10 +18,10 @@ import pytest
 
 from tests.jobs import create_job, get_job, job_manifest, kubectl, live_pods, wait_phase
 from tests.kube import Kube, restricted_pod, wait_until
-from tests.metrics import scrape, value
 from tests.operator_harness import RunningOperator
 from trainingjob.api.types import parse_time
 from trainingjob.operator.reconciler import PROGRESS_WRITE_INTERVAL
+from trainingjob.progress.server import EndpointLimits
 
 pytestmark = pytest.mark.integration
 AUDIENCE = "trainingjob-progress"
@@ -180,18 +180,26 @@ def _impostor_token(
     kube: Kube, namespace: str, job: str, name: str, owners: list[dict], operator: RunningOperator
 ) -> str:
     """A pod of someone else's labelled exactly like worker 0 of `job`, and a token bound to it, once the
-    operator's cache holds it (so a refusal is for its owner, not for being unknown)."""
+    operator's cache holds it (so a refusal is for its owner, not for being unknown).
+
+    The cache is seen through the endpoint itself: a pod it does not know yet is refused as "not a worker of this
+    job", one it knows as "not controlled by this job". (Counting cached workers instead raced with the pods of
+    earlier tests leaving the cache.)
+    """
     real = kube.core.read_namespaced_pod(f"{job}-worker-0", namespace)
-    cached_before = value(scrape(operator), "trainingjob_workers")
     manifest = restricted_pod(name)
     manifest["metadata"].update(ownerReferences=owners, labels=dict(real.metadata.labels))
     kube.core.create_namespaced_pod(namespace, manifest)
-    wait_until(
-        lambda: value(scrape(operator), "trainingjob_workers") > cached_before,
-        30,
-        f"the operator's cache to hold {name}",
-    )
-    return pod_token(kube, namespace, name)
+    token = pod_token(kube, namespace, name)
+    context = worker_ca(kube, namespace, job)
+    unknown = f"pod {name} is not a worker of this job"
+
+    def cached() -> bool:
+        status, answer = post(operator, context, namespace, job, token, json.dumps({"epoch": 1}).encode())
+        return not (status == 403 and answer.get("reason") == unknown)
+
+    wait_until(cached, 60, f"the operator's cache to hold {name}", interval=1)
+    return token
 
 
 def test_token_of_a_deleted_pod_is_refused(
@@ -228,10 +236,11 @@ def test_a_burst_of_reports_gives_at_most_a_few_status_writes(
     before = get_job(kube, namespace, running_job)["metadata"]["resourceVersion"]
     watcher.start()
     started = time.monotonic()
-    for step in range(1, 101):
-        body = json.dumps({"step": step, "totalSteps": 100, "metrics": {"loss": 1.0 / step}}).encode()
+    burst = EndpointLimits().pod_burst  # what one pod may send at once; beyond it comes 429 (tested below)
+    for step in range(1, burst + 1):
+        body = json.dumps({"step": step, "totalSteps": burst, "metrics": {"loss": 1.0 / step}}).encode()
         assert post(operator, context, namespace, running_job, token, body)[0] == 202
-    final = wait_until(lambda: _at_step(kube, namespace, running_job, 100), 30, "the newest report in status")
+    final = wait_until(lambda: _at_step(kube, namespace, running_job, burst), 30, "the newest report in status")
     stop.set()
     watcher.join(timeout=10)
     versions.add(final["metadata"]["resourceVersion"])
@@ -241,7 +250,7 @@ def test_a_burst_of_reports_gives_at_most_a_few_status_writes(
     # all writes fall inside the measured window, so this bound holds exactly however long a loaded machine
     # stretches the burst (2 writes for a 3-6 s burst, not one per reconcile).
     allowed = math.floor(burst_seconds / PROGRESS_WRITE_INTERVAL) + 1
-    assert 1 <= writes <= allowed, f"{writes} status writes for 100 reports in {burst_seconds:.1f}s"
+    assert 1 <= writes <= allowed, f"{writes} status writes for {burst} reports in {burst_seconds:.1f}s"
     assert final["status"]["progress"]["percent"] == 100.0
 
 

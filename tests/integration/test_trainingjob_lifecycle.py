@@ -76,7 +76,7 @@ def test_pytorch_job_with_gpus_runs_to_success(kube: Kube, namespace: str, clust
         container = pod.spec.containers[0]
         assert container.name == "trainer"
         assert container.resources.limits["nvidia.com/gpu"] == "1"
-        assert pod.spec.node_selector == {"accelerator": "nvidia-gpu"}
+        assert pod.spec.node_selector is None, "the GPU request alone finds the GPU nodes"
         assert (pod.spec.hostname, pod.spec.subdomain) == (f"mnist-worker-{rank}", "mnist-workers")
         owner = pod.metadata.owner_references[0]
         assert (owner.kind, owner.name, owner.controller, owner.block_owner_deletion) == (

@@ -179,7 +179,7 @@ def test_no_placement_without_gpus_or_scheduling() -> None:
 
 def test_gpu_defaults_apply_only_with_gpus() -> None:
     spec = build(gpuPerWorker=1)["spec"]
-    assert spec["nodeSelector"] == {"accelerator": "nvidia-gpu"}
+    assert "nodeSelector" not in spec, "the nvidia.com/gpu request alone finds GPU nodes; no default label"
     assert spec["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
 
 
@@ -215,6 +215,20 @@ def test_restricted_security_defaults() -> None:
     pod = build()
     assert container(pod)["securityContext"] == RESTRICTED_CONTAINER
     assert pod["spec"]["securityContext"] == {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def test_outside_restricted_namespaces_the_defaults_let_root_images_start() -> None:
+    """Everything PodSecurity restricted asks except runAsNonRoot, which a root image cannot meet."""
+    pod = desired_worker_pod(make_job(), 0, 0, CONFIG, restricted=False)
+    assert container(pod)["securityContext"] == {
+        key: value for key, value in RESTRICTED_CONTAINER.items() if key != "runAsNonRoot"
+    }
+    assert pod["spec"]["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def test_the_spec_label_marks_the_spec_the_pod_was_built_for() -> None:
+    pod = desired_worker_pod(make_job(), 0, 0, CONFIG, spec_label="abc")
+    assert pod["metadata"]["labels"][k.LABEL_SPEC_HASH] == "abc"
 
 
 def test_spec_security_context_replaces_the_defaults() -> None:

@@ -80,7 +80,9 @@ def test_kwok_config_carries_our_stages_and_manages_only_fake_nodes() -> None:
     assert stage_names == {
         "tj-node-ready",
         "tj-node-heartbeat",
+        "tj-node-not-ready",
         "tj-pod-running",
+        "tj-pod-waiting",
         "tj-pod-succeed",
         "tj-pod-fail",
         "tj-pod-evict",
@@ -103,6 +105,9 @@ def test_every_stage_reads_its_documented_annotations() -> None:
         "evict",
         "evict-after",
         "delete-delay",
+        "waiting-reason",
+        "waiting-message",
+        "not-ready",
     ):
         assert f'"sim.ml.example.com/{annotation}"' in text
         assert f"sim.ml.example.com/{annotation}`" in documented

@@ -109,11 +109,26 @@ def test_the_namespaced_role_is_the_cluster_roles_namespaced_rules() -> None:
         assert expand(role["rules"]) == namespaced, role["metadata"]["namespace"]
 
 
+# The only cluster-wide rights of the namespaced overlay: TokenReview (a cluster-scoped API) and reading a node.
+OVERLAY_CLUSTER_ROLES = {
+    "trainingjob-operator-nodes": {("", "nodes", "get")},
+    "trainingjob-operator-tokenreview": {("authentication.k8s.io", "tokenreviews", "create")},
+}
+
+
 @pytest.mark.parametrize("kind", ["ClusterRole", "ClusterRoleBinding"])
-def test_the_namespaced_overlay_keeps_only_tokenreview_cluster_wide(kind: str) -> None:
-    cluster_scoped = [d for d in overlay_documents() if d["kind"] == kind]
-    assert [d["metadata"]["name"] for d in cluster_scoped] == ["trainingjob-operator-tokenreview"]
-    if kind == "ClusterRole":
-        assert expand(cluster_scoped[0]["rules"]) == {("authentication.k8s.io", "tokenreviews", "create")}
-    else:
-        assert cluster_scoped[0]["roleRef"]["name"] == "trainingjob-operator-tokenreview"
+def test_the_namespaced_overlay_keeps_only_tokenreview_and_node_reads_cluster_wide(kind: str) -> None:
+    cluster_scoped = {d["metadata"]["name"]: d for d in overlay_documents() if d["kind"] == kind}
+    assert sorted(cluster_scoped) == sorted(OVERLAY_CLUSTER_ROLES)
+    for name, doc in cluster_scoped.items():
+        if kind == "ClusterRole":
+            assert expand(doc["rules"]) == OVERLAY_CLUSTER_ROLES[name]
+        else:
+            assert doc["roleRef"]["name"] == name
+
+
+def test_the_cluster_role_is_the_overlays_rules_together() -> None:
+    """Nothing the cluster-wide deployment may do is missing from the namespaced one (or the reverse)."""
+    role = next(d for d in overlay_documents() if d["kind"] == "Role")
+    together = expand(role["rules"]).union(*OVERLAY_CLUSTER_ROLES.values())
+    assert together == expand(cluster_role()["rules"])

@@ -13,7 +13,7 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from trainingjob.operator.leader import LeaderElector, LeaseSettings, Observation, lease_is_free, observe
+from trainingjob.operator.leader import LeaderElector, LeaseSettings, Observation, lease_is_free, observe, one_line
 
 WALL = datetime.datetime(2026, 11, 22, 12, 0, tzinfo=datetime.UTC)
 
@@ -158,3 +158,10 @@ def test_a_hung_acquire_is_abandoned_and_retried() -> None:
 
     asyncio.run(scenario())
     assert candidate.is_leader and api.lease.spec.holder_identity == "me"
+
+
+def test_api_errors_are_logged_as_one_line() -> None:
+    error = ApiException(status=404, reason="Not Found")
+    error.body = '{"kind":"Status","message":"namespaces \\"trainingjob-system\\" not found","code":404}'
+    assert one_line(error) == 'HTTP 404 Not Found: namespaces "trainingjob-system" not found'
+    assert "\n" not in one_line(ApiException(status=500, reason="boom"))

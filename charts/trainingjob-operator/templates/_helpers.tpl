@@ -51,6 +51,16 @@ deploy/overlays/namespaced repeats per namespace): used by the ClusterRole and b
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create"]
+- apiGroups: [""]
+  resources: ["namespaces"]
+  verbs: ["get"]
+{{- end }}
+
+{{/* The node of a worker stuck Terminating (force-deleted only when that node is lost): cluster-scoped. */}}
+{{- define "tj.nodeRule" -}}
+- apiGroups: [""]
+  resources: ["nodes"]
+  verbs: ["get"]
 {{- end }}
 
 {{- define "tj.tokenReviewRule" -}}

@@ -42,7 +42,9 @@ def _run_control_fields() -> dict[str, Schema]:
             "Seconds each attempt's workers may take, from their creation (status.attemptStartTime), until all of "
             "them are Running, e.g. while they are unschedulable or pulling images. When it is exceeded the "
             "workers are deleted and the job is Failed with reason StartupTimeout (no restart). The clock starts "
-            "again with every attempt; a restart's backoff delay does not count. At least 1; unset: wait forever.",
+            "again with every attempt; a restart's backoff delay does not count. While they wait, the condition "
+            "Blocked says why (image pull, container config, unschedulable, admission denial). At least 1; unset: "
+            "wait forever (a gang admission refuses gives its pods back meanwhile; one that cannot start keeps them).",
             minimum=1,
         ),
         "ttlSecondsAfterFinished": integer(
@@ -188,8 +190,10 @@ def _storage() -> Schema:
             ),
             "accessModes": array(
                 "Access modes of the PVC the operator creates (with size). Defaults to [ReadWriteMany], which lets "
-                "workers on different nodes mount it (the StorageClass must support it); ReadWriteOnce only "
-                "works when every worker runs on one node. Ignored with claimName.",
+                "workers on different nodes mount it; many default StorageClasses (cloud block disks) cannot "
+                "provide it and leave the PVC Pending, which the job reports (condition Blocked, reason "
+                "CheckpointVolumePending): pick a StorageClass that can (NFS, CephFS, EFS, Filestore, ...) or "
+                "claimName. ReadWriteOnce only works when every worker runs on one node. Ignored with claimName.",
                 string(f"An access mode: one of {', '.join(c.ACCESS_MODES)}.", enum=list(c.ACCESS_MODES)),
                 min_items=1,
                 max_items=len(c.ACCESS_MODES),

@@ -294,10 +294,14 @@ def pod_fields() -> dict[str, Schema]:
         "volumeMounts": _volume_mounts(),
         "securityContext": node(
             "object",
-            "Security context of every worker's container, as in a Pod container's securityContext. When set it "
-            "replaces the operator's restricted default (non-root, no privilege escalation, all capabilities "
-            "dropped, RuntimeDefault seccomp) as a whole, so a namespace enforcing PodSecurity restricted may "
-            "reject the pods.",
+            "Security context of every worker's container, as in a Pod container's securityContext. Unset, the "
+            "operator's defaults apply: no privilege escalation, all capabilities dropped and RuntimeDefault "
+            "seccomp everywhere, plus runAsNonRoot where the namespace enforces PodSecurity restricted (its "
+            "pod-security.kubernetes.io/enforce label, or PodSecurity refusing a pod without it): images that run "
+            "as root start in other namespaces, and in restricted ones the job reports "
+            "CreateContainerConfigError until the image has a numeric non-root USER or this sets runAsUser. When "
+            "set it replaces those defaults as a whole (the pod-level ones too), so a namespace enforcing "
+            "PodSecurity restricted may reject the pods.",
             preserve_unknown=True,
         ),
     }

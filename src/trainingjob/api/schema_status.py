@@ -26,14 +26,18 @@ def _condition() -> Schema:
         "One aspect of the job's state, in the standard metav1.Condition shape.",
         {
             "type": string(
-                "Condition type in CamelCase, e.g. Created, Running, Restarting, Suspended, Succeeded, Failed.",
+                "Condition type in CamelCase: Running, Blocked (something keeps the workers from running: a worker "
+                "that cannot start or be scheduled, admission refusing them, a pod stuck Terminating, a Pending "
+                "checkpoint PVC), Restarting, Suspended, Succeeded, Failed.",
                 pattern=CONDITION_TYPE,
                 max_length=316,
             ),
             "status": string("True, False or Unknown.", enum=["True", "False", "Unknown"]),
             "reason": string(
                 "Machine-readable CamelCase reason for the last transition, e.g. InvalidSpec, BackoffLimitExceeded, "
-                "DeadlineExceeded, StartupTimeout or JobSuspended.",
+                "DeadlineExceeded, StartupTimeout or JobSuspended; for Blocked the kubelet's waiting reason "
+                "(ImagePullBackOff, CreateContainerConfigError, InvalidImageName, ...), Unschedulable, "
+                "AdmissionDenied, PodStuckTerminating or CheckpointVolumePending.",
                 pattern=CONDITION_REASON,
                 min_length=1,
                 max_length=1024,
@@ -54,10 +58,16 @@ def _worker_status() -> Schema:
         {
             "workerId": integer("Index of the worker, 0 to workers-1 (its RANK); worker 0 is the master.", minimum=0),
             "podName": string("Name of the worker's current pod."),
-            "phase": string("Phase of the pod: Pending, Running, Succeeded, Failed or Unknown."),
+            "phase": string(
+                "Phase of the pod: Pending, Running, Succeeded, Failed or Unknown; NotCreated when admission "
+                "refused to create it (reason AdmissionDenied)."
+            ),
             "restartCount": integer("Container restarts of this worker in the current attempt.", minimum=0),
             "exitCode": integer("Exit code of the worker's container once it terminated."),
-            "reason": string("Why the pod or its container is in this phase, e.g. OOMKilled or Evicted."),
+            "reason": string(
+                "Why the pod or its container is in this phase, e.g. OOMKilled or Evicted, or why it cannot start: "
+                "the container's waiting reason (ErrImagePull, CreateContainerConfigError, ...) or Unschedulable."
+            ),
             "message": string("Human-readable details from the pod or its container."),
             "nodeName": string("Node the pod is bound to."),
         },
@@ -154,8 +164,22 @@ def _lifecycle() -> dict[str, Schema]:
             "Absent while no attempt's workers exist (restart backoff, suspension)."
         ),
         "nextRestartTime": _timestamp(
-            "When the pending restart will create the workers, once its backoff delay (spec.failurePolicy.backoff) "
-            "is over; absent when no restart is waiting."
+            "When the operator will create the workers again, once a backoff delay (spec.failurePolicy.backoff) is "
+            "over: after a restart, or after admission refused to create them (condition Blocked, reason "
+            "AdmissionDenied); absent when nothing is waiting."
+        ),
+        "workerSpec": obj(
+            "The spec generation the current workers were built from. A spec change is judged by "
+            "metadata.generation: defaults the API server adds (a CRD or operator upgrade) never restart workers, "
+            "and an edit restarts them only if it changes what shapes them.",
+            {
+                "generation": integer("metadata.generation the current workers were built for.", minimum=0),
+                "podSpecHash": string("The ml.example.com/spec-hash label of the current workers."),
+                "specHash": string(
+                    "Fingerprint of that generation's spec (defaults and policy fields left out), compared with "
+                    "the next generation's to tell whether an edit changes the workers."
+                ),
+            },
         ),
         "lastFailure": _last_failure(),
         "replacedPods": array(

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from typing import Any
 
 from trainingjob.api import constants as k
+from trainingjob.api.schema_spec import spec_schema
 from trainingjob.api.types import TrainingJob
 
 # Spec fields that only steer the operator's decisions; changing them must not restart running workers.
@@ -50,8 +52,48 @@ def child_metadata(job: TrainingJob, name: str, extra_labels: dict[str, str] | N
     }
 
 
+@functools.cache
+def _spec_schema() -> dict[str, Any]:
+    return spec_schema()
+
+
+def without_defaults(value: Any, schema: dict[str, Any]) -> Any:
+    """`value` as this operator's schema knows it: fields it does not declare dropped, fields equal to their default
+    dropped (recursively), so a spec reads the same before and after the API server filled in defaults.
+
+    Why: the API server defaults fields when it reads a stored object, so a CRD update (or operator upgrade) that
+    adds a defaulted field changes every job's spec without any edit; hashing the spec as served would then
+    restart every running job. Fields this operator does not know cannot shape the pods it builds.
+    """
+    if schema.get("x-kubernetes-preserve-unknown-fields") or not isinstance(value, dict | list):
+        return value
+    if isinstance(value, list):
+        items = schema.get("items")
+        return [without_defaults(item, items) for item in value] if isinstance(items, dict) else value
+    properties = schema.get("properties")
+    if properties is None:
+        values = schema.get("additionalProperties")
+        if isinstance(values, dict):
+            return {key: without_defaults(item, values) for key, item in value.items()}
+        return value
+    result = {}
+    for key, item in value.items():
+        child = properties.get(key)
+        if child is None:
+            continue
+        reduced = without_defaults(item, child)
+        if "default" in child and reduced == without_defaults(child["default"], child):
+            continue
+        result[key] = reduced
+    return result
+
+
 def spec_hash(job: TrainingJob) -> str:
-    """Fingerprint of everything in spec that shapes the workers; a change means a coordinated restart."""
+    """Fingerprint of everything in spec that shapes the workers, as this operator's schema reads it (defaults and
+    unknown fields left out, see without_defaults); a different fingerprint after a spec edit (a new
+    metadata.generation) means a coordinated restart."""
     relevant = {key: value for key, value in job.raw_spec.items() if key not in POLICY_FIELDS}
-    canonical = json.dumps(relevant, sort_keys=True, separators=(",", ":"), default=str)
+    canonical = json.dumps(
+        without_defaults(relevant, _spec_schema()), sort_keys=True, separators=(",", ":"), default=str
+    )
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]

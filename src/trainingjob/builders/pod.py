@@ -1,4 +1,4 @@
-"""The worker pod: one container `trainer`, the job's env contract, GPUs, volumes and restricted security.
+"""The worker pod: one container `trainer`, the job's env contract, GPUs, volumes and security defaults.
 
 This is the single place where scheduling metadata is added to a worker (labels, annotations, node selection,
 scheduler name), so queueing and gang-scheduling integrations have one function to extend.
@@ -17,13 +17,26 @@ from trainingjob.builders.env import worker_env
 from trainingjob.builders.pvc import checkpoint_claim_name
 from trainingjob.config import OperatorConfig
 
-RESTRICTED_CONTAINER_SECURITY = {
+# What PodSecurity `restricted` asks of a container that stock images (which often run as root) also tolerate.
+BASE_CONTAINER_SECURITY = {
     "allowPrivilegeEscalation": False,
     "capabilities": {"drop": ["ALL"]},
-    "runAsNonRoot": True,
     "seccompProfile": {"type": "RuntimeDefault"},
 }
-RESTRICTED_POD_SECURITY = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+BASE_POD_SECURITY = {"seccompProfile": {"type": "RuntimeDefault"}}
+# The one field of `restricted` a root image cannot meet: the kubelet refuses to start its container
+# (CreateContainerConfigError), so it is set only where the namespace enforces `restricted`.
+NON_ROOT = {"runAsNonRoot": True}
+RESTRICTED_CONTAINER_SECURITY = {**BASE_CONTAINER_SECURITY, **NON_ROOT}
+RESTRICTED_POD_SECURITY = {**BASE_POD_SECURITY, **NON_ROOT}
+
+
+def default_security(restricted: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(pod, container) securityContext when spec.securityContext is unset: PodSecurity `restricted` in a namespace
+    that enforces it; elsewhere all of it except runAsNonRoot, so images that run as root start."""
+    if restricted:
+        return copy.deepcopy(RESTRICTED_POD_SECURITY), copy.deepcopy(RESTRICTED_CONTAINER_SECURITY)
+    return copy.deepcopy(BASE_POD_SECURITY), copy.deepcopy(BASE_CONTAINER_SECURITY)
 
 
 def worker_labels(job: TrainingJob, index: int, attempt: int, fingerprint: str) -> dict[str, str]:
@@ -105,11 +118,22 @@ def worker_placement(job: TrainingJob, config: OperatorConfig) -> dict[str, Any]
     return placement
 
 
-def desired_worker_pod(job: TrainingJob, index: int, attempt: int, config: OperatorConfig) -> dict[str, Any]:
+def desired_worker_pod(
+    job: TrainingJob,
+    index: int,
+    attempt: int,
+    config: OperatorConfig,
+    spec_label: str | None = None,
+    restricted: bool = True,
+) -> dict[str, Any]:
+    """Worker `index` of `attempt`. `spec_label` marks the spec it is built from (default: its fingerprint, see
+    reconcile/spec_version.py); `restricted`: the namespace enforces PodSecurity `restricted` (default_security)."""
     spec = job.spec
     volumes, mounts = worker_volumes(job, config)
-    metadata = child_metadata(job, worker_pod_name(job.name, index), worker_labels(job, index, attempt, spec_hash(job)))
+    labels = worker_labels(job, index, attempt, spec_label or spec_hash(job))
+    metadata = child_metadata(job, worker_pod_name(job.name, index), labels)
     metadata["annotations"] = dict(spec.pod_annotations)
+    pod_security, container_security = default_security(restricted)
     container: dict[str, Any] = {
         "name": "trainer",
         "image": spec.image,
@@ -117,9 +141,9 @@ def desired_worker_pod(job: TrainingJob, index: int, attempt: int, config: Opera
         "env": worker_env(job, index, attempt, config),
         "ports": [{"name": "dist", "containerPort": spec.master_port, "protocol": "TCP"}],
         "volumeMounts": mounts,
-        "securityContext": copy.deepcopy(
-            RESTRICTED_CONTAINER_SECURITY if spec.security_context is None else spec.security_context
-        ),
+        "securityContext": container_security
+        if spec.security_context is None
+        else copy.deepcopy(spec.security_context),
     }
     if spec.args:
         container["args"] = list(spec.args)
@@ -137,7 +161,7 @@ def desired_worker_pod(job: TrainingJob, index: int, attempt: int, config: Opera
             "subdomain": service_name(job.name),
             # Service links would add env vars for every Service in the namespace to thousands of pods.
             "enableServiceLinks": False,
-            **({"securityContext": copy.deepcopy(RESTRICTED_POD_SECURITY)} if spec.security_context is None else {}),
+            **({"securityContext": pod_security} if spec.security_context is None else {}),
             "containers": [container],
             "volumes": volumes,
             **worker_placement(job, config),

@@ -82,7 +82,7 @@ def skip_unused_optional_clients() -> None:
     "--gpu-node-selector",
     multiple=True,
     metavar="KEY=VALUE",
-    help="Node selector added to GPU workers (repeatable; default accelerator=nvidia-gpu).",
+    help="Node selector added to GPU workers (repeatable; default none: the nvidia.com/gpu request finds GPU nodes).",
 )
 @click.option(
     "--gpu-toleration",
@@ -97,6 +97,24 @@ def skip_unused_optional_clients() -> None:
     show_default=True,
     metavar="I[,J…]",
     help="Worker indexes whose progress reports are accepted.",
+)
+@click.option(
+    "--stuck-after",
+    default=60,
+    show_default=True,
+    type=click.IntRange(1, 86400),
+    metavar="SECONDS",
+    help="Report a worker Terminating this long past its grace period, or a checkpoint PVC Pending this long "
+    "(condition Blocked, a Warning Event).",
+)
+@click.option(
+    "--force-delete-after",
+    default=300,
+    show_default=True,
+    type=click.IntRange(0, 86400),
+    metavar="SECONDS",
+    help="Force-delete a worker Terminating this long past its grace period on a NotReady, unreachable or deleted "
+    "node, so it can be recreated (0: never; a pod on a Ready node is never forced).",
 )
 @click.option("--max-concurrent-reconciles", default=16, show_default=True, type=click.IntRange(1, 512))
 @click.option("--max-concurrent-creates", default=32, show_default=True, type=click.IntRange(1, 1024))
@@ -145,6 +163,8 @@ def operator(
     gpu_node_selector: tuple[str, ...],
     gpu_toleration: tuple[str, ...],
     progress_reporters: str,
+    stuck_after: int,
+    force_delete_after: int,
     max_concurrent_reconciles: int,
     max_concurrent_creates: int,
     leader_elect: bool,
@@ -170,6 +190,8 @@ def operator(
             tolerations if (tolerations := parse_tolerations(gpu_toleration)) is not None else defaults.gpu_tolerations
         ),
         progress_reporters=parse_reporters(progress_reporters),
+        stuck_after_seconds=stuck_after,
+        force_delete_after_seconds=force_delete_after or None,
         max_concurrent_reconciles=max_concurrent_reconciles,
         max_concurrent_creates=max_concurrent_creates,
         lease_namespace=leader_election_namespace if leader_elect else None,

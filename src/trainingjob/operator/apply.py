@@ -31,10 +31,11 @@ from trainingjob.reconcile.actions import (
     RemoveFinalizer,
     ReplaceChild,
 )
+from trainingjob.reconcile.surroundings import Refusal
 
 logger = logging.getLogger(__name__)
 MERGE_PATCH = "application/merge-patch+json"
-DONE, EXISTED, GONE, REJECTED = "done", "existed", "gone", "rejected:"
+DONE, EXISTED, GONE, REJECTED, DENIED = "done", "existed", "gone", "rejected:", "denied:"
 _ABSENT = object()
 
 
@@ -47,6 +48,10 @@ class ApplyResult:
     # nothing does not count: the reconciler would wait for an event that never comes.
     job_changed: bool = False
     rejections: list[str] = field(default_factory=list)
+    # Creates admission refused for now (ResourceQuota, LimitRange, a webhook, a missing PriorityClass): retried.
+    denials: list[Refusal] = field(default_factory=list)
+    # Children really created here (not found existing).
+    created: int = 0
     # Pods whose names are now taken by us (created, or found existing), to bridge the cache's lag.
     claimed_pods: list[str] = field(default_factory=list)
     # uids of pods deleted here; the cache may show them alive a little longer.
@@ -77,6 +82,14 @@ def is_invalid_child(error: ApiException) -> bool:
     """Rejections caused by the user's spec (not by us, not transient): invalid pods, PodSecurity violations."""
     body = error.body or ""
     return error.status == 422 or (error.status == 403 and "violates PodSecurity" in str(body))
+
+
+def is_admission_denial(error: ApiException) -> bool:
+    """Refusals that may pass later without a spec change: 403 from ResourceQuota, LimitRange, the Priority plugin
+    (a missing PriorityClass) or a validating webhook, and a webhook's denial with another 4xx code."""
+    if error.status == 403:
+        return True
+    return error.status == 400 and "admission webhook" in str(error.body or "")
 
 
 class Applier:
@@ -139,8 +152,12 @@ class Applier:
     def account(action: Any, outcome: str, result: ApplyResult) -> None:
         if outcome.startswith(REJECTED):
             result.rejections.append(outcome.removeprefix(REJECTED))
+        if outcome.startswith(DENIED):
+            result.denials.append(Refusal(action.kind, action.name, outcome.removeprefix(DENIED)))
         if outcome == DONE:
             result.writes += 1
+        if isinstance(action, CreateChild) and outcome == DONE:
+            result.created += 1
         if isinstance(action, CreateChild) and action.kind == "Pod" and outcome in (DONE, EXISTED):
             result.claimed_pods.append(action.name)
         if isinstance(action, DeleteChild) and action.uid and outcome in (DONE, GONE):
@@ -243,6 +260,8 @@ class Applier:
                     return GONE  # gone already, or a newer namesake (uid precondition failed)
                 if isinstance(action, CreateChild) and is_invalid_child(error):
                     return f"{REJECTED}{action.kind} {action.name} was rejected: {_api_message(error)}"
+                if isinstance(action, CreateChild) and is_admission_denial(error):
+                    return f"{DENIED}{_api_message(error)}"
                 raise
         return DONE
 
@@ -257,8 +276,10 @@ class Applier:
             }[action.kind]
             await unread(create, ns, action.manifest)
         elif isinstance(action, DeleteChild):
+            # A body with gracePeriodSeconds 0 forces the delete (the client's keyword is ignored with a body).
             options = client.V1DeleteOptions(
-                preconditions=client.V1Preconditions(uid=action.uid) if action.uid else None
+                grace_period_seconds=0 if action.force else None,
+                preconditions=client.V1Preconditions(uid=action.uid) if action.uid else None,
             )
             await unread(self.core.delete_namespaced_pod, action.name, ns, body=options)
         elif isinstance(action, ReplaceChild) and action.kind == "Service":

@@ -24,11 +24,13 @@ from trainingjob.operator.apply import Applier
 from trainingjob.operator.http import build_app
 from trainingjob.operator.http import serve as serve_http
 from trainingjob.operator.leader import LeaderElector, LeaseSettings
+from trainingjob.operator.lookups import Lookups
 from trainingjob.operator.metrics import CacheCollector, OperatorMetrics
 from trainingjob.operator.reconciler import Reconciler
 from trainingjob.progress.server import ProgressEndpoint, serve
 from trainingjob.progress.tls import ensure_tls
 from trainingjob.reconcile.observed import pod_view
+from trainingjob.reconcile.surroundings import claim_view
 
 OURS = {k.LABEL_MANAGED_BY: k.MANAGED_BY}
 SERVICE_NAME = "trainingjob-operator"  # the operator's Service: the progress certificate is issued for its names
@@ -75,7 +77,11 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: An
         material = await ensure_tls(memo.api, memo.operator_namespace, SERVICE_NAME)
         memo.config = dataclasses.replace(memo.config, progress_ca_pem=material.ca_pem)
     memo.reconciler = Reconciler(
-        indexes, Applier(memo.api, memo.config.max_concurrent_creates), memo.config, metrics=memo.metrics
+        indexes,
+        Applier(memo.api, memo.config.max_concurrent_creates),
+        memo.config,
+        metrics=memo.metrics,
+        lookups=Lookups(client.CoreV1Api(memo.api)),
     )
     memo.metrics.register_cache(cache_collector(indexes, memo.reconciler))
     memo.http_runner = None
@@ -183,9 +189,10 @@ async def job_config_maps(namespace: str, name: str, labels: kopf.Labels, body: 
 
 
 @kopf.index("", "v1", "persistentvolumeclaims", labels=OURS)
-async def job_claims(namespace: str, name: str, labels: kopf.Labels, **_: Any) -> dict | None:
+async def job_claims(namespace: str, labels: kopf.Labels, body: kopf.Body, **_: Any) -> dict | None:
+    """Name, phase and creation time: a checkpoint PVC still Pending after a while is reported on the job."""
     job = labels.get(k.LABEL_JOB_NAME)
-    return {(namespace, job): name} if job else None
+    return {(namespace, job): claim_view(body)} if job else None
 
 
 @kopf.on.event(k.GROUP, k.VERSION, k.PLURAL)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import json
 import logging
 import os
 import socket
@@ -48,6 +49,17 @@ class LeaseSettings:
         return LeaseSettings(
             self.namespace, self.name, self.lease_duration, self.renew_deadline, self.retry_period, identity
         )
+
+
+def one_line(error: BaseException) -> str:
+    """An API error as one log line (an ApiException's str() spans headers and body over many lines)."""
+    if isinstance(error, ApiException):
+        try:
+            message = json.loads(error.body or "{}").get("message")
+        except (TypeError, ValueError, AttributeError):
+            message = None
+        return f"HTTP {error.status} {error.reason}: {message}" if message else f"HTTP {error.status} {error.reason}"
+    return repr(error)
 
 
 def _now() -> datetime.datetime:
@@ -186,7 +198,7 @@ class LeaderElector:
             logger.warning("lease %s/%s: no answer within %.1fs", self.settings.namespace, self.settings.name, budget)
             return False
         except (ApiException, OSError) as error:
-            logger.warning("lease %s/%s: %s", self.settings.namespace, self.settings.name, error)
+            logger.warning("lease %s/%s: %s", self.settings.namespace, self.settings.name, one_line(error))
             return False
 
     async def release(self) -> None:

@@ -10,17 +10,20 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from trainingjob.api.types import TrainingJob
+from trainingjob.api.types import TrainingJob, format_time
 from trainingjob.config import OperatorConfig
 from trainingjob.operator.apply import Applier, ApplyResult
 from trainingjob.operator.logs import reconcile_context
+from trainingjob.operator.lookups import Lookups
 from trainingjob.operator.metrics import OperatorMetrics
 from trainingjob.operator.workqueue import WorkQueue
 from trainingjob.progress.report import Report, merge_reports
 from trainingjob.reconcile.actions import Plan
+from trainingjob.reconcile.blockers import stuck_pods
 from trainingjob.reconcile.observed import ObservedChildren, PodView
 from trainingjob.reconcile.planner import plan
-from trainingjob.reconcile.status import only_details_changed
+from trainingjob.reconcile.status import TERMINAL_PHASES, only_details_changed
+from trainingjob.reconcile.surroundings import AdmissionDenial, is_pod_security_denial
 
 logger = logging.getLogger(__name__)
 JobKey = tuple[str, str]
@@ -50,8 +53,12 @@ class Reconciler:
         clock: Callable[[], datetime.datetime] | None = None,
         metrics: OperatorMetrics | None = None,
         monotonic: Callable[[], float] = time.monotonic,
+        lookups: Lookups | None = None,
     ) -> None:
+        """`lookups` reads namespaces and nodes (None: every namespace counts as not enforcing `restricted` until
+        PodSecurity says otherwise, and no node is known)."""
         self.metrics = metrics
+        self.lookups = lookups
         self.indexes = indexes
         self.applier = applier
         self.config = config
@@ -59,6 +66,8 @@ class Reconciler:
         self.clock = clock or (lambda: datetime.datetime.now(datetime.UTC))
         self.monotonic = monotonic
         self.rejections: dict[JobKey, list[str]] = {}
+        # Creates admission refused in the latest applies, until a create succeeds (see AdmissionDenial).
+        self.denials: dict[JobKey, AdmissionDenial] = {}
         # Pods created but not yet seen in the cache, and uids of pods deleted but still shown alive, with when
         # (expectations, as in the ReplicaSet controller; they expire so a missed event cannot pin them).
         self.claimed: dict[JobKey, dict[str, float]] = {}
@@ -226,10 +235,12 @@ class Reconciler:
         if self.superseded.get(key) == resource_version:
             return  # our own write is on its way through the watch; its event will bring us back
         job = TrainingJob.from_body(body)
-        observed = self.observed(key, job.uid, self.due_progress(key))
-        result = self.defer_details(key, job, plan(job, observed, self.clock(), self.config))
+        now = self.clock()
+        observed = await self.surroundings(key, job, self.observed(key, job.uid, self.due_progress(key)), now)
+        result = self.defer_details(key, job, plan(job, observed, now, self.config))
         outcome = await self.applier.apply(job, body, result)
         self.remember(key, resource_version, outcome)
+        self.remember_admission(key, job, observed, outcome, now)
         if self.metrics is not None and outcome.job_changed and not outcome.stale and result.status != job.status:
             self.metrics.observe_transition(body, job.status, result.status)
         if result.actions or result.status != job.status:
@@ -246,6 +257,42 @@ class Reconciler:
                 self.progress_written[key] = self.monotonic()
         if result.requeue_after is not None:
             self.queue.add_after(key, result.requeue_after)
+
+    async def surroundings(
+        self, key: JobKey, job: TrainingJob, observed: ObservedChildren, now: datetime.datetime
+    ) -> ObservedChildren:
+        """What a job that still runs needs from outside itself: its namespace's PodSecurity level, the state of
+        nodes holding its pods stuck Terminating, and admission's latest refusals."""
+        if job.deleting or job.status.get("phase") in TERMINAL_PHASES:
+            return observed
+        restricted, nodes = False, {}
+        if self.lookups is not None:
+            restricted = await self.lookups.namespace_restricted(job.namespace)
+            stuck = stuck_pods(observed.pods, now, self.config.stuck_after_seconds)
+            nodes = await self.lookups.node_views(p.node_name or "" for p in stuck) if stuck else {}
+        return dataclasses.replace(
+            observed, namespace_restricted=restricted, admission=self.denials.get(key), nodes=nodes
+        )
+
+    def remember_admission(
+        self, key: JobKey, job: TrainingJob, observed: ObservedChildren, outcome: ApplyResult, now: datetime.datetime
+    ) -> None:
+        """Count admission's refusals until a create gets through; and learn from PodSecurity that a namespace
+        enforces `restricted` when its label did not say so (pods built without runAsNonRoot are then retried with
+        it instead of failing the job)."""
+        if outcome.denials:
+            previous = self.denials.get(key)
+            count = (previous.count if previous else 0) + 1
+            self.denials[key] = AdmissionDenial(tuple(outcome.denials), count, format_time(now))
+            self.queue.add(key)
+        elif outcome.created:
+            self.denials.pop(key, None)
+        ours = job.spec.security_context is None and not observed.namespace_restricted
+        if ours and self.lookups is not None and any(is_pod_security_denial(r) for r in outcome.rejections):
+            self.lookups.learn_restricted(job.namespace)
+            others = [r for r in self.rejections.pop(key, []) if not is_pod_security_denial(r)]
+            if others:
+                self.rejections[key] = others
 
     def defer_details(self, key: JobKey, job: TrainingJob, result: Plan) -> Plan:
         """Hold back a status change that only refreshes worker details for up to DETAIL_WRITE_DELAY.
@@ -282,6 +329,7 @@ class Reconciler:
         """The job is gone: drop everything we kept for it, so memory does not grow with jobs ever seen."""
         memories = (
             self.rejections,
+            self.denials,
             self.failures,
             self.claimed,
             self.released,

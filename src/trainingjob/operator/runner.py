@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 
 import kopf
+from kubernetes_asyncio import client
+from kubernetes_asyncio import config as k8s_config
 
 from trainingjob.config import OperatorConfig
 from trainingjob.operator.logs import install as install_log_context
+from trainingjob.operator.preflight import PreflightError, check_operator_namespace
 
 LOG_FORMATS = {"json": kopf.LogFormat.JSON, "text": kopf.LogFormat.FULL}
 
@@ -25,8 +29,16 @@ def run_operator(
     metrics_port: int = 0,
     metrics_bind: str = "0.0.0.0",
 ) -> None:
-    """Block until the operator is stopped (SIGINT/SIGTERM)."""
-    import trainingjob.operator.handlers  # noqa: F401  (registers the Kopf handlers)
+    """Block until the operator is stopped (SIGINT/SIGTERM); exit 1 with one line if it could not run."""
+    from trainingjob.operator import handlers  # registers the Kopf handlers
+
+    if config.lease_namespace is not None or progress_port:
+        lease = config.lease_name if config.lease_namespace is not None else None
+        try:
+            asyncio.run(preflight(handlers.in_cluster(), operator_namespace, lease))
+        except PreflightError as error:
+            print(f"error: {error}", file=sys.stderr)
+            sys.exit(1)
 
     level = getattr(logging, log_level.upper())
     kopf.configure(
@@ -56,3 +68,12 @@ def run_operator(
             liveness_endpoint=liveness_endpoint,
         )
     )
+
+
+async def preflight(in_cluster: bool, namespace: str, lease_name: str | None) -> None:
+    if in_cluster:
+        k8s_config.load_incluster_config()
+    else:
+        await k8s_config.load_kube_config()
+    async with client.ApiClient() as api:
+        await check_operator_namespace(api, namespace, lease_name)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
+import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -18,6 +19,7 @@ from trainingjob.reconcile.observed import PodView
 AUDIENCE = "trainingjob-progress"
 POD_NAME = "authentication.kubernetes.io/pod-name"
 POD_UID = "authentication.kubernetes.io/pod-uid"
+REVIEW_TIMEOUT = 10  # seconds: a slow API server must not hold the report's connection
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,9 @@ def authorize(
 async def review_token(api: client.ApiClient, token: str) -> client.V1TokenReviewStatus | None:
     review = client.V1TokenReview(spec=client.V1TokenReviewSpec(token=token, audiences=[AUDIENCE]))
     try:
-        result = await client.AuthenticationV1Api(api).create_token_review(review)
+        result = await client.AuthenticationV1Api(api).create_token_review(review, _request_timeout=REVIEW_TIMEOUT)
     except ApiException as error:
-        raise ReportError(503, f"cannot review the token now: {error.reason}") from None
+        raise ReportError(503, f"cannot review the token now: {error.reason}", retry_after=5) from None
+    except (aiohttp.ClientError, OSError, TimeoutError) as error:
+        raise ReportError(503, f"cannot review the token now: {error!r}", retry_after=5) from None
     return result.status

@@ -22,12 +22,14 @@ COUNTS = ("epoch", "totalEpochs", "step", "totalSteps", "worker")
 
 
 class ReportError(ValueError):
-    """A report the endpoint refuses; `status` is the HTTP code to answer with."""
+    """A report the endpoint refuses; `status` is the HTTP code to answer with, `retry_after` (seconds) goes into a
+    Retry-After header (429, 503)."""
 
-    def __init__(self, status: int, reason: str) -> None:
+    def __init__(self, status: int, reason: str, retry_after: float | None = None) -> None:
         super().__init__(reason)
         self.status = status
         self.reason = reason
+        self.retry_after = retry_after
 
 
 @dataclass(frozen=True)

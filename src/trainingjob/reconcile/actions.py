@@ -26,11 +26,13 @@ class CreateChild(_ManifestAction):
 
 @dataclass(frozen=True)
 class DeleteChild:
-    """Delete a child; NotFound counts as success. `uid` guards against deleting a newer namesake."""
+    """Delete a child; NotFound counts as success. `uid` guards against deleting a newer namesake. `force` deletes
+    with gracePeriodSeconds 0: the object goes at once, without waiting for a kubelet that is gone."""
 
     kind: str
     name: str
     uid: str | None = None
+    force: bool = False
 
 
 @dataclass(frozen=True)

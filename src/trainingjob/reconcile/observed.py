@@ -7,10 +7,11 @@ planner cannot come to depend on fields it was never meant to read.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from trainingjob.api import constants as k
+from trainingjob.reconcile.surroundings import AdmissionDenial, ClaimView, NodeView
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,11 @@ class PodView:
     restart_count: int = 0
     disrupted: bool = False
     unschedulable_message: str | None = None
+    # Why the container cannot start yet (ErrImagePull, CreateContainerConfigError, ...), as the kubelet says.
+    waiting_reason: str | None = None
+    waiting_message: str | None = None
+    # metadata.deletionTimestamp: the end of the grace period of a pod being deleted.
+    deletion_timestamp: str | None = None
     uid: str = ""
     # uid of the controller ownerReference: labels anyone may copy, only the job's own pods are controlled by it.
     controller_uid: str = ""
@@ -49,6 +55,19 @@ def _terminated_state(status: Mapping[str, Any]) -> Mapping[str, Any]:
     return {}
 
 
+# Waiting reasons of a container that is simply on its way (not a problem to report).
+STARTING_REASONS = frozenset({"ContainerCreating", "PodInitializing"})
+
+
+def _waiting_state(status: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The first container waiting for a reason other than being created: what keeps the worker from starting."""
+    for container in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
+        waiting = (container.get("state") or {}).get("waiting")
+        if waiting and waiting.get("reason") and waiting["reason"] not in STARTING_REASONS:
+            return waiting
+    return {}
+
+
 def _condition(status: Mapping[str, Any], condition_type: str) -> Mapping[str, Any] | None:
     return next((c for c in status.get("conditions") or [] if c.get("type") == condition_type), None)
 
@@ -59,6 +78,7 @@ def pod_view(body: Mapping[str, Any]) -> PodView:
     labels = metadata.get("labels") or {}
     status = body.get("status") or {}
     terminated = _terminated_state(status)
+    waiting = _waiting_state(status)
     disruption = _condition(status, "DisruptionTarget")
     scheduled = _condition(status, "PodScheduled")
     unschedulable = (
@@ -80,6 +100,9 @@ def pod_view(body: Mapping[str, Any]) -> PodView:
         restart_count=sum(c.get("restartCount", 0) for c in status.get("containerStatuses") or []),
         disrupted=bool(disruption and disruption.get("status") == "True") or status.get("reason") == "Evicted",
         unschedulable_message=unschedulable,
+        waiting_reason=waiting.get("reason"),
+        waiting_message=waiting.get("message"),
+        deletion_timestamp=metadata.get("deletionTimestamp"),
         uid=metadata.get("uid", ""),
         controller_uid=_controller_uid(metadata),
     )
@@ -105,9 +128,16 @@ class ObservedChildren:
     claimed_pods: frozenset[str] = frozenset()
     # uids of pods we deleted that the cache still shows alive (delete expectations).
     released_pods: frozenset[str] = frozenset()
-    claims: frozenset[str] = frozenset()
+    # The PVCs the operator created for the job, by name.
+    claims: Mapping[str, ClaimView] = field(default_factory=dict)
     # The newest progress report not yet written to status (see trainingjob.progress).
     progress: Any = None
+    # The namespace enforces PodSecurity `restricted`: worker defaults must include runAsNonRoot.
+    namespace_restricted: bool = False
+    # Creates refused by admission in the latest applies (quota, LimitRange, webhook, PriorityClass), if any.
+    admission: AdmissionDenial | None = None
+    # Nodes holding pods stuck Terminating, by name (only those: nobody else needs a node's state).
+    nodes: Mapping[str, NodeView] = field(default_factory=dict)
 
     @classmethod
     def from_cache(
@@ -118,7 +148,7 @@ class ObservedChildren:
         rejections: Iterable[str] = (),
         claimed_pods: Iterable[str] = (),
         released_pods: Iterable[str] = (),
-        claims: Iterable[str] = (),
+        claims: Iterable[ClaimView | str] = (),
         progress: Any = None,
     ) -> ObservedChildren:
         config_maps, services = list(config_maps), list(services)
@@ -130,6 +160,6 @@ class ObservedChildren:
             rejections=tuple(rejections),
             claimed_pods=frozenset(claimed_pods),
             released_pods=frozenset(released_pods),
-            claims=frozenset(claims),
+            claims={view.name: view for view in (c if isinstance(c, ClaimView) else ClaimView(c) for c in claims)},
             progress=progress,
         )

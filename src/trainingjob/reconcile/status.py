@@ -24,6 +24,7 @@ CARRIED_FIELDS = (
     "nextRestartTime",
     "progress",
     "replacedPods",
+    "workerSpec",
 )
 
 
@@ -43,9 +44,30 @@ def worker_status(pod: PodView) -> dict[str, Any]:
         "phase": pod.phase,
         "restartCount": pod.restart_count,
     }
-    optional = {"exitCode": pod.exit_code, "reason": pod.reason, "nodeName": pod.node_name}
+    reason, message = pod.reason, pod.message
+    if reason is None and pod.waiting_reason:
+        reason, message = pod.waiting_reason, pod.waiting_message
+    elif reason is None and pod.unschedulable_message:
+        reason, message = "Unschedulable", pod.unschedulable_message
+    optional = {
+        "exitCode": pod.exit_code,
+        "reason": reason,
+        "message": message[:1024] if message else None,
+        "nodeName": pod.node_name,
+    }
     entry.update({key: value for key, value in optional.items() if value is not None})
     return entry
+
+
+def refused_worker_status(index: int, pod_name: str, message: str) -> dict[str, Any]:
+    """A worker whose pod admission refused to create: it has no pod, so no pod phase (NotCreated)."""
+    return {
+        "workerId": index,
+        "podName": pod_name,
+        "phase": "NotCreated",
+        "reason": "AdmissionDenied",
+        "message": message[:1024],
+    }
 
 
 def failure_message(pod: PodView) -> str:
@@ -75,21 +97,26 @@ def pods_outcome(
     if running == workers:
         return Outcome("Running", "AllWorkersRunning", f"{workers}/{workers} workers running")
     message = f"{running}/{workers} workers running"
-    unschedulable = next((p.unschedulable_message for p in current.values() if p.unschedulable_message), None)
-    if unschedulable:
-        message += f"; cannot schedule: {unschedulable}"
     if restarting:
         return Outcome("Restarting", "Restarting", message)
     return Outcome("Pending", "WorkersPending", message)
 
 
-def desired_conditions(outcome: Outcome, ever_restarted: bool, ever_suspended: bool) -> list[DesiredCondition]:
+def desired_conditions(
+    outcome: Outcome, ever_restarted: bool, ever_suspended: bool, blocked: tuple[str, str] | None = None
+) -> list[DesiredCondition]:
+    """`blocked` is the Blocked condition's (reason, message) while something keeps the workers from running; ""
+    as reason adds Blocked=False (it was True before); None leaves it out."""
     phase = outcome.phase
     conditions = [DesiredCondition("Running", phase == "Running", outcome.reason, outcome.message)]
     if ever_restarted or phase == "Restarting":
         conditions.append(DesiredCondition("Restarting", phase == "Restarting", outcome.reason, outcome.message))
     if ever_suspended or phase == "Suspended":
         conditions.append(DesiredCondition("Suspended", phase == "Suspended", outcome.reason, outcome.message))
+    if blocked is not None:
+        is_blocked = bool(blocked[0])
+        reason, message = blocked if is_blocked else (outcome.reason, outcome.message)
+        conditions.append(DesiredCondition("Blocked", is_blocked, reason, message))
     if phase == "Succeeded":
         conditions.append(DesiredCondition("Succeeded", True, outcome.reason, outcome.message))
     if phase == "Failed":
@@ -104,20 +131,32 @@ def build_status(
     counters: Mapping[str, int],
     now: str,
     changes: Mapping[str, Any] | None = None,
+    blocked: tuple[str, str] | None = None,
+    refused: Mapping[int, tuple[str, str]] | None = None,
 ) -> dict[str, Any]:
-    """The whole status object; callers compare it with the stored one and write only on a difference."""
+    """The whole status object; callers compare it with the stored one and write only on a difference.
+
+    `blocked`: the Blocked condition's (reason, message) while something keeps the workers from running; without
+    it a Blocked condition the job had turns False. `refused`: workers whose pod admission refused, by index:
+    (pod name, message)."""
     previous = job.status
     ever_suspended = any(c.get("type") == "Suspended" for c in previous.get("conditions") or [])
+    if blocked is None and any(c.get("type") == "Blocked" for c in previous.get("conditions") or []):
+        blocked = ("", "")
     status: dict[str, Any] = {
         "phase": outcome.phase,
         "message": outcome.message,
         "conditions": merge_conditions(
             previous.get("conditions") or [],
-            desired_conditions(outcome, counters.get("attempt", 0) > 0, ever_suspended),
+            desired_conditions(outcome, counters.get("attempt", 0) > 0, ever_suspended, blocked),
             now,
             job.generation,
         ),
-        "workerStatuses": [worker_status(current[i]) for i in sorted(current)],
+        "workerStatuses": sorted(
+            [worker_status(pod) for pod in current.values()]
+            + [refused_worker_status(i, name, message) for i, (name, message) in (refused or {}).items()],
+            key=lambda entry: entry["workerId"],
+        ),
         "observedGeneration": job.generation,
         "selector": job_selector(job.name),
         "workers": len(current),

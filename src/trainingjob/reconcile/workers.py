@@ -1,4 +1,5 @@
-"""Planning the worker gang of a running job: create, restart (failures, disruptions, spec changes), time out.
+"""Planning the worker gang of a running job: create, restart (failures, disruptions, spec changes), time out,
+and say what keeps the workers from running (blockers.py).
 
 Every restart bumps `status.attempt` in the same status write that records why (restartCount, disruptionCount,
 lastFailure, nextRestartTime); that write carries a resourceVersion precondition, so a restart is recorded
@@ -6,6 +7,9 @@ exactly once even when plans race with a stale cache. The same write lists the u
 replaces (`status.replacedPods`): the pods are deleted after it, and until they are gone they are only deleted
 again, never decided on again, so a failed delete cannot count one failure twice. Waiting for a backoff delay is
 a requeue, never a sleep.
+
+Each step returns the status fields it sets and how it moves the counters (a `Changes`); the status is built
+once, from their sum.
 """
 
 from __future__ import annotations
@@ -13,21 +17,23 @@ from __future__ import annotations
 import datetime
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from trainingjob.api.names import worker_pod_name
 from trainingjob.api.types import TrainingJob, format_time, parse_time
-from trainingjob.builders.common import spec_hash
 from trainingjob.builders.pod import desired_worker_pod
 from trainingjob.config import OperatorConfig
 from trainingjob.progress.report import checkpoint_status, progress_status
-from trainingjob.reconcile import policies
+from trainingjob.reconcile import blockers, policies
 from trainingjob.reconcile.actions import CreateChild, DeleteChild, Event, Plan
 from trainingjob.reconcile.observed import ObservedChildren, PodView
-from trainingjob.reconcile.status import Outcome, build_status, failure_message, pods_outcome
+from trainingjob.reconcile.restarts import Gang, Restart, decide, failure_record, worker_failed_events
+from trainingjob.reconcile.spec_version import current_worker_spec
+from trainingjob.reconcile.status import Outcome, build_status, pods_outcome
 
 
-def delete_pods(pods: Iterable[PodView]) -> list[DeleteChild]:
-    return [DeleteChild("Pod", p.name, p.uid or None) for p in pods]
+def delete_pods(pods: Iterable[PodView], force: bool = False) -> list[DeleteChild]:
+    return [DeleteChild("Pod", p.name, p.uid or None, force) for p in pods]
 
 
 def counters(job: TrainingJob, **changes: int) -> dict[str, int]:
@@ -37,77 +43,55 @@ def counters(job: TrainingJob, **changes: int) -> dict[str, int]:
 
 
 @dataclass
-class Restart:
-    """A decided restart: why, which pods go, and how the counters move."""
+class Changes:
+    """Status fields a step sets (None removes one) and how much it moves the counters."""
 
-    reason: str
-    message: str
-    replace: list[PodView]
-    counter_changes: dict[str, int] = field(default_factory=dict)
-    delay_seconds: int = 0
-    failure: PodView | None = None
-    # Every failed worker behind this restart: each gets its own WorkerFailed event.
-    failed: tuple[PodView, ...] = ()
+    fields: dict[str, Any] = field(default_factory=dict)
+    counters: dict[str, int] = field(default_factory=dict)
 
-
-@dataclass
-class Gang:
-    """The job's live workers split by whether they match the current spec."""
-
-    current: dict[int, PodView]
-    stale: list[PodView]
-    live: list[PodView]
-    # Pods a recorded restart replaces that are not deleted yet: counted already, only to be deleted.
-    replaced: list[PodView] = field(default_factory=list)
+    def __add__(self, other: Changes) -> Changes:
+        """Later fields win; counter moves add up, except that one plan starts at most one new attempt."""
+        moved = dict(self.counters)
+        for key, value in other.counters.items():
+            moved[key] = max(moved.get(key, 0), value) if key == "attempt" else moved.get(key, 0) + value
+        return Changes({**self.fields, **other.fields}, moved)
 
 
 def observe_gang(job: TrainingJob, observed: ObservedChildren) -> Gang:
-    fingerprint = spec_hash(job)
     recorded = set(job.status.get("replacedPods") or ())
     replaced = [p for p in observed.pods if p.live and p.uid in recorded]
     live = [p for p in observed.pods if p.live and p.uid not in observed.released_pods and p.uid not in recorded]
-    current = {p.index: p for p in live if p.spec_hash == fingerprint and 0 <= p.index < job.spec.workers}
+    spec = current_worker_spec(job, live)
+    current = {p.index: p for p in live if p.spec_hash == spec.pod_hash and 0 <= p.index < job.spec.workers}
     stale = [p for p in live if current.get(p.index) is not p]
-    return Gang(current, stale, live, replaced)
+    return Gang(current, stale, live, spec, replaced)
 
 
 def plan_workers(
     job: TrainingJob, observed: ObservedChildren, now: datetime.datetime, config: OperatorConfig, result: Plan
 ) -> None:
-    now_text = format_time(now)
     gang = observe_gang(job, observed)
-    started = bool(job.status.get("startTime"))
-    resumed = resume_changes(job, now_text)
-    if resumed:
-        result.events.append(resume_event(job))
-    changes = {**resumed, **progress_changes(job, observed)}
-    changes["replacedPods"] = [p.uid for p in gang.replaced] or None
+    changes = opening_changes(job, observed, gang, format_time(now), result.events)
     result.actions += delete_pods(p for p in gang.replaced if p.uid not in observed.released_pods)
-    decision = decide(job, gang, started, now_text)
+    decision = decide(job, gang, started=bool(job.status.get("startTime")))
     if isinstance(decision, Outcome):
-        fail(job, gang, decision, now_text, result, changes)
-        return
-    if decision is not None:
+        fail(job, gang, decision, format_time(now), result, changes)
+    elif decision is not None:
         start_restart(job, gang, decision, now, result, changes)
-        return
-    result.actions += delete_pods(gang.stale)
-    ignored = {i for i, p in gang.current.items() if p.phase == "Failed" and not p.disrupted}
-    create_missing(job, observed, gang, now, config, result, changes)
-    restarting = job.status.get("phase") == "Restarting"
-    outcome = pods_outcome(job, {i: p for i, p in gang.current.items()}, restarting, ignored)
-    outcome = check_timeouts(job, outcome, now, changes, result) or outcome
-    if outcome.phase == "Running":
-        changes["nextRestartTime"] = None
-    if outcome.phase == "Failed":
-        fail(job, gang, outcome, now_text, result, changes)
-        return
-    result.status = build_status(
-        job, outcome, gang.current, counters(job, **changes.pop("_counters", {})), now_text, changes
-    )
-    add_transition_events(job, outcome, result.events)
+    else:
+        run_gang(job, observed, gang, now, config, result, changes)
 
 
-def resume_changes(job: TrainingJob, now: str) -> dict:
+def opening_changes(job: TrainingJob, observed: ObservedChildren, gang: Gang, now: str, events: list[Event]) -> Changes:
+    """What every plan of a running job records: a resume, new progress, the pods still to delete, the spec."""
+    resumed = resume_changes(job, now)
+    if resumed.fields:
+        events.append(resume_event(job))
+    pending = Changes({"replacedPods": [p.uid for p in gang.replaced] or None, "workerSpec": gang.spec.to_status()})
+    return resumed + progress_changes(job, observed) + pending
+
+
+def resume_changes(job: TrainingJob, now: str) -> Changes:
     """Coming back from suspension: if training had begun, add the pause up and start a new attempt.
 
     activeDeadlineSeconds counts from startTime, so only a pause after it may be taken off; time queued before
@@ -115,13 +99,12 @@ def resume_changes(job: TrainingJob, now: str) -> dict:
     """
     suspended_at = parse_time(job.status.get("suspendTime"))
     if suspended_at is None:
-        return {}
-    changes: dict = {"suspendTime": None}
-    if job.status.get("startTime"):
-        paused = int((parse_time(now) - suspended_at).total_seconds())
-        changes["suspendedSeconds"] = int(job.status.get("suspendedSeconds", 0)) + paused
-        changes["_counters"] = {"attempt": 1}
-    return changes
+        return Changes()
+    if not job.status.get("startTime"):
+        return Changes({"suspendTime": None})
+    paused = int((parse_time(now) - suspended_at).total_seconds())
+    fields = {"suspendTime": None, "suspendedSeconds": int(job.status.get("suspendedSeconds", 0)) + paused}
+    return Changes(fields, {"attempt": 1})
 
 
 def resume_event(job: TrainingJob) -> Event:
@@ -132,105 +115,149 @@ def resume_event(job: TrainingJob) -> Event:
     return Event("Normal", "Resumed", "spec.suspend is false: creating the workers")
 
 
-def progress_changes(job: TrainingJob, observed: ObservedChildren) -> dict:
+def progress_changes(job: TrainingJob, observed: ObservedChildren) -> Changes:
     """Fold the newest accepted progress report into status.progress and status.lastCheckpoint."""
     report = observed.progress
     if report is None:
-        return {}
+        return Changes()
     since = job.status.get("attemptStartTime") or job.status.get("startTime")
-    changes: dict = {"progress": progress_status(report, job.status.get("progress") or {}, since)}
+    fields: dict[str, Any] = {"progress": progress_status(report, job.status.get("progress") or {}, since)}
     checkpoint = checkpoint_status(report)
     if checkpoint is not None:
-        changes["lastCheckpoint"] = checkpoint
-    return changes
-
-
-def decide(job: TrainingJob, gang: Gang, started: bool, now: str) -> Restart | Outcome | None:
-    """Failures first (they may end the job), then disruptions, then spec changes."""
-    failed = sorted(
-        (p for p in gang.current.values() if p.phase == "Failed" and not p.disrupted), key=lambda p: p.index
-    )
-    restart_for_failure: list[PodView] = []
-    for pod in failed:
-        decision = policies.decide_failure(job.spec, pod)
-        if decision.action == "Fail":
-            return Outcome("Failed", decision.reason, failure_message(pod))
-        if decision.action == "Restart":
-            restart_for_failure.append(pod)
-    if restart_for_failure:
-        return failure_restart(job, gang, restart_for_failure)
-    disrupted = disruption(job, gang, started)
-    if disrupted is not None:
-        return disrupted
-    if started and gang.stale and any(p.spec_hash != spec_hash(job) for p in gang.live):
-        return Restart(
-            "SpecChanged", "the spec changed; restarting all workers with the new spec", gang.live, {"attempt": 1}
-        )
-    return None
-
-
-def failure_restart(job: TrainingJob, gang: Gang, failed: list[PodView]) -> Restart | Outcome:
-    restarts = int(job.status.get("restartCount", 0))
-    first = failed[0]
-    if policies.backoff_limit_reached(job.spec, restarts):
-        return Outcome(
-            "Failed", "BackoffLimitExceeded", f"{failure_message(first)}; backoffLimit {job.spec.backoff_limit} reached"
-        )
-    delay = policies.backoff_seconds(job.spec, restarts + 1)
-    message = f"{failure_message(first)}; restart {restarts + 1}/{job.spec.backoff_limit} in {delay}s"
-    replace = gang.live if job.spec.failure_policy.restart_strategy == "Gang" else failed
-    return Restart("WorkerFailed", message, replace, {"attempt": 1, "restartCount": 1}, delay, first, tuple(failed))
-
-
-def disruption(job: TrainingJob, gang: Gang, started: bool) -> Restart | None:
-    """An evicted/preempted worker, or one deleted by someone else after training started: always retried."""
-    gang_wide = job.spec.failure_policy.restart_strategy == "Gang"
-    disrupted = next((p for p in gang.current.values() if p.disrupted and p.phase == "Failed"), None)
-    if disrupted is not None:
-        message = f"worker {disrupted.index} was disrupted ({disrupted.reason or 'evicted'})"
-        return Restart(
-            "WorkerDisrupted", message, gang.live if gang_wide else [disrupted], {"attempt": 1, "disruptionCount": 1}
-        )
-    if not started:
-        return None
-    present = {p.name for p in gang.live}
-    for worker in job.status.get("workerStatuses") or []:
-        name, index = worker.get("podName"), worker.get("workerId", 0)
-        if worker.get("phase") in ("Pending", "Running") and name not in present and index < job.spec.workers:
-            return Restart(
-                "WorkerDisrupted",
-                f"worker {index} (pod {name}) was deleted",
-                gang.live if gang_wide else [],
-                {"attempt": 1, "disruptionCount": 1},
-            )
-    return None
+        fields["lastCheckpoint"] = checkpoint
+    return Changes(fields)
 
 
 def start_restart(
-    job: TrainingJob, gang: Gang, restart: Restart, now: datetime.datetime, result: Plan, changes: dict
+    job: TrainingJob, gang: Gang, restart: Restart, now: datetime.datetime, result: Plan, changes: Changes
 ) -> None:
     """Record the restart and delete the pods it replaces; new pods come once names are free and the delay is over."""
     now_text = format_time(now)
-    counter_changes = {**changes.pop("_counters", {})}
-    for key, value in restart.counter_changes.items():
-        counter_changes[key] = counter_changes.get(key, 0) + value if key != "attempt" else 1
     next_time = format_time(now + datetime.timedelta(seconds=restart.delay_seconds)) if restart.delay_seconds else None
-    changes.update({"nextRestartTime": next_time, "attemptStartTime": None})
+    fields: dict[str, Any] = {"nextRestartTime": next_time, "attemptStartTime": None}
     if restart.failure is not None:
-        changes["lastFailure"] = failure_record(restart.failure, now_text)
-    replaced_uids = [*(changes.get("replacedPods") or []), *(p.uid for p in restart.replace if p.uid)]
-    changes["replacedPods"] = replaced_uids or None
+        fields["lastFailure"] = failure_record(restart.failure, now_text)
+    replaced_uids = [*(changes.fields.get("replacedPods") or []), *(p.uid for p in restart.replace if p.uid)]
+    fields["replacedPods"] = replaced_uids or None
+    changes = changes + Changes(fields, restart.counter_changes)
     result.actions += delete_pods(restart.replace)
     replaced = {p.name for p in restart.replace}
     survivors = {i: p for i, p in gang.current.items() if p.name not in replaced}
     outcome = Outcome("Restarting", restart.reason, restart.message)
-    result.status = build_status(job, outcome, survivors, counters(job, **counter_changes), now_text, changes)
+    result.status = build_status(job, outcome, survivors, counters(job, **changes.counters), now_text, changes.fields)
     result.events += worker_failed_events(restart.failed)
     result.events.append(
         Event("Normal" if restart.reason == "SpecChanged" else "Warning", "Restarting", restart.message)
     )
     if restart.delay_seconds:
         result.requeue_after = restart.delay_seconds
+
+
+def run_gang(
+    job: TrainingJob,
+    observed: ObservedChildren,
+    gang: Gang,
+    now: datetime.datetime,
+    config: OperatorConfig,
+    result: Plan,
+    changes: Changes,
+) -> None:
+    """No restart is due: create what is missing, and say what keeps the rest from running."""
+    now_text = format_time(now)
+    result.actions += delete_pods(gang.stale)
+    ignored = {i for i, p in gang.current.items() if p.phase == "Failed" and not p.disrupted}
+    retry_at = admission_retry_time(job, observed)
+    changes = changes + create_missing(job, observed, gang, now, config, result, changes, retry_at)
+    restarting = job.status.get("phase") == "Restarting"
+    current = dict(gang.current)
+    outcome = pods_outcome(job, current, restarting, ignored)
+    found: list[blockers.Blocker] = []
+    if outcome.phase in ("Pending", "Restarting"):
+        if observed.admission is not None and retry_at is not None and retry_at > now:
+            changes = changes + release_gang(current, result, changes, retry_at)
+            outcome = pods_outcome(job, current, restarting, ignored)
+        found = blockers.find_blockers(
+            job, current, observed, now, config.stuck_after_seconds, config.force_delete_after_seconds
+        )
+        outcome = Outcome(outcome.phase, outcome.reason, outcome.message + blockers.blocked_summary(found))
+    force_delete_stuck(observed, now, config, result)
+    outcome = check_timeouts(job, outcome, now, changes, result) or outcome
+    if outcome.phase == "Running":
+        changes = changes + Changes({"nextRestartTime": None})
+    if outcome.phase == "Failed":
+        fail(job, gang, outcome, now_text, result, changes)
+        return
+    blocked = record_blocker(job, found, result.events)
+    counted = counters(job, **changes.counters)
+    refused = refused_workers(job, observed, current) if outcome.phase in ("Pending", "Restarting") else {}
+    result.status = build_status(job, outcome, current, counted, now_text, changes.fields, blocked, refused)
+    requeue(
+        result, blockers.next_check(observed, job, now, config.stuck_after_seconds, config.force_delete_after_seconds)
+    )
+    add_transition_events(job, outcome, result.events)
+
+
+def admission_retry_time(job: TrainingJob, observed: ObservedChildren) -> datetime.datetime | None:
+    """When creates refused by admission are tried again: the failure policy's backoff after the last refusal."""
+    denial = observed.admission
+    refused_at = parse_time(denial.time) if denial is not None else None
+    if denial is None or refused_at is None:
+        return None
+    return refused_at + datetime.timedelta(seconds=policies.backoff_seconds(job.spec, denial.count))
+
+
+def refused_workers(
+    job: TrainingJob, observed: ObservedChildren, current: dict[int, PodView]
+) -> dict[int, tuple[str, str]]:
+    """Workers without a pod because admission refused to create it: (pod name, what admission said), by index."""
+    refusals = {
+        r.name: r.message for r in (observed.admission.refusals if observed.admission else ()) if r.kind == "Pod"
+    }
+    if not refusals:
+        return {}
+    names = {worker_pod_name(job.name, i): i for i in range(job.spec.workers)}
+    return {names[n]: (n, message) for n, message in refusals.items() if n in names and names[n] not in current}
+
+
+def release_gang(current: dict[int, PodView], result: Plan, changes: Changes, retry_at: datetime.datetime) -> Changes:
+    """A gang that admission will not let complete gives back what it holds (GPUs, quota) until the retry: its
+    unfinished pods are deleted, recorded in replacedPods so their going is neither a failure nor a disruption."""
+    released = [p for p in current.values() if p.phase in ("Pending", "Running")]
+    for pod in released:
+        del current[pod.index]
+    result.actions += delete_pods(released)
+    uids = [*(changes.fields.get("replacedPods") or []), *(p.uid for p in released if p.uid)]
+    return Changes({"replacedPods": uids or None, "nextRestartTime": format_time(retry_at)})
+
+
+def force_delete_stuck(
+    observed: ObservedChildren, now: datetime.datetime, config: OperatorConfig, result: Plan
+) -> None:
+    """The stuck-pod policy: a pod whose node is lost, Terminating past its grace period by force_delete_after."""
+    pods = blockers.force_deletions(observed.pods, observed.nodes, now, config.force_delete_after_seconds)
+    result.actions += delete_pods(pods, force=True)
+    for pod in pods:
+        node = observed.nodes[pod.node_name or ""]
+        result.events.append(
+            Event("Warning", "PodForceDeleted", f"{blockers.subject(pod)} was force-deleted: {node.describe()}")
+        )
+
+
+def record_blocker(job: TrainingJob, found: list[blockers.Blocker], events: list[Event]) -> tuple[str, str] | None:
+    """The Blocked condition's (reason, message) for the first blocker, and a Warning Event when it is news."""
+    if not found:
+        return None
+    previous = next((c for c in job.status.get("conditions") or [] if c.get("type") == blockers.BLOCKED), None)
+    reason, message = blockers.blocked_condition(previous, found[0])
+    event = blockers.blocked_event(previous, reason, message)
+    if event is not None:
+        events.append(event)
+    return reason, message
+
+
+def requeue(result: Plan, seconds: float | None) -> None:
+    if seconds is not None:
+        result.requeue_after = seconds if result.requeue_after is None else min(result.requeue_after, seconds)
 
 
 def create_missing(
@@ -240,34 +267,39 @@ def create_missing(
     now: datetime.datetime,
     config: OperatorConfig,
     result: Plan,
-    changes: dict,
-) -> None:
-    """Create workers whose names are free, unless a restart's backoff delay is still running."""
-    next_restart = parse_time(job.status.get("nextRestartTime"))
-    if next_restart is not None and next_restart > now:
-        result.requeue_after = (next_restart - now).total_seconds()
-        return
-    attempt = counters(job, **changes.get("_counters", {}))["attempt"]
+    changes: Changes,
+    retry_at: datetime.datetime | None,
+) -> Changes:
+    """Create workers whose names are free, unless a restart's backoff delay or an admission retry is pending."""
+    waits = [t for t in (parse_time(job.status.get("nextRestartTime")), retry_at) if t is not None and t > now]
+    if waits:
+        requeue(result, (max(waits) - now).total_seconds())
+        return Changes()
+    attempt = counters(job, **changes.counters)["attempt"]
     taken = {p.name for p in observed.pods} | observed.claimed_pods
     missing = [i for i in range(job.spec.workers) if worker_pod_name(job.name, i) not in taken]
-    result.actions += [CreateChild(desired_worker_pod(job, i, attempt, config)) for i in missing]
+    result.actions += [
+        CreateChild(desired_worker_pod(job, i, attempt, config, gang.spec.pod_hash, observed.namespace_restricted))
+        for i in missing
+    ]
     if missing and not job.status.get("attemptStartTime"):
-        changes["attemptStartTime"] = format_time(now)
+        return Changes({"attemptStartTime": format_time(now)})
+    return Changes()
 
 
 def check_timeouts(
-    job: TrainingJob, outcome: Outcome, now: datetime.datetime, changes: dict, result: Plan
+    job: TrainingJob, outcome: Outcome, now: datetime.datetime, changes: Changes, result: Plan
 ) -> Outcome | None:
     """activeDeadlineSeconds (from the first start, suspended time excluded) and startupTimeoutSeconds."""
     spec = job.spec
-    suspended = int(changes.get("suspendedSeconds", job.status.get("suspendedSeconds", 0)))
+    suspended = int(changes.fields.get("suspendedSeconds", job.status.get("suspendedSeconds", 0)))
     deadline_left = policies.remaining(
         spec.active_deadline_seconds, policies.active_seconds(job.status.get("startTime"), suspended, now)
     )
     if deadline_left is not None and deadline_left <= 0:
         return Outcome("Failed", "DeadlineExceeded", f"activeDeadlineSeconds {spec.active_deadline_seconds} reached")
     waiting = outcome.phase in ("Pending", "Restarting")
-    attempt_start = changes.get("attemptStartTime") or job.status.get("attemptStartTime")
+    attempt_start = changes.fields.get("attemptStartTime") or job.status.get("attemptStartTime")
     startup_left = policies.remaining(spec.startup_timeout_seconds, policies.seconds_between(attempt_start, now))
     if waiting and startup_left is not None and startup_left <= 0:
         return Outcome(
@@ -275,43 +307,20 @@ def check_timeouts(
             "StartupTimeout",
             f"workers not all running after startupTimeoutSeconds {spec.startup_timeout_seconds}: {outcome.message}",
         )
-    waits = [left for left in (deadline_left, startup_left if waiting else None) if left is not None]
-    if waits:
-        soonest = min(waits)
-        result.requeue_after = soonest if result.requeue_after is None else min(result.requeue_after, soonest)
+    for left in (deadline_left, startup_left if waiting else None):
+        requeue(result, left)
     return None
 
 
-def failure_record(pod: PodView, now: str) -> dict:
-    """status.lastFailure: which worker failed, how, and when."""
-    optional = {"exitCode": pod.exit_code, "reason": pod.reason, "message": pod.message}
-    return {
-        "workerId": pod.index,
-        "podName": pod.name,
-        "time": now,
-        **{key: value for key, value in optional.items() if value is not None},
-    }
-
-
-def worker_failed_events(pods: Iterable[PodView]) -> list[Event]:
-    """One WorkerFailed Warning per failed worker (index, exit code, reason in the message).
-
-    Emitted only from the plan that acts on the failure (a restart records the pod in replacedPods, a failure ends
-    the job), so each failure gives one event, not one per reconcile.
-    """
-    return [Event("Warning", "WorkerFailed", failure_message(pod)) for pod in pods]
-
-
-def fail(job: TrainingJob, gang: Gang, outcome: Outcome, now: str, result: Plan, changes: dict) -> None:
-    changes["nextRestartTime"] = None
+def fail(job: TrainingJob, gang: Gang, outcome: Outcome, now: str, result: Plan, changes: Changes) -> None:
+    fields: dict[str, Any] = {"nextRestartTime": None}
     failed = next((p for p in gang.current.values() if p.phase == "Failed" and not p.disrupted), None)
     if failed is not None and outcome.reason not in ("DeadlineExceeded", "StartupTimeout"):
-        changes["lastFailure"] = failure_record(failed, now)
+        fields["lastFailure"] = failure_record(failed, now)
         if outcome.reason != "WorkerFailed":  # e.g. BackoffLimitExceeded: still say which worker failed, and how
             result.events += worker_failed_events([failed])
-    result.status = build_status(
-        job, outcome, gang.current, counters(job, **changes.pop("_counters", {})), now, changes
-    )
+    changes = changes + Changes(fields)
+    result.status = build_status(job, outcome, gang.current, counters(job, **changes.counters), now, changes.fields)
     result.events.append(Event("Warning", outcome.reason, outcome.message))
 
 

@@ -1,0 +1,133 @@
+"""Reads of objects outside a job that the planner needs now and then: a namespace's PodSecurity level and the
+readiness of a node holding a pod stuck Terminating.
+
+Why GETs with a short cache, not watches: both are needed rarely (a namespace once per few minutes however many
+jobs it holds; a node only while a pod on it is stuck), and a GET needs only `get` on the object itself, which a
+Role in a watched namespace can grant for that namespace; a watch of all namespaces or nodes would need
+cluster-wide list and watch and would keep every one of them in memory. Every lookup is bounded in time and
+concurrent lookups of one key share one request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, Generic, TypeVar
+
+from trainingjob.reconcile.surroundings import NodeView, enforces_restricted, node_view
+
+logger = logging.getLogger(__name__)
+V = TypeVar("V")
+NAMESPACE_TTL = 120.0
+NODE_TTL = 15.0
+MAX_ENTRIES = 10_000
+REQUEST_TIMEOUT = 10
+
+
+class TtlCache(Generic[V]):
+    """Values by key for `ttl` seconds; at most `max_entries` (oldest dropped); one fetch per key at a time."""
+
+    def __init__(
+        self, fetch: Callable[[str], Awaitable[V]], ttl: float, max_entries: int = MAX_ENTRIES, clock=time.monotonic
+    ) -> None:
+        self.fetch = fetch
+        self.ttl = ttl
+        self.max_entries = max_entries
+        self.clock = clock
+        self.entries: OrderedDict[str, tuple[float, V]] = OrderedDict()
+        self.inflight: dict[str, asyncio.Future[V]] = {}
+
+    def put(self, key: str, value: V) -> None:
+        self.entries[key] = (self.clock(), value)
+        self.entries.move_to_end(key)
+        while len(self.entries) > self.max_entries:
+            self.entries.popitem(last=False)
+
+    async def get(self, key: str) -> V:
+        entry = self.entries.get(key)
+        if entry is not None and self.clock() - entry[0] < self.ttl:
+            return entry[1]
+        running = self.inflight.get(key)
+        if running is not None:
+            return await asyncio.shield(running)
+        future: asyncio.Future[V] = asyncio.get_running_loop().create_future()
+        self.inflight[key] = future
+        try:
+            value = await self.fetch(key)
+            self.put(key, value)
+            future.set_result(value)
+            return value
+        except BaseException as error:
+            future.set_exception(error)
+            future.exception()  # retrieved: nobody else may be waiting
+            raise
+        finally:
+            del self.inflight[key]
+
+
+async def read_json(call: Callable[..., Awaitable[Any]], *args: Any) -> tuple[int, dict[str, Any] | None]:
+    """(HTTP status, body) of a read, without building the client's model objects."""
+    response = await call(*args, _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
+    data = await response.read()
+    return response.status, (json.loads(data) if 200 <= response.status <= 299 else None)
+
+
+class Lookups:
+    """Namespace PodSecurity levels and node readiness, cached; `core` is a CoreV1Api."""
+
+    def __init__(self, core: Any, clock=time.monotonic) -> None:
+        self.core = core
+        self.namespaces: TtlCache[bool] = TtlCache(self._namespace_restricted, NAMESPACE_TTL, clock=clock)
+        self.nodes: TtlCache[NodeView | None] = TtlCache(self._node, NODE_TTL, clock=clock)
+        self.warned: set[str] = set()
+
+    async def namespace_restricted(self, namespace: str) -> bool:
+        return await self.namespaces.get(namespace)
+
+    def learn_restricted(self, namespace: str) -> None:
+        """PodSecurity refused a pod without runAsNonRoot here although the label does not say `restricted` (a
+        cluster-wide default of the admission plugin): build this namespace's pods as `restricted` for a while."""
+        logger.info(
+            "namespace %s enforces PodSecurity restricted (admission said so); workers get runAsNonRoot", namespace
+        )
+        self.namespaces.put(namespace, True)
+
+    async def node_views(self, names: Iterable[str]) -> dict[str, NodeView]:
+        views = {name: await self.nodes.get(name) for name in sorted(set(names)) if name}
+        return {name: view for name, view in views.items() if view is not None}
+
+    async def _namespace_restricted(self, namespace: str) -> bool:
+        try:
+            status, body = await read_json(self.core.read_namespace, namespace)
+        except Exception as error:  # a failed lookup must never fail a reconcile: the answer is "unknown"
+            self._warn_once(f"namespace {namespace}", f"cannot read namespace {namespace}: {error!r}")
+            return False
+        if body is None:
+            self._warn_once(
+                f"namespace {namespace}",
+                f"cannot read namespace {namespace} (HTTP {status}): its PodSecurity level is unknown, so workers "
+                "get runAsNonRoot only after PodSecurity refuses a pod without it",
+            )
+        return enforces_restricted(body)
+
+    async def _node(self, name: str) -> NodeView | None:
+        try:
+            status, body = await read_json(self.core.read_node, name)
+        except Exception as error:  # a failed lookup must never fail a reconcile: the answer is "unknown"
+            self._warn_once(f"node {name}", f"cannot read node {name}: {error!r}")
+            return None
+        if status == 404:
+            return node_view(name, None)
+        if body is None:
+            self._warn_once("nodes", f"cannot read node {name} (HTTP {status}): stuck pods are reported, never forced")
+            return None
+        return node_view(name, body)
+
+    def _warn_once(self, key: str, message: str) -> None:
+        if key not in self.warned and len(self.warned) < MAX_ENTRIES:
+            self.warned.add(key)
+            logger.warning("%s", message)

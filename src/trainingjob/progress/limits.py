@@ -1,0 +1,225 @@
+"""What keeps the progress endpoint cheap under abuse: per-key rate limits, a short-lived TokenReview cache, and a
+guard on connections (how many, and how long each may take).
+
+Why each: every request that reaches authentication costs the API server a TokenReview, so floods are cut before
+it (per client address) and repeated tokens are answered from memory; a well-behaved reporter sends one report
+every few seconds (the SDK throttles to one per 2 s), so a per-pod limit far above that only stops runaways; and a
+client that opens connections and sends nothing (or a byte at a time) must not hold sockets forever.
+Everything is bounded in size: an entry not used for a while is forgotten, the oldest first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import json
+import math
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from aiohttp import web
+
+V = TypeVar("V")
+MAX_KEYS = 10_000
+
+
+class BoundedMap(Generic[V]):
+    """A dict that keeps at most `max_keys` entries, forgetting the least recently used."""
+
+    def __init__(self, max_keys: int = MAX_KEYS) -> None:
+        self.max_keys = max_keys
+        self.entries: OrderedDict[str, V] = OrderedDict()
+
+    def get(self, key: str) -> V | None:
+        value = self.entries.get(key)
+        if value is not None:
+            self.entries.move_to_end(key)
+        return value
+
+    def put(self, key: str, value: V) -> None:
+        self.entries[key] = value
+        self.entries.move_to_end(key)
+        while len(self.entries) > self.max_keys:
+            self.entries.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+
+@dataclass
+class Bucket:
+    tokens: float
+    updated: float
+
+
+class RateLimiter:
+    """A token bucket per key: `rate` requests per second on average, bursts of up to `burst`."""
+
+    def __init__(self, rate: float, burst: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate = rate
+        self.burst = burst
+        self.clock = clock
+        self.buckets: BoundedMap[Bucket] = BoundedMap()
+
+    def wait_seconds(self, key: str) -> float:
+        """0 and one token taken if the request may go now; else the seconds until it may (nothing taken)."""
+        now = self.clock()
+        bucket = self.buckets.get(key) or Bucket(float(self.burst), now)
+        bucket.tokens = min(float(self.burst), bucket.tokens + (now - bucket.updated) * self.rate)
+        bucket.updated = now
+        self.buckets.put(key, bucket)
+        if bucket.tokens >= 1:
+            bucket.tokens -= 1
+            return 0.0
+        return (1 - bucket.tokens) / self.rate
+
+
+def retry_after(seconds: float) -> str:
+    """A Retry-After header value: whole seconds, at least 1."""
+    return str(max(1, math.ceil(seconds)))
+
+
+def token_key(token: str) -> str:
+    """Tokens are kept only as their SHA-256: a memory dump must not hand out live credentials."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def token_expiry(token: str) -> float | None:
+    """The `exp` claim of a JWT (unverified: only used to forget a cached review no later than the token dies)."""
+    parts = token.split(".")
+    if len(parts) != 3:
+        return None
+    try:
+        claims = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+    except (ValueError, UnicodeDecodeError):
+        return None
+    exp = claims.get("exp") if isinstance(claims, dict) else None
+    return float(exp) if isinstance(exp, int | float) and not isinstance(exp, bool) else None
+
+
+class ReviewCache:
+    """TokenReview answers by token hash: accepted ones for `ttl` seconds (never past the token's own expiry),
+    refused ones for `negative_ttl`; answers the API server could not give (5xx) are never kept."""
+
+    def __init__(
+        self,
+        ttl: float = 60.0,
+        negative_ttl: float = 10.0,
+        max_keys: int = 4096,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.ttl = ttl
+        self.negative_ttl = negative_ttl
+        self.clock = clock
+        self.wall_clock = wall_clock
+        self.entries: BoundedMap[tuple[float, Any]] = BoundedMap(max_keys)
+
+    def get(self, token: str) -> Any | None:
+        entry = self.entries.get(token_key(token))
+        if entry is None or entry[0] <= self.clock():
+            return None
+        return entry[1]
+
+    def put(self, token: str, answer: Any, accepted: bool) -> None:
+        ttl = self.ttl if accepted else self.negative_ttl
+        expiry = token_expiry(token)
+        if expiry is not None:
+            ttl = min(ttl, expiry - self.wall_clock())
+        if ttl > 0:
+            self.entries.put(token_key(token), (self.clock() + ttl, answer))
+
+
+class GuardedProtocol(asyncio.Protocol):
+    """Passes a connection to aiohttp's protocol unless too many are open; aborts it after `lifetime` seconds."""
+
+    def __init__(self, inner: asyncio.Protocol, guard: ConnectionGuard) -> None:
+        self.inner = inner
+        self.guard = guard
+        self.admitted = False
+        self.timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        if self.guard.open >= self.guard.max_connections:
+            transport.abort()  # type: ignore[attr-defined]
+            return
+        self.admitted = True
+        self.guard.open += 1
+        self.timer = asyncio.get_running_loop().call_later(self.guard.lifetime, transport.abort)  # type: ignore[attr-defined]
+        self.inner.connection_made(transport)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.admitted:
+            return
+        self.guard.open -= 1
+        if self.timer is not None:
+            self.timer.cancel()
+        self.inner.connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        self.inner.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        return self.inner.eof_received()
+
+    def pause_writing(self) -> None:
+        self.inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        self.inner.resume_writing()
+
+
+@dataclass
+class ConnectionGuard:
+    """A protocol factory around aiohttp's: at most `max_connections` open, each at most `lifetime` seconds."""
+
+    factory: Callable[[], asyncio.Protocol]
+    max_connections: int
+    lifetime: float
+    open: int = 0
+
+    def __call__(self) -> GuardedProtocol:
+        return GuardedProtocol(self.factory(), self)
+
+
+class GuardedSite(web.BaseSite):
+    """aiohttp's TCP site with the connection guard and a bound on the TLS handshake."""
+
+    def __init__(
+        self,
+        runner: web.BaseRunner,
+        host: str,
+        port: int,
+        *,
+        ssl_context: Any,
+        max_connections: int,
+        lifetime: float,
+        handshake_timeout: float,
+    ) -> None:
+        super().__init__(runner, ssl_context=ssl_context)
+        self.host, self.requested_port = host, port
+        self.max_connections, self.lifetime, self.handshake_timeout = max_connections, lifetime, handshake_timeout
+        self.guard: ConnectionGuard | None = None
+
+    @property
+    def name(self) -> str:
+        return f"https://{self.host}:{self.requested_port}"
+
+    async def start(self) -> None:
+        await super().start()
+        server = self._runner.server
+        assert server is not None
+        self.guard = ConnectionGuard(server, self.max_connections, self.lifetime)
+        self._server = await asyncio.get_running_loop().create_server(
+            self.guard,
+            self.host,
+            self.requested_port,
+            ssl=self._ssl_context,
+            ssl_handshake_timeout=self.handshake_timeout,
+            backlog=self._backlog,
+            reuse_address=True,
+        )

@@ -1,0 +1,147 @@
+"""Workers that cannot start or be created are explained at once, and a gang admission refuses gives back what it
+holds: kubelet waiting reasons (kwok's tj-pod-waiting stage), a real ResourceQuota and a missing PriorityClass
+(real admission plugins of the API server), a checkpoint PVC that cannot bind.
+
+Each case checks all four places a user may look: status.message, workerStatuses, condition Blocked and a
+Warning Event.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from tests.jobs import SIM, create_job, get_job, job_manifest, job_pods, live_pods, patch_job, wait_phase
+from tests.kube import Kube, wait_until
+from tests.operator_harness import STUCK_AFTER_SECONDS
+from trainingjob.api import constants as k
+
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("operator")]
+# Bounds for an operator on a loaded 2-core machine: it reacts within a second or two when idle.
+REACT = 60
+
+
+def blocked(job: dict[str, Any] | None) -> dict[str, Any] | None:
+    conditions = ((job or {}).get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c["type"] == "Blocked" and c["status"] == "True"), None)
+
+
+def wait_blocked(kube: Kube, namespace: str, name: str, reason: str, timeout: float = REACT) -> dict[str, Any]:
+    def reached() -> dict[str, Any] | None:
+        job = get_job(kube, namespace, name)
+        condition = blocked(job)
+        return job if condition and condition["reason"] == reason else None
+
+    return wait_until(reached, timeout, f"{name} to be Blocked ({reason})")
+
+
+def warnings(kube: Kube, namespace: str, name: str) -> dict[str, str]:
+    events = kube.core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={name}").items
+    return {e.reason: e.message for e in events if e.involved_object.kind == k.KIND and e.type == "Warning"}
+
+
+@pytest.mark.parametrize(
+    ("reason", "message", "condition_reason"),
+    [
+        ("ErrImagePull", 'failed to pull image "registry.example/trian:1": not found', "ImagePullBackOff"),
+        ("InvalidImageName", 'couldn\'t parse image name "Registry/UPPER"', "InvalidImageName"),
+        (
+            "CreateContainerConfigError",
+            "container has runAsNonRoot and image will run as root (pod: w, container: trainer)",
+            "CreateContainerConfigError",
+        ),
+    ],
+)
+def test_a_worker_that_cannot_start_says_why_everywhere(
+    kube: Kube, namespace: str, reason: str, message: str, condition_reason: str
+) -> None:
+    annotations = {f"{SIM}/waiting-reason": reason, f"{SIM}/waiting-message": message}
+    create_job(kube, namespace, job_manifest("waits", workers=2, complete_after=None, podAnnotations=annotations))
+    job = wait_blocked(kube, namespace, "waits", condition_reason)
+    status = job["status"]
+    assert status["phase"] == "Pending"
+    assert message in blocked(job)["message"] and blocked(job)["message"] in status["message"]
+
+    def every_worker_says_why() -> bool:
+        workers = get_job(kube, namespace, "waits")["status"].get("workerStatuses") or []
+        return len(workers) == 2 and {(w.get("reason"), w.get("message")) for w in workers} == {(reason, message)}
+
+    wait_until(every_worker_says_why, REACT, "workerStatuses to give each worker's reason")
+    wait_until(lambda: condition_reason in warnings(kube, namespace, "waits"), REACT, "a Warning Event")
+    if reason == "CreateContainerConfigError":
+        assert "spec.securityContext.runAsUser" in blocked(job)["message"]
+
+
+def test_a_fixed_worker_starts_and_the_job_is_no_longer_blocked(kube: Kube, namespace: str) -> None:
+    annotations = {f"{SIM}/waiting-reason": "ImagePullBackOff"}
+    create_job(kube, namespace, job_manifest("fixed", workers=2, complete_after=None, podAnnotations=annotations))
+    wait_blocked(kube, namespace, "fixed", "ImagePullBackOff")
+    for pod in job_pods(kube, namespace, "fixed"):  # the image appears in the registry: the kubelet starts it
+        kube.core.patch_namespaced_pod(
+            pod.metadata.name, namespace, {"metadata": {"annotations": {f"{SIM}/waiting-reason": None}}}
+        )
+    job = wait_phase(kube, namespace, "fixed", "Running", timeout=REACT)
+    condition = next(c for c in job["status"]["conditions"] if c["type"] == "Blocked")
+    assert condition["status"] == "False"
+
+
+def gpu_quota(kube: Kube, namespace: str, gpus: int) -> None:
+    """A ResourceQuota on GPU requests (created, or patched: its status changes under us), once accounted for."""
+    hard = {f"requests.{k.GPU_RESOURCE}": str(gpus)}
+    try:
+        kube.core.create_namespaced_resource_quota(namespace, {"metadata": {"name": "gpus"}, "spec": {"hard": hard}})
+    except ApiException as error:
+        if error.status != 409:
+            raise
+        kube.core.patch_namespaced_resource_quota("gpus", namespace, {"spec": {"hard": hard}})
+    wait_until(
+        lambda: (kube.core.read_namespaced_resource_quota("gpus", namespace).status.hard or {}) == hard,
+        REACT,
+        "the quota controller to account for the quota",
+    )
+
+
+def test_a_gang_the_quota_refuses_gives_its_gpus_back_and_retries(kube: Kube, namespace: str) -> None:
+    gpu_quota(kube, namespace, 2)
+    backoff = {"backoff": {"baseSeconds": 2, "maxSeconds": 4}}
+    manifest = job_manifest("big", workers=3, complete_after=None, gpuPerWorker=1, failurePolicy=backoff)
+    create_job(kube, namespace, manifest)
+    job = wait_blocked(kube, namespace, "big", "AdmissionDenied")
+    assert "exceeded quota: gpus" in blocked(job)["message"]
+    assert "exceeded quota" in job["status"]["message"] and job["status"].get("nextRestartTime")
+    refused = [w for w in job["status"]["workerStatuses"] if w["phase"] == "NotCreated"]
+    assert refused and all(w["reason"] == "AdmissionDenied" and "exceeded quota" in w["message"] for w in refused)
+    wait_until(lambda: "AdmissionDenied" in warnings(kube, namespace, "big"), REACT, "a Warning Event")
+    # What was created goes back: no pod of the gang keeps its GPU while the last one cannot be created. (Between
+    # retries a worker may exist for a moment, so look for a moment with none.)
+    wait_until(lambda: not live_pods(kube, namespace, "big"), REACT, "the partial gang to be released")
+    assert get_job(kube, namespace, "big")["status"]["phase"] == "Pending"
+    gpu_quota(kube, namespace, 3)
+    job = wait_phase(kube, namespace, "big", "Running", timeout=REACT)
+    assert job["status"].get("restartCount", 0) == 0 and job["status"].get("disruptionCount", 0) == 0
+    assert len(live_pods(kube, namespace, "big")) == 3
+
+
+def test_a_missing_priority_class_is_explained(kube: Kube, namespace: str) -> None:
+    manifest = job_manifest("prio", complete_after=None, scheduling={"priorityClassName": "does-not-exist"})
+    create_job(kube, namespace, manifest)
+    job = wait_blocked(kube, namespace, "prio", "AdmissionDenied")
+    assert "no PriorityClass with name does-not-exist" in blocked(job)["message"]
+    [worker] = job["status"]["workerStatuses"]
+    assert (worker["podName"], worker["phase"], worker["reason"]) == ("prio-worker-0", "NotCreated", "AdmissionDenied")
+    assert not job_pods(kube, namespace, "prio")
+    patch_job(kube, namespace, "prio", {"spec": {"scheduling": {"priorityClassName": None}}})
+    wait_phase(kube, namespace, "prio", "Running", timeout=REACT)
+
+
+def test_a_checkpoint_pvc_that_cannot_bind_is_explained(kube: Kube, namespace: str) -> None:
+    storage = {"size": "1Gi", "storageClassName": "no-such-class"}
+    manifest = job_manifest("ckpt", complete_after=None, checkpoint={"enabled": True, "storage": storage})
+    create_job(kube, namespace, manifest)
+    job = wait_blocked(kube, namespace, "ckpt", "CheckpointVolumePending", timeout=REACT + STUCK_AFTER_SECONDS)
+    message = blocked(job)["message"]
+    assert "checkpoint PVC ckpt-checkpoints is still Pending" in message
+    assert "ReadWriteMany from StorageClass no-such-class" in message
+    wait_until(lambda: "CheckpointVolumePending" in warnings(kube, namespace, "ckpt"), REACT, "a Warning Event")

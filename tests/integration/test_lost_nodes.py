@@ -1,0 +1,136 @@
+"""A worker stuck Terminating is reported after a bound, and force-deleted only when its node is lost.
+
+The node is a kwok node of the test's own (the four shared ones stay Ready): its kubelet "goes away" through the
+tj-node-not-ready stage (annotation sim.ml.example.com/not-ready), and worker pods hold their deletion through
+sim.ml.example.com/delete-delay, as pods on a node whose kubelet is gone do. The session operator runs with
+--stuck-after 5 and --force-delete-after 20 (tests/operator_harness.py).
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from tests.integration.test_blocked_workers import REACT, blocked, warnings
+from tests.jobs import SIM, create_job, get_job, job_manifest, job_pods, wait_phase
+from tests.kube import Kube, wait_until
+from tests.operator_harness import FORCE_DELETE_AFTER_SECONDS, STUCK_AFTER_SECONDS
+from trainingjob.cluster.manifests import fake_node
+
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("operator")]
+NODE_LABEL = "ml.example.com/test-node"
+
+
+@pytest.fixture
+def own_node(kube: Kube, namespace: str) -> Iterator[str]:
+    """A Ready kwok node only this test's workers are placed on (by its label)."""
+    node = fake_node(0)
+    name = f"tj-lost-{namespace}"
+    node["metadata"]["name"] = name
+    node["metadata"]["labels"].update({"kubernetes.io/hostname": name, NODE_LABEL: namespace})
+    kube.core.create_node(node)
+    wait_until(lambda: node_ready(kube, name) == "True", REACT, f"node {name} to be Ready")
+    yield name
+    for pod in kube.core.list_namespaced_pod(namespace).items:  # pods held Terminating would outlive the test
+        try:
+            kube.core.delete_namespaced_pod(pod.metadata.name, namespace, grace_period_seconds=0)
+        except ApiException as error:
+            if error.status != 404:
+                raise
+    kube.core.delete_node(name)
+
+
+def node_ready(kube: Kube, name: str) -> str | None:
+    conditions = kube.core.read_node(name).status.conditions or []
+    return next((c.status for c in conditions if c.type == "Ready"), None)
+
+
+def set_not_ready(kube: Kube, name: str, not_ready: bool) -> None:
+    value = "true" if not_ready else None
+    kube.core.patch_node(name, {"metadata": {"annotations": {f"{SIM}/not-ready": value}}})
+    wait_until(lambda: node_ready(kube, name) == ("False" if not_ready else "True"), REACT, f"{name} Ready change")
+
+
+def held_job(name: str, node_label: str, **spec: Any) -> dict[str, Any]:
+    annotations = {f"{SIM}/delete-delay": "1h"}
+    scheduling = {"nodeSelector": {NODE_LABEL: node_label}}
+    failure = {"restartStrategy": "Worker"}
+    return job_manifest(
+        name,
+        workers=2,
+        complete_after=None,
+        podAnnotations=annotations,
+        scheduling=scheduling,
+        failurePolicy=failure,
+        **spec,
+    )
+
+
+def wait_reported(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
+    """The job once its Blocked condition reports a worker stuck Terminating."""
+
+    def reported() -> dict[str, Any] | None:
+        job = get_job(kube, namespace, name)
+        condition = blocked(job)
+        return job if condition and condition["reason"] == "PodStuckTerminating" else None
+
+    return wait_until(reported, REACT + STUCK_AFTER_SECONDS, "the stuck worker to be reported")
+
+
+def pod_uid(kube: Kube, namespace: str, name: str) -> str | None:
+    pod = kube.pod_or_none(namespace, name)
+    return pod.metadata.uid if pod else None
+
+
+def test_a_worker_stuck_on_a_lost_node_is_reported_then_forced_and_recreated(
+    kube: Kube, namespace: str, own_node: str
+) -> None:
+    create_job(kube, namespace, held_job("lost", namespace))
+    wait_phase(kube, namespace, "lost", "Running", timeout=REACT)
+    set_not_ready(kube, own_node, True)
+    stuck_uid = pod_uid(kube, namespace, "lost-worker-1")
+    kube.core.delete_namespaced_pod("lost-worker-1", namespace, grace_period_seconds=1)  # e.g. a taint eviction
+
+    job = wait_reported(kube, namespace, "lost")
+    assert f"node {own_node} is NotReady" in blocked(job)["message"]
+    assert pod_uid(kube, namespace, "lost-worker-1") == stuck_uid, "reported before it is forced"
+    wait_until(lambda: "PodStuckTerminating" in warnings(kube, namespace, "lost"), REACT, "a Warning Event")
+    wait_until(
+        lambda: pod_uid(kube, namespace, "lost-worker-1") not in (stuck_uid,),
+        REACT + FORCE_DELETE_AFTER_SECONDS,
+        "the stuck worker to be force-deleted",
+    )
+    assert "PodForceDeleted" in warnings(kube, namespace, "lost")
+    # Its replacement waits for a node (the lost one is tainted not-ready) and runs once the node is back.
+    set_not_ready(kube, own_node, False)
+    job = wait_phase(kube, namespace, "lost", "Running", timeout=REACT)
+    assert job["status"]["disruptionCount"] == 1
+    assert len([p for p in job_pods(kube, namespace, "lost") if p.metadata.deletion_timestamp is None]) == 2
+
+
+def test_a_worker_stuck_on_a_ready_node_is_reported_never_forced(kube: Kube, namespace: str, own_node: str) -> None:
+    create_job(kube, namespace, held_job("held", namespace))
+    wait_phase(kube, namespace, "held", "Running", timeout=REACT)
+    stuck_uid = pod_uid(kube, namespace, "held-worker-1")
+    kube.core.delete_namespaced_pod("held-worker-1", namespace, grace_period_seconds=1)
+
+    job = wait_reported(kube, namespace, "held")
+    assert f"node {own_node} is Ready" in blocked(job)["message"]
+    # Well past the force bound, with reconciles at it (the operator requeues there), the pod is still there: a
+    # Ready kubelet is never bypassed.
+    deleted_at = kube.core.read_namespaced_pod("held-worker-1", namespace).metadata.deletion_timestamp
+    wait_until(
+        lambda: (
+            datetime.datetime.now(datetime.UTC)
+            > deleted_at + datetime.timedelta(seconds=FORCE_DELETE_AFTER_SECONDS + 5)
+        ),
+        REACT + FORCE_DELETE_AFTER_SECONDS,
+        "the force bound to pass",
+        interval=1,
+    )
+    assert pod_uid(kube, namespace, "held-worker-1") == stuck_uid
+    assert "PodForceDeleted" not in warnings(kube, namespace, "held")
