@@ -9,6 +9,7 @@ import kopf
 
 from trainingjob.config import OperatorConfig
 from trainingjob.operator.logs import install as install_log_context
+from trainingjob.webhooks.component import WebhookSettings
 
 LOG_FORMATS = {"json": kopf.LogFormat.JSON, "text": kopf.LogFormat.FULL}
 
@@ -24,6 +25,7 @@ def run_operator(
     progress_bind: str = "0.0.0.0",
     metrics_port: int = 0,
     metrics_bind: str = "0.0.0.0",
+    webhooks: WebhookSettings | None = None,
 ) -> None:
     """Block until the operator is stopped (SIGINT/SIGTERM)."""
     import trainingjob.operator.handlers  # noqa: F401  (registers the Kopf handlers)
@@ -52,6 +54,7 @@ def run_operator(
                 progress_bind=progress_bind,
                 metrics_port=metrics_port,
                 metrics_bind=metrics_bind,
+                webhook_settings=webhooks,
             ),
             liveness_endpoint=liveness_endpoint,
         )
