@@ -23,24 +23,60 @@ OPERATOR_NAMESPACE = "trainingjob-system"
 OPERATOR_ACCOUNT = "trainingjob-operator"
 
 
-def install_crd(kube: Kube) -> None:
-    """Create or replace the TrainingJob CRD from the schema module, then wait until it is served."""
+def install_crd(kube: Kube, manifest: dict[str, Any] | None = None) -> None:
+    """Create or replace the TrainingJob CRD (from the schema module unless given) and the webhook configurations,
+    then wait until it is served. A replace keeps the webhook targets a running operator set (clientConfig and its
+    CA): the shipped ones point at https://127.0.0.1:9443, where no test operator listens."""
     from trainingjob.api.schema import crd_manifest
 
-    manifest = crd_manifest()
+    manifest = manifest or crd_manifest()
     name = manifest["metadata"]["name"]
     try:
         kube.extensions.create_custom_resource_definition(manifest)
     except ApiException as error:
         if error.status != 409:
             raise
-        current = kube.extensions.read_custom_resource_definition(name)
-        manifest["metadata"]["resourceVersion"] = current.metadata.resource_version
+        current = kube.api.sanitize_for_serialization(kube.extensions.read_custom_resource_definition(name))
+        manifest["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+        manifest["spec"]["conversion"] = current["spec"]["conversion"]
         kube.extensions.replace_custom_resource_definition(name, manifest)
+    install_webhook_configurations(kube)
     wait_until(lambda: _established(kube, name), 60, f"CRD {name} to be Established")
     # Established can precede the first successful create, and after a replace the API server may still serve
     # the previous schema for a moment: wait until a probe comes back defaulted exactly as this schema says.
     wait_until(lambda: _serves_schema(kube, manifest), 60, f"the API server to serve the new schema of {name}")
+
+
+def install_webhook_configurations(kube: Kube) -> None:
+    """deploy/crd/'s Mutating- and ValidatingWebhookConfiguration, created or replaced keeping their clientConfig."""
+    from kubernetes import client
+
+    from trainingjob.api import webhook_config
+
+    admission = client.AdmissionregistrationV1Api(kube.api)
+    for manifest, read, create, replace in (
+        (
+            webhook_config.mutating_configuration(),
+            admission.read_mutating_webhook_configuration,
+            admission.create_mutating_webhook_configuration,
+            admission.replace_mutating_webhook_configuration,
+        ),
+        (
+            webhook_config.validating_configuration(),
+            admission.read_validating_webhook_configuration,
+            admission.create_validating_webhook_configuration,
+            admission.replace_validating_webhook_configuration,
+        ),
+    ):
+        try:
+            create(manifest)
+        except ApiException as error:
+            if error.status != 409:
+                raise
+            current = kube.api.sanitize_for_serialization(read(webhook_config.CONFIGURATION_NAME))
+            manifest["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+            manifest["webhooks"][0]["clientConfig"] = current["webhooks"][0]["clientConfig"]
+            replace(webhook_config.CONFIGURATION_NAME, manifest)
 
 
 def _established(kube: Kube, name: str) -> bool:
@@ -61,13 +97,15 @@ def _with_defaults(schema: dict[str, Any], value: dict[str, Any]) -> dict[str, A
 
 
 def _serves_schema(kube: Kube, manifest: dict[str, Any]) -> bool:
-    """A dry-run create of a minimal job returns the spec the schema of `manifest` defaults it to."""
+    """A dry-run create of a minimal job returns the spec the schema of `manifest` defaults it to. In the storage
+    version, which needs no conversion webhook (none may be running yet)."""
     from trainingjob.api import constants as k
 
-    version = manifest["spec"]["versions"][0]
+    version = next(v for v in manifest["spec"]["versions"] if v["storage"])
     spec_schema = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
     spec = {"framework": "pytorch", "image": "registry.example/probe:1", "command": ["true"]}
-    probe = {"apiVersion": k.API_VERSION, "kind": k.KIND, "metadata": {"name": "schema-probe"}, "spec": spec}
+    api_version = f"{k.GROUP}/{version['name']}"
+    probe = {"apiVersion": api_version, "kind": k.KIND, "metadata": {"name": "schema-probe"}, "spec": spec}
     try:
         created = kube.custom.create_namespaced_custom_object(
             k.GROUP, version["name"], "default", k.PLURAL, probe, dry_run="All"
@@ -123,6 +161,7 @@ class RunningOperator:
     health_url: str
     progress_port: int = 0
     metrics_port: int = 0
+    webhook_port: int = 0
 
     @property
     def metrics_url(self) -> str:
@@ -145,22 +184,26 @@ class RunningOperator:
                 self.process.wait(timeout=10)
 
 
-def start_operator(kubeconfig: Path, log_path: Path, *extra_args: str, progress_port: int = 0) -> RunningOperator:
-    """The operator with its progress endpoint on 127.0.0.1 (tests play the workers that report to it)."""
+def start_operator(
+    kubeconfig: Path, log_path: Path, *extra_args: str, progress_port: int = 0, webhook_port: int = 0
+) -> RunningOperator:
+    """The operator with its progress endpoint and webhooks on 127.0.0.1 (tests play the workers that report to
+    it; the API server calls the webhooks there)."""
     port = free_port()
     health_url = f"http://127.0.0.1:{port}/healthz"
     progress_port = progress_port or free_port()
     metrics_port = free_port()
+    webhook_port = webhook_port or free_port()
     command = [
         *(sys.executable, "-m", "trainingjob.cli", "operator", "--all-namespaces", "--log-format", "json"),
         *("--liveness", health_url, "--progress-port", str(progress_port), "--progress-bind", "127.0.0.1"),
         *("--progress-url", f"https://127.0.0.1:{progress_port}", "--metrics-port", str(metrics_port)),
-        *("--metrics-bind", "127.0.0.1", *extra_args),
+        *("--metrics-bind", "127.0.0.1", "--webhook-port", str(webhook_port), *extra_args),
     ]
     env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
     with log_path.open("ab") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
-    running = RunningOperator(process, log_path, kubeconfig, health_url, progress_port, metrics_port)
+    running = RunningOperator(process, log_path, kubeconfig, health_url, progress_port, metrics_port, webhook_port)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if process.poll() is not None:
