@@ -65,8 +65,8 @@ def cert_pem(cert: x509.Certificate) -> str:
     return cert.public_bytes(serialization.Encoding.PEM).decode()
 
 
-def _now() -> datetime.datetime:
-    return datetime.datetime.now(datetime.UTC) - CLOCK_SKEW
+def _start(now: datetime.datetime | None) -> datetime.datetime:
+    return (now or datetime.datetime.now(datetime.UTC)) - CLOCK_SKEW
 
 
 def _key_usage(*, signs: bool) -> x509.KeyUsage:
@@ -83,11 +83,11 @@ def _key_usage(*, signs: bool) -> x509.KeyUsage:
     )
 
 
-def new_ca(common_name: str, validity: datetime.timedelta) -> Pair:
-    """A self-signed CA that may sign leaf certificates."""
+def new_ca(common_name: str, validity: datetime.timedelta, now: datetime.datetime | None = None) -> Pair:
+    """A self-signed CA that may sign leaf certificates, valid from `now` (default: the clock's)."""
     key = ec.generate_private_key(ec.SECP256R1())
     subject = name(common_name)
-    start = _now()
+    start = _start(now)
     cert = (
         x509.CertificateBuilder()
         .subject_name(subject)
@@ -104,14 +104,14 @@ def new_ca(common_name: str, validity: datetime.timedelta) -> Pair:
     return Pair(cert_pem(cert), key_pem(key))
 
 
-def issue(ca: Pair, leaf: Leaf, validity: datetime.timedelta) -> Pair:
-    """A certificate for `leaf`, signed by `ca` (never outliving it)."""
+def issue(ca: Pair, leaf: Leaf, validity: datetime.timedelta, now: datetime.datetime | None = None) -> Pair:
+    """A certificate for `leaf`, signed by `ca` (never outliving it), valid from `now` (default: the clock's)."""
     ca_cert, ca_key = ca.certificate, ca.key
     key = ec.generate_private_key(ec.SECP256R1())
     usages = ([ExtendedKeyUsageOID.SERVER_AUTH] if leaf.server else []) + (
         [ExtendedKeyUsageOID.CLIENT_AUTH] if leaf.client else []
     )
-    start = _now()
+    start = _start(now)
     builder = (
         x509.CertificateBuilder()
         .subject_name(name(leaf.common_name, leaf.organizations))

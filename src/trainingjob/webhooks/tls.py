@@ -106,9 +106,9 @@ def _signed_by(pem: str, ca: certs.Pair) -> bool:
     return True
 
 
-def _serving(ca: certs.Pair, names: ServingNames, rotation: Rotation) -> certs.Pair:
+def _serving(ca: certs.Pair, names: ServingNames, rotation: Rotation, now: datetime.datetime) -> certs.Pair:
     leaf = certs.Leaf(names.dns_names[0], server=True, dns_names=names.dns_names, ip_addresses=names.ip_addresses)
-    return certs.issue(ca, leaf, rotation.cert_validity)
+    return certs.issue(ca, leaf, rotation.cert_validity, now)
 
 
 def _bundle(*cas: str, now: datetime.datetime) -> str:
@@ -129,13 +129,13 @@ def advance(
 ) -> WebhookTls:
     """The TLS state to use now; equal to `state` when nothing is due."""
     if state is None:
-        ca = certs.new_ca(CA_NAME, rotation.ca_validity)
-        return WebhookTls(ca, _serving(ca, names, rotation), ca.cert_pem)
+        ca = certs.new_ca(CA_NAME, rotation.ca_validity, now)
+        return WebhookTls(ca, _serving(ca, names, rotation, now), ca.cert_pem)
     ca, serving, successor = state.ca, state.serving, state.next_ca
     if successor is not None and bundle_served:
         ca, successor = successor, None  # the API server trusts it now: let it sign
     elif successor is None and _due(ca.cert_pem, now, rotation.renew_fraction):
-        successor = certs.new_ca(CA_NAME, rotation.ca_validity)  # announce it first
+        successor = certs.new_ca(CA_NAME, rotation.ca_validity, now)  # announce it first
     retired = certs.split_bundle(state.bundle)
     bundle = _bundle(*retired, ca.cert_pem, *([successor.cert_pem] if successor else []), now=now)
     if (
@@ -143,7 +143,7 @@ def advance(
         or not _covers(serving.cert_pem, names)
         or not _signed_by(serving.cert_pem, ca)
     ):
-        serving = _serving(ca, names, rotation)
+        serving = _serving(ca, names, rotation, now)
     updated = replace(state, ca=ca, serving=serving, bundle=bundle, next_ca=successor)
     return state if updated == state else updated
 

@@ -71,8 +71,8 @@ async def _check_claim(view: ClusterView, verdict: Verdict, job: TrainingJob, fi
         verdict.deny(f"{field}: PersistentVolumeClaim {claim} is Lost (its volume is gone); use another claim")
     elif phase != "Bound":
         verdict.warn(
-            f"{field}: PersistentVolumeClaim {claim} is {phase or 'not'} bound yet: the workers wait until it is "
-            "(normal for a WaitForFirstConsumer StorageClass)"
+            f"{field}: PersistentVolumeClaim {claim} is not bound yet (phase {phase or 'unknown'}): the workers wait "
+            "until it is (normal for a WaitForFirstConsumer StorageClass)"
         )
     modes = (found.get("spec") or {}).get("accessModes") or []
     read_only = job.spec.data_volume is not None and job.spec.data_volume.read_only and field.startswith("spec.data")
