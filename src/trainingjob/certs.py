@@ -1,8 +1,8 @@
 """The one place that makes x509 certificates: certificate authorities and the certificates they sign.
 
 Used by the local cluster's PKI (cluster/pki.py, files on disk), the progress endpoint (progress/tls.py) and the
-webhook server (webhooks/tls.py, a rotating CA in a Secret). All keys are ECDSA P-256 except where a caller asks
-for something else; every certificate is back-dated five minutes, so a clock a little behind still accepts it.
+webhook server (webhooks/tls.py, a rotating CA in a Secret). Keys are ECDSA P-256. A certificate is valid from five
+minutes before it is made (a clock a little behind still accepts it) for the validity asked, from when it is made.
 """
 
 from __future__ import annotations
@@ -65,8 +65,8 @@ def cert_pem(cert: x509.Certificate) -> str:
     return cert.public_bytes(serialization.Encoding.PEM).decode()
 
 
-def _start(now: datetime.datetime | None) -> datetime.datetime:
-    return (now or datetime.datetime.now(datetime.UTC)) - CLOCK_SKEW
+def _now(now: datetime.datetime | None) -> datetime.datetime:
+    return now or datetime.datetime.now(datetime.UTC)
 
 
 def _key_usage(*, signs: bool) -> x509.KeyUsage:
@@ -87,14 +87,14 @@ def new_ca(common_name: str, validity: datetime.timedelta, now: datetime.datetim
     """A self-signed CA that may sign leaf certificates, valid from `now` (default: the clock's)."""
     key = ec.generate_private_key(ec.SECP256R1())
     subject = name(common_name)
-    start = _start(now)
+    start = _now(now)
     cert = (
         x509.CertificateBuilder()
         .subject_name(subject)
         .issuer_name(subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(start)
+        .not_valid_before(start - CLOCK_SKEW)
         .not_valid_after(start + validity)
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .add_extension(_key_usage(signs=True), critical=True)
@@ -111,14 +111,14 @@ def issue(ca: Pair, leaf: Leaf, validity: datetime.timedelta, now: datetime.date
     usages = ([ExtendedKeyUsageOID.SERVER_AUTH] if leaf.server else []) + (
         [ExtendedKeyUsageOID.CLIENT_AUTH] if leaf.client else []
     )
-    start = _start(now)
+    start = _now(now)
     builder = (
         x509.CertificateBuilder()
         .subject_name(name(leaf.common_name, leaf.organizations))
         .issuer_name(ca_cert.subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(start)
+        .not_valid_before(start - CLOCK_SKEW)
         .not_valid_after(min(start + validity, ca_cert.not_valid_after_utc))
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(_key_usage(signs=False), critical=True)

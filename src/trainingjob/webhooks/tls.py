@@ -82,8 +82,9 @@ class WebhookTls:
 
 
 def _due(pem: str, now: datetime.datetime, fraction: float) -> bool:
-    start, end = certs.not_before(pem), certs.not_after(pem)
-    return now >= end - (end - start) * fraction
+    """Less than `fraction` of the validity it was made with is left (the back-dating is not part of it)."""
+    start, end = certs.not_before(pem) + certs.CLOCK_SKEW, certs.not_after(pem)
+    return now >= end - max(end - start, datetime.timedelta(0)) * fraction
 
 
 def _covers(pem: str, names: ServingNames) -> bool:
