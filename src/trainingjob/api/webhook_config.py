@@ -99,6 +99,15 @@ def _webhook(name: str, path: str, endpoint: Endpoint, ca_bundle: str | None) ->
     }
 
 
+def _configuration(kind: str, webhook: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": kind,
+        "metadata": {"name": CONFIGURATION_NAME, "labels": dict(LABELS)},
+        "webhooks": [webhook],
+    }
+
+
 def mutating_configuration(endpoint: Endpoint = SHIPPED_ENDPOINT, ca_bundle: str | None = None) -> dict[str, Any]:
     """Defaults the schema cannot express: a v1 job's image from its model. Called only for v1 requests without an
     image (v1alpha1 requires one), so nothing else pays for a webhook call."""
@@ -108,12 +117,7 @@ def mutating_configuration(endpoint: Endpoint = SHIPPED_ENDPOINT, ca_bundle: str
     webhook["matchConditions"] = [
         {"name": "image-unset", "expression": "!has(object.spec) || !has(object.spec.image) || object.spec.image == ''"}
     ]
-    return {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "MutatingWebhookConfiguration",
-        "metadata": {"name": CONFIGURATION_NAME, "labels": dict(LABELS)},
-        "webhooks": [webhook],
-    }
+    return _configuration("MutatingWebhookConfiguration", webhook)
 
 
 def validating_configuration(endpoint: Endpoint = SHIPPED_ENDPOINT, ca_bundle: str | None = None) -> dict[str, Any]:
@@ -125,9 +129,4 @@ def validating_configuration(endpoint: Endpoint = SHIPPED_ENDPOINT, ca_bundle: s
     webhook["matchConditions"] = [
         {"name": "spec-changed", "expression": "request.operation == 'CREATE' || object.spec != oldObject.spec"}
     ]
-    return {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingWebhookConfiguration",
-        "metadata": {"name": CONFIGURATION_NAME, "labels": dict(LABELS)},
-        "webhooks": [webhook],
-    }
+    return _configuration("ValidatingWebhookConfiguration", webhook)

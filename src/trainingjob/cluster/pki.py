@@ -7,7 +7,6 @@ kubeconfig from an old cluster can never talk to a new one.
 from __future__ import annotations
 
 import datetime
-from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography.hazmat.primitives import serialization
@@ -26,51 +25,27 @@ APISERVER_NAMES = (
 )
 
 
-@dataclass(frozen=True)
-class CertSpec:
-    """What one certificate is for: its subject, its usages and the names it serves."""
-
-    file_stem: str
-    common_name: str
-    organizations: tuple[str, ...] = ()
-    server: bool = False
-    client: bool = False
-    dns_names: tuple[str, ...] = ()
-    ip_addresses: tuple[str, ...] = ()
-
-    @property
-    def leaf(self) -> certs.Leaf:
-        return certs.Leaf(
-            self.common_name, self.organizations, self.server, self.client, self.dns_names, self.ip_addresses
-        )
-
-
-def cluster_cert_specs(service_ip: str) -> tuple[CertSpec, ...]:
-    """Every certificate of a local cluster; client identities map to Kubernetes users/groups via CN/O."""
-    return (
-        CertSpec(
-            "etcd-server",
-            "etcd",
-            server=True,
-            client=True,
-            dns_names=LOOPBACK_NAMES,
-            ip_addresses=LOOPBACK_IPS,
+def cluster_cert_specs(service_ip: str) -> dict[str, certs.Leaf]:
+    """Every certificate of a local cluster by file stem; client identities map to Kubernetes users/groups via
+    CN/O."""
+    return {
+        "etcd-server": certs.Leaf(
+            "etcd", server=True, client=True, dns_names=LOOPBACK_NAMES, ip_addresses=LOOPBACK_IPS
         ),
-        CertSpec(
-            "apiserver",
+        "apiserver": certs.Leaf(
             "kube-apiserver",
             server=True,
             dns_names=LOOPBACK_NAMES + APISERVER_NAMES,
             ip_addresses=(*LOOPBACK_IPS, service_ip),
         ),
-        CertSpec("apiserver-etcd-client", "kube-apiserver-etcd-client", client=True),
-        CertSpec("admin", "admin", organizations=("system:masters",), client=True),
-        CertSpec("kube-controller-manager", "system:kube-controller-manager", client=True),
-        CertSpec("kube-scheduler", "system:kube-scheduler", client=True),
+        "apiserver-etcd-client": certs.Leaf("kube-apiserver-etcd-client", client=True),
+        "admin": certs.Leaf("admin", organizations=("system:masters",), client=True),
+        "kube-controller-manager": certs.Leaf("system:kube-controller-manager", client=True),
+        "kube-scheduler": certs.Leaf("system:kube-scheduler", client=True),
         # kwok plays every kubelet of the fake nodes (node, pod and lease status across all nodes), which no
         # built-in role covers; it is a local simulator, so it gets the admin group.
-        CertSpec("kwok", "kwok", organizations=("system:masters",), client=True),
-    )
+        "kwok": certs.Leaf("kwok", organizations=("system:masters",), client=True),
+    }
 
 
 def _write(directory: Path, stem: str, pair: certs.Pair) -> None:
@@ -86,9 +61,9 @@ def create_ca(directory: Path, cluster_name: str) -> certs.Pair:
     return ca
 
 
-def issue_certificate(directory: Path, spec: CertSpec, ca: certs.Pair) -> None:
+def issue_certificate(directory: Path, stem: str, leaf: certs.Leaf, ca: certs.Pair) -> None:
     """Sign `<stem>.crt`/`<stem>.key` for one component."""
-    _write(directory, spec.file_stem, certs.issue(ca, spec.leaf, VALIDITY))
+    _write(directory, stem, certs.issue(ca, leaf, VALIDITY))
 
 
 def create_service_account_keys(directory: Path) -> None:
@@ -104,6 +79,6 @@ def create_service_account_keys(directory: Path) -> None:
 def create_cluster_pki(directory: Path, cluster_name: str, service_ip: str) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     ca = create_ca(directory, cluster_name)
-    for spec in cluster_cert_specs(service_ip):
-        issue_certificate(directory, spec, ca)
+    for stem, leaf in cluster_cert_specs(service_ip).items():
+        issue_certificate(directory, stem, leaf, ca)
     create_service_account_keys(directory)
