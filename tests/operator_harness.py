@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -21,6 +22,7 @@ from tests.kube import Kube, wait_until
 REPO = Path(__file__).resolve().parents[1]
 OPERATOR_NAMESPACE = "trainingjob-system"
 OPERATOR_ACCOUNT = "trainingjob-operator"
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 
 def install_crd(kube: Kube, manifest: dict[str, Any] | None = None) -> None:
@@ -29,7 +31,7 @@ def install_crd(kube: Kube, manifest: dict[str, Any] | None = None) -> None:
     CA): the shipped ones point at https://127.0.0.1:9443, where no test operator listens."""
     from trainingjob.api.schema import crd_manifest
 
-    manifest = manifest or crd_manifest()
+    manifest = saved_config(manifest or crd_manifest())
     name = manifest["metadata"]["name"]
     try:
         kube.extensions.create_custom_resource_definition(manifest)
@@ -47,6 +49,14 @@ def install_crd(kube: Kube, manifest: dict[str, Any] | None = None) -> None:
     wait_until(lambda: _serves_schema(kube, manifest), 60, f"the API server to serve the new schema of {name}")
 
 
+def saved_config(manifest: dict[str, Any]) -> dict[str, Any]:
+    """`manifest` recording itself as last applied, as `kubectl apply` (or `create --save-config`) makes it: a later
+    `kubectl apply` of another clientConfig (deploy/base's Service) then removes the url the file had."""
+    saved = json.dumps(manifest, separators=(",", ":"))
+    annotations = {**manifest["metadata"].get("annotations", {}), LAST_APPLIED: saved}
+    return {**manifest, "metadata": {**manifest["metadata"], "annotations": annotations}}
+
+
 def install_webhook_configurations(kube: Kube) -> None:
     """deploy/crd/'s Mutating- and ValidatingWebhookConfiguration, created or replaced keeping their clientConfig."""
     from kubernetes import client
@@ -56,13 +66,13 @@ def install_webhook_configurations(kube: Kube) -> None:
     admission = client.AdmissionregistrationV1Api(kube.api)
     for manifest, read, create, replace in (
         (
-            webhook_config.mutating_configuration(),
+            saved_config(webhook_config.mutating_configuration()),
             admission.read_mutating_webhook_configuration,
             admission.create_mutating_webhook_configuration,
             admission.replace_mutating_webhook_configuration,
         ),
         (
-            webhook_config.validating_configuration(),
+            saved_config(webhook_config.validating_configuration()),
             admission.read_validating_webhook_configuration,
             admission.create_validating_webhook_configuration,
             admission.replace_validating_webhook_configuration,

@@ -46,7 +46,7 @@ def test_the_monitoring_overlay_scrapes_the_metrics_port_and_alerts_when_the_ope
     assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
     (endpoint,) = monitor["spec"]["endpoints"]
     ports = {p["name"]: p["port"] for p in service["spec"]["ports"]}
-    assert endpoint["port"] == "metrics" and ports == {"metrics": 9090, "progress": 8443}
+    assert endpoint["port"] == "metrics" and ports == {"metrics": 9090, "progress": 8443, "webhook": 443}
     assert endpoint["path"] == "/metrics"
     assert endpoint["honorLabels"] is True  # the metrics' own namespace/job labels win (tests/unit/test_monitoring.py)
     alerts = {r["alert"]: r for group in rule["spec"]["groups"] for r in group["rules"] if "alert" in r}
