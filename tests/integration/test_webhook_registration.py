@@ -146,3 +146,13 @@ def test_certificates_rotate_while_conversions_go_on(kube: Kube, namespace: str,
         short.stop()
         core.delete_namespaced_secret(SECRET_NAME, OPERATOR_NAMESPACE)  # the next operator makes a long-lived one
         become_session_operator(operator, start_operator(operator.kubeconfig, operator.log_path))
+
+
+def test_a_taken_webhook_port_stops_the_operator_at_once_and_says_why(operator: RunningOperator) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(AssertionError, match="operator exited") as exited:
+            start_operator(operator.kubeconfig, operator.log_path.with_name("taken.log"), webhook_port=port)
+    assert f"cannot serve the webhooks on 127.0.0.1:{port}" in str(exited.value)

@@ -70,13 +70,15 @@ def test_a_claim_not_bound_yet_is_accepted_with_a_warning(
 
 
 def test_a_priority_class_that_does_not_exist_is_refused(cluster: ClusterUnderTest, kube: Kube, namespace: str) -> None:
-    outcome = apply(cluster, v1_job("urgent", scheduling={"priorityClassName": "team-urgent"}), namespace)
-    assert (
-        outcome.code == 1
-        and f"{VALIDATE}spec.scheduling.priorityClassName: PriorityClass team-urgent does not exist" in outcome.err
-    )
-    api_support.ensure_priority_class(kube, "team-urgent")
-    assert apply(cluster, v1_job("urgent", scheduling={"priorityClassName": "team-urgent"}), namespace).code == 0
+    name = f"urgent-{namespace}"  # PriorityClasses are cluster-wide: one of this test's own
+    outcome = apply(cluster, v1_job("urgent", scheduling={"priorityClassName": name}), namespace)
+    assert outcome.code == 1
+    assert f"{VALIDATE}spec.scheduling.priorityClassName: PriorityClass {name} does not exist" in outcome.err
+    api_support.ensure_priority_class(kube, name)
+    try:
+        assert apply(cluster, v1_job("urgent", scheduling={"priorityClassName": name}), namespace).code == 0
+    finally:
+        client.SchedulingV1Api(kube.api).delete_priority_class(name)
 
 
 def test_a_gang_the_quota_can_never_hold_is_refused_and_one_that_must_wait_is_warned(

@@ -140,3 +140,20 @@ def test_v1_is_stored_and_every_version_converts_through_the_operator() -> None:
     conversion = CRD["spec"]["conversion"]
     assert conversion == webhook_config.conversion(webhook_config.local_endpoint())
     assert conversion["webhook"]["clientConfig"] == {"url": "https://127.0.0.1:9443/convert"}
+
+
+@pytest.mark.parametrize("name", c.SERVED_VERSIONS)
+def test_every_property_of_every_version_is_documented_for_kubectl_explain(name: str) -> None:
+    def undocumented(schema: Schema, path: str) -> list[str]:
+        missing = []
+        children = [(f"{path}.{key}", child) for key, child in schema.get("properties", {}).items()]
+        children += [
+            (f"{path}[]", schema[key]) for key in ("items", "additionalProperties") if isinstance(schema.get(key), dict)
+        ]
+        for child_path, child in children:
+            if child_path != ".metadata" and not str(child.get("description", "")).strip():
+                missing.append(child_path)
+            missing += undocumented(child, child_path)
+        return missing
+
+    assert root(name)["description"] and undocumented(root(name), "") == []

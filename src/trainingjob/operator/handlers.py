@@ -30,7 +30,7 @@ from trainingjob.operator.reconciler import Reconciler
 from trainingjob.progress.server import ProgressEndpoint, serve
 from trainingjob.progress.tls import ensure_tls
 from trainingjob.reconcile.observed import pod_view
-from trainingjob.webhooks import start_webhooks
+from trainingjob.webhooks import PortUnavailable, start_webhooks
 
 OURS = {k.LABEL_MANAGED_BY: k.MANAGED_BY}
 SERVICE_NAME = "trainingjob-operator"  # the operator's Service: the progress certificate is issued for its names
@@ -74,8 +74,11 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: An
     # Before any cache fills: objects not yet migrated to the storage version are read through the webhook.
     memo.webhooks = None
     if memo.webhook_settings is not None:
-        settings = dataclasses.replace(memo.webhook_settings, in_cluster=in_cluster())
-        memo.webhooks = await start_webhooks(memo.api, settings, memo.config)
+        webhook_settings = dataclasses.replace(memo.webhook_settings, in_cluster=in_cluster())
+        try:
+            memo.webhooks = await start_webhooks(memo.api, webhook_settings, memo.config)
+        except PortUnavailable as error:
+            raise kopf.PermanentError(str(error)) from None  # stop at once: a retry would meet the same port
     indexes = {name: kwargs[name] for name in INDEX_NAMES}
     material = None
     if memo.progress_port:

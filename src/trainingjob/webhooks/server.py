@@ -51,6 +51,10 @@ async def _json(request: web.Request) -> Any:
         raise web.HTTPBadRequest(text=f"body is not JSON: {error}") from None
 
 
+class PortUnavailable(RuntimeError):
+    """The webhook port cannot be bound (taken, or not allowed): retrying will not help."""
+
+
 class WebhookServer:
     def __init__(self, mutate: Decide, validate: Decide) -> None:
         self.mutate = mutate
@@ -99,7 +103,11 @@ class WebhookServer:
         app.router.add_get(w.HEALTH_PATH, self.health)
         self.runner = web.AppRunner(app, access_log=None)
         await self.runner.setup()
-        await web.TCPSite(self.runner, host, port, ssl_context=self.context).start()
+        try:
+            await web.TCPSite(self.runner, host, port, ssl_context=self.context).start()
+        except OSError as error:
+            await self.stop()
+            raise PortUnavailable(f"cannot serve the webhooks on {host}:{port}: {error.strerror or error}") from None
         logger.info("webhook server listening on https://%s:%d", host, port)
 
     async def stop(self) -> None:
