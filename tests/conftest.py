@@ -73,7 +73,7 @@ def trainingjob_crd(installed_crd: None, operator) -> None:
 def operator(cluster: ClusterUnderTest, kube: Kube, installed_crd: None, tmp_path_factory: pytest.TempPathFactory):
     """The operator running as a subprocess under the shipped RBAC (a ServiceAccount token, not admin); it serves
     the webhooks and points the API server at them."""
-    from tests.operator_harness import REPO, apply_manifests, service_account_kubeconfig, start_operator
+    from tests.operator_harness import REPO, apply_manifests, service_account_kubeconfig, start_operator, stop_all
 
     apply_manifests(cluster.kubectl, cluster.kubeconfig, REPO / "deploy" / "rbac")
     directory = tmp_path_factory.mktemp("operator")
@@ -82,6 +82,7 @@ def operator(cluster: ClusterUnderTest, kube: Kube, installed_crd: None, tmp_pat
     running = start_operator(kubeconfig, directory / "operator.log", *extra)
     yield running
     running.stop()
+    stop_all()
     print(f"operator log: {running.log_path}")
 
 

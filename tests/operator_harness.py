@@ -23,6 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 OPERATOR_NAMESPACE = "trainingjob-system"
 OPERATOR_ACCOUNT = "trainingjob-operator"
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+STARTED: list[subprocess.Popen] = []  # every operator process start_operator started, for stop_all()
 
 
 def install_crd(kube: Kube, manifest: dict[str, Any] | None = None) -> None:
@@ -213,6 +214,7 @@ def start_operator(
     env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
     with log_path.open("ab") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
+    STARTED.append(process)
     running = RunningOperator(process, log_path, kubeconfig, health_url, progress_port, metrics_port, webhook_port)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -223,6 +225,20 @@ def start_operator(
         time.sleep(0.2)
     running.stop()
     raise AssertionError(f"operator not healthy within 60s:\n{running.log_tail()}")
+
+
+def stop_all() -> None:
+    """Stop every operator this session started that still runs (tests swap the session's operator, and one that
+    fails half-way must not leave an operator behind, holding the Lease and the webhooks for the next session)."""
+    for process in STARTED:
+        if process.poll() is None:
+            process.terminate()
+    for process in STARTED:
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
 
 
 def healthy(url: str) -> bool:
