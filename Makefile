@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)  ## create .venv and install the package with its test tools
 
-generate: install  ## write deploy/crd/ from the schema in src/trainingjob/api/schema.py
+generate: install  ## write deploy/crd/ (CRD, webhook configurations) from src/trainingjob/api/
 	$(BIN)/python -m trainingjob.api.generate
 
 components: install  ## build the pinned control-plane binaries from their Go modules (first use only)

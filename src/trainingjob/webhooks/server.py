@@ -24,7 +24,9 @@ from trainingjob.api.conversion import convert
 from trainingjob.webhooks.admission import AdmissionRequest, Verdict, parse_review, review_response
 
 logger = logging.getLogger(__name__)
-MAX_BODY_BYTES = 8 * 1024 * 1024  # the API server sends whole objects, lists of them for conversion
+# The API server converts a list in one ConversionReview (every item of `kubectl get trainingjobs.v1alpha1 -A`):
+# thousands of jobs of a few KiB each. Bounded per request, never kept.
+MAX_BODY_BYTES = 256 * 1024 * 1024
 Decide = Callable[[AdmissionRequest], Awaitable[Verdict]]
 
 
