@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 CLUSTER ?= default
 
-.PHONY: help install generate components tools lint test test-unit test-integration demo demo-down bench clean
+.PHONY: help install ui-assets generate components runtimes tools lint test test-unit test-integration demo demo-down bench clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -15,13 +15,30 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
 	touch $(STAMP)
 
-install: $(STAMP)  ## create .venv and install the package with its test tools
+# The UI's browser libraries (Chart.js) come from npm, pinned by frontend/package-lock.json, and are copied next to
+# the UI's own files; nothing third-party is committed.
+UI_VENDOR := src/trainingjob/ui/static/vendor
+UI_ASSETS := $(UI_VENDOR)/chart.umd.min.js
+
+frontend/node_modules/.package-lock.json: frontend/package.json frontend/package-lock.json
+	cd frontend && npm ci --no-audit --no-fund --loglevel=error
+
+$(UI_ASSETS): frontend/node_modules/.package-lock.json
+	mkdir -p $(UI_VENDOR)
+	cp frontend/node_modules/chart.js/dist/chart.umd.min.js $(UI_ASSETS)
+
+ui-assets: $(UI_ASSETS)  ## install the web UI's browser libraries from npm (needs Node.js and npm)
+
+install: $(STAMP) $(UI_ASSETS)  ## create .venv and install the package with its test tools and the UI's assets
 
 generate: install  ## write deploy/crd/ (CRD, webhook configurations) from src/trainingjob/api/
 	$(BIN)/python -m trainingjob.api.generate
 
 components: install  ## build the pinned control-plane binaries from their Go modules (first use only)
 	$(BIN)/tj cluster build
+
+runtimes: install  ## build the venvs that stand in for images on local process nodes (examples/images.yaml)
+	$(BIN)/tj cluster runtimes build
 
 lint: install  ## ruff
 	$(BIN)/ruff check src tests examples bench
@@ -33,8 +50,8 @@ test-unit: install  ## pure tests, no cluster
 test-integration: components  ## tests against a real local control plane (started for the session)
 	$(BIN)/python -m pytest tests/integration
 
-tools: install  ## control-plane binaries plus promtool (checks the alert rules in tests; ~6 min on first use)
-	$(BIN)/tj cluster build --with-promtool
+tools: install  ## control-plane binaries plus promtool and helm (alert rules and the chart in tests; first use only)
+	$(BIN)/tj cluster build --with-promtool --with-helm
 
 test: lint tools  ## everything CI runs: lint, unit and integration tests
 	$(BIN)/python -m pytest tests

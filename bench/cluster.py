@@ -51,7 +51,7 @@ class BenchCluster:
         policy.write_text(audit_policy(audited_users))
         for attempt in range(1, START_ATTEMPTS + 1):
             try:
-                state = control_plane.up(CLUSTER_NAME, nodes=nodes, audit_policy=policy, say=say)
+                state = control_plane.up(CLUSTER_NAME, nodes=nodes, audit_policy=policy, say=say, local_nodes=0)
                 break
             except control_plane.ClusterError as error:
                 # Seen once between back-to-back runs: etcd exiting at startup. A benchmark must not lose an hour

@@ -19,6 +19,8 @@ from tests.kube import Kube, wait_until
 
 # Several test runs can share a machine (developers, helpers): each can pick its own cluster.
 TEST_CLUSTER_NAME = os.environ.get("TJ_TEST_CLUSTER", "pytest")
+# Beside the 4 kwok nodes, local process nodes where pods really run (tests/local_node.py targets them).
+LOCAL_NODES = 2
 
 
 @dataclass(frozen=True)
@@ -44,7 +46,7 @@ def cluster() -> Iterator[ClusterUnderTest]:
 
     already_running = control_plane.ClusterState.load(TEST_CLUSTER_NAME)
     reuse = already_running is not None and control_plane.is_up(already_running)
-    state = control_plane.up(TEST_CLUSTER_NAME, nodes=4)
+    state = control_plane.up(TEST_CLUSTER_NAME, nodes=4, local_nodes=LOCAL_NODES)
     yield ClusterUnderTest(state.kubeconfig, state.binaries["kubectl"], started_here=not reuse)
     if not reuse and not _truthy("TJ_KEEP_CLUSTER"):
         control_plane.down(TEST_CLUSTER_NAME)

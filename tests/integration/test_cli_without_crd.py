@@ -26,7 +26,7 @@ def crd_less_kubeconfig(cluster: object) -> Iterator[Path]:
 
     name = f"nocrd-{uuid.uuid4().hex[:6]}"
     try:
-        yield control_plane.up(name, nodes=1, say=lambda _: None).kubeconfig
+        yield control_plane.up(name, nodes=1, say=lambda _: None, local_nodes=0).kubeconfig
     finally:
         control_plane.down(name, say=lambda _: None)
 

@@ -35,9 +35,12 @@ def test_etcd_serves_tls_only_and_requires_client_certificates() -> None:
     assert "--client-cert-auth" in command and "--peer-client-cert-auth" in command
 
 
-def test_apiserver_uses_rbac_tls_and_service_account_keys() -> None:
+def test_apiserver_uses_node_and_rbac_authorization_tls_and_service_account_keys() -> None:
     flags = flag_values(c.apiserver_command(Path("/bin/kube-apiserver"), LAYOUT))
-    assert flags["authorization-mode"] == "RBAC"
+    assert flags["authorization-mode"] == "Node,RBAC"
+    assert flags["enable-admission-plugins"] == "NodeRestriction"
+    assert flags["kubelet-client-certificate"] == "/state/pki/apiserver-kubelet-client.crt"
+    assert flags["kubelet-certificate-authority"] == "/state/pki/ca.crt"
     assert flags["etcd-servers"] == "https://127.0.0.1:2379"
     assert flags["client-ca-file"] == "/state/pki/ca.crt"
     assert flags["service-account-signing-key-file"] == "/state/pki/sa.key"
@@ -120,9 +123,16 @@ def test_fake_node_advertises_eight_gpus_and_is_managed_by_kwok(index: int) -> N
     assert node["status"]["allocatable"]["nvidia.com/gpu"] == "8"
 
 
-def test_bootstrap_objects_are_one_default_storage_class_and_n_nodes() -> None:
+def test_apiserver_binds_every_interface_only_when_asked() -> None:
+    flags = flag_values(c.apiserver_command(Path("/bin/kube-apiserver"), LAYOUT, bind_address="0.0.0.0"))
+    assert flags["bind-address"] == "0.0.0.0"
+    assert flags["advertise-address"] == "127.0.0.1"
+
+
+def test_bootstrap_objects_are_one_default_storage_class_node_access_and_n_nodes() -> None:
     objects = bootstrap_objects(5)
-    assert [o["kind"] for o in objects] == ["StorageClass"] + ["Node"] * 5
+    kinds = [o["kind"] for o in objects]
+    assert kinds == ["StorageClass", "ClusterRoleBinding", "ClusterRole", "ClusterRoleBinding"] + ["Node"] * 5
     annotations = objects[0]["metadata"]["annotations"]
     assert annotations["storageclass.kubernetes.io/is-default-class"] == "true"
 

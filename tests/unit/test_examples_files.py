@@ -40,7 +40,8 @@ clean_env = examples_support.clean_env  # autouse: no launcher variable or defau
 
 SDK_DIR = Path(trainingjob.sdk.__file__).parent
 HEAVY = ("torch", "tensorflow", "keras", "xgboost", "jax", "jaxlib", "numpy")
-MANIFESTS = sorted(EXAMPLES.rglob("*.yaml"))
+# examples/images.yaml is the local nodes' image mapping, not a manifest.
+MANIFESTS = sorted(p for p in EXAMPLES.rglob("*.yaml") if p.name != "images.yaml")
 
 
 def installed(name: str) -> bool:

@@ -9,6 +9,7 @@ from trainingjob.cli.cluster import cluster
 from trainingjob.cli.jobs import COMMANDS as JOB_COMMANDS
 from trainingjob.cli.migrate import migrate_storage_command
 from trainingjob.cli.operator import operator
+from trainingjob.cli.ui import ui
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -20,5 +21,6 @@ def main() -> None:
 main.add_command(cluster)
 main.add_command(operator)
 main.add_command(migrate_storage_command)
+main.add_command(ui)
 for job_command in JOB_COMMANDS:
     main.add_command(job_command)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
@@ -28,22 +29,45 @@ def say(message: str) -> None:
 
 @click.group()
 def cluster() -> None:
-    """Run a real local Kubernetes control plane (etcd, kube-apiserver, controller-manager, scheduler, kwok)."""
+    """Run a real local Kubernetes control plane (etcd, kube-apiserver, controller-manager, scheduler, kwok) and
+    local process nodes whose pods really run."""
 
 
 @cluster.command()
 @name_option
 @click.option("--nodes", default=4, show_default=True, type=click.IntRange(1, 1000), help="Fake GPU nodes (kwok).")
 @click.option(
+    "--local-nodes",
+    default=1,
+    show_default=True,
+    type=click.IntRange(0, 200),
+    help="Local process nodes (tj-local-N): pods scheduled there really run, as processes of this machine.",
+)
+@click.option(
+    "--images",
+    "images_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="Image -> local runtime mapping for local nodes (default: examples/images.yaml of this repository).",
+)
+@click.option(
     "--apiserver-port",
     type=click.IntRange(1, 65535),
     default=None,
     help="Port of kube-apiserver on 127.0.0.1 (default: any free port).",
 )
-def up(name: str, nodes: int, apiserver_port: int | None) -> None:
-    """Build components on first use, start the cluster and wait until it is ready (no-op if running)."""
+def up(name: str, nodes: int, local_nodes: int, images_file: Path | None, apiserver_port: int | None) -> None:
+    """Build components on first use, start the cluster and wait until it is ready (no-op if running; restarts
+    node agents that stopped)."""
     try:
-        state = control_plane.up(name, nodes=nodes, apiserver_port=apiserver_port, say=say)
+        state = control_plane.up(
+            name,
+            nodes=nodes,
+            apiserver_port=apiserver_port,
+            say=say,
+            local_nodes=local_nodes,
+            images_file=images_file,
+        )
     except ClusterError as error:
         fail(error)
     say("use it with:")
@@ -53,14 +77,17 @@ def up(name: str, nodes: int, apiserver_port: int | None) -> None:
 
 @cluster.command()
 @click.option("--with-promtool", is_flag=True, help="Also build promtool (checks deploy/monitoring's rules in tests).")
-def build(with_promtool: bool) -> None:
+@click.option("--with-helm", is_flag=True, help="Also build helm (lints, renders and installs the chart in tests).")
+def build(with_promtool: bool, with_helm: bool) -> None:
     """Build (or find cached) every pinned component and print where the binaries are."""
-    from trainingjob.cluster.build import ensure_binaries, ensure_promtool
+    from trainingjob.cluster.build import ensure_binaries, ensure_helm, ensure_promtool
 
     try:
         binaries = ensure_binaries(say)
         if with_promtool:
             binaries["promtool"] = ensure_promtool(say)
+        if with_helm:
+            binaries["helm"] = ensure_helm(say)
     except ClusterError as error:
         fail(error)
     for name, path in binaries.items():
@@ -130,3 +157,35 @@ def env(name: str) -> None:
         fail(ClusterError(f"no cluster {name!r}; start one with `tj cluster up`"))
     for line in control_plane.environment_lines(state):
         click.echo(line)
+
+
+@cluster.group()
+def runtimes() -> None:
+    """Venvs that stand in for images on local process nodes (examples/images.yaml)."""
+
+
+@runtimes.command("build")
+@click.argument("images", nargs=-1)
+@click.option(
+    "--images-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="Image mapping (default: examples/images.yaml of this repository).",
+)
+def runtimes_build(images: tuple[str, ...], images_file: Path | None) -> None:
+    """Build the venv of each IMAGE (default: every mapped image) ahead of time, showing pip's output."""
+    from trainingjob.node.images import DEFAULT_IMAGES_FILE, ImageCatalog, ImageError
+    from trainingjob.node.runtimes import RuntimeBuildError, built_runtime, ensure_runtime
+
+    catalog = ImageCatalog(images_file or DEFAULT_IMAGES_FILE)
+    try:
+        for image in images or catalog.names():
+            spec = catalog.lookup(image)
+            if built_runtime(spec) is not None:
+                click.echo(f"{image}: ready ({built_runtime(spec).venv})")  # type: ignore[union-attr]
+                continue
+            say(f"{image}: building its runtime")
+            runtime = ensure_runtime(spec, echo=lambda line: say(f"  {line}"))
+            click.echo(f"{image}: ready ({runtime.venv})")
+    except (ImageError, RuntimeBuildError) as error:
+        fail(ClusterError(str(error)))

@@ -281,8 +281,8 @@ async def _describe(target: Target, name: str, output: str) -> int:
 def logs(target: Target, name: str, worker: int, follow: bool) -> None:
     """Print the log of a worker's `trainer` container.
 
-    On the local kwok cluster pods run no containers, so there are no logs: the command says the pod has no logs
-    available and exits 1.
+    Pods on local process nodes have real logs; on kwok's fake nodes pods run no containers, so there are none: the
+    command says the pod has no logs available and exits 1.
     """
     run(_logs(target, name, worker, follow))
 

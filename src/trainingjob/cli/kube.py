@@ -90,7 +90,8 @@ def map_api_error(
 
 def map_log_error(error: ApiException, namespace: str, pod: str) -> CliError:
     """Why the log of `pod` cannot be shown. The API server fetches logs from the node's kubelet; on the local
-    cluster kwok plays the kubelet and serves none, so the request fails with 500 (connection refused)."""
+    cluster kwok plays the kubelet of the fake nodes and serves none, so the request fails with 500 (connection
+    refused); local process nodes serve real logs."""
     if error.status == 404 and (_status_body(error).get("details") or {}).get("kind") == "pods":
         return CliError(f"pod {namespace}/{pod} not found (the worker may have been replaced; try again)")
     if error.status in (401, 403):

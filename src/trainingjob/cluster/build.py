@@ -50,6 +50,13 @@ class ComponentSet:
                     f"-X {pkg}.gitMinor={minor}",
                     f"-X {pkg}.gitTreeState=clean",
                 ]
+        if self.name == "helm":
+            # As helm's own Makefile stamps a release: its version, and the Kubernetes version `helm template`
+            # and `helm lint` assume (1.<client-go minor>) instead of the v1.20 built into the source.
+            flags.append(f"-X helm.sh/helm/v3/internal/version.version={self.version}")
+            minor = required_version(self.wrapper_dir / "go.mod", "k8s.io/client-go").split(".")[1]
+            for pkg in ("helm.sh/helm/v3/pkg/lint/rules", "helm.sh/helm/v3/pkg/chartutil"):
+                flags += [f"-X {pkg}.k8sVersionMajor=1", f"-X {pkg}.k8sVersionMinor={minor}"]
         return " ".join(flags)
 
 
@@ -72,6 +79,9 @@ COMPONENT_SETS: tuple[ComponentSet, ...] = (
 PROMETHEUS = ComponentSet(
     "prometheus", "github.com/prometheus/prometheus", {"promtool": "github.com/prometheus/prometheus/cmd/promtool"}
 )
+
+# Not a control-plane component either: helm lints, renders and installs charts/trainingjob-operator in tests.
+HELM = ComponentSet("helm", "helm.sh/helm/v3", {"helm": "helm.sh/helm/v3/cmd/helm"})
 
 COMPLETE_MARKER = ".complete"
 
@@ -204,6 +214,12 @@ def ensure_promtool(say: Callable[[str], None] = print) -> Path:
     """Build promtool if missing (under the same build lock) and return its path."""
     with build_lock():
         return build_component_set(PROMETHEUS, say) / "promtool"
+
+
+def ensure_helm(say: Callable[[str], None] = print) -> Path:
+    """Build helm if missing (under the same build lock) and return its path."""
+    with build_lock():
+        return build_component_set(HELM, say) / "helm"
 
 
 def pinned_versions() -> dict[str, str]:

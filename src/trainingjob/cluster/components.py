@@ -83,8 +83,13 @@ def etcd_command(binary: Path, layout: Layout) -> list[str]:
     ]
 
 
-def apiserver_command(binary: Path, layout: Layout, audit_policy: Path | None = None) -> list[str]:
+def apiserver_command(
+    binary: Path, layout: Layout, audit_policy: Path | None = None, bind_address: str = "127.0.0.1"
+) -> list[str]:
+    """`bind_address`: 0.0.0.0 when local process nodes' pods must reach the API server through their network's
+    gateway (clients still authenticate with certificates or tokens; anonymous requests get only health checks)."""
     cert, key = layout.cert("apiserver")
+    kubelet_cert, kubelet_key = layout.cert("apiserver-kubelet-client")
     etcd_cert, etcd_key = layout.cert("apiserver-etcd-client")
     pki = layout.pki
     command = [
@@ -93,7 +98,7 @@ def apiserver_command(binary: Path, layout: Layout, audit_policy: Path | None = 
         f"--etcd-cafile={pki / 'ca.crt'}",
         f"--etcd-certfile={etcd_cert}",
         f"--etcd-keyfile={etcd_key}",
-        "--bind-address=127.0.0.1",
+        f"--bind-address={bind_address}",
         "--advertise-address=127.0.0.1",
         f"--secure-port={layout.ports['kube-apiserver']}",
         f"--cert-dir={pki}",
@@ -101,9 +106,18 @@ def apiserver_command(binary: Path, layout: Layout, audit_policy: Path | None = 
         f"--tls-private-key-file={key}",
         f"--client-ca-file={pki / 'ca.crt'}",
         f"--service-cluster-ip-range={SERVICE_CIDR}",
-        # No kubelets and no real network: nothing should try to reach the apiserver through the Service IP.
+        # No proxy routes the Service IP: pods of local process nodes reach the API server through their network's
+        # gateway (KUBERNETES_SERVICE_HOST says so), so the `kubernetes` Service needs no endpoints.
         "--endpoint-reconciler-type=none",
-        "--authorization-mode=RBAC",
+        # Node first, as kubeadm does: local process nodes authenticate as system:node:<name> and may touch only
+        # what their own pods reference; NodeRestriction limits their writes to their own Node, Lease and pods.
+        "--authorization-mode=Node,RBAC",
+        "--enable-admission-plugins=NodeRestriction",
+        # `kubectl logs`: the API server calls the node's log endpoint with this client certificate and checks
+        # the node's serving certificate against the cluster CA.
+        f"--kubelet-client-certificate={kubelet_cert}",
+        f"--kubelet-client-key={kubelet_key}",
+        f"--kubelet-certificate-authority={pki / 'ca.crt'}",
         f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
         f"--api-audiences={SERVICE_ACCOUNT_ISSUER}",
         f"--service-account-key-file={pki / 'sa.pub'}",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ from pathlib import Path
 import yaml
 
 from trainingjob.cluster import components as c
+from trainingjob.cluster import localnodes
 from trainingjob.cluster.build import ensure_binaries, pinned_versions
 from trainingjob.cluster.errors import ClusterError
 from trainingjob.cluster.kubeconfig import write_kubeconfig
@@ -21,6 +23,11 @@ from trainingjob.cluster.manifests import bootstrap_objects
 from trainingjob.cluster.paths import cluster_dir
 from trainingjob.cluster.pki import create_cluster_pki
 from trainingjob.cluster.process import free_port, is_running, port_in_use, probe, start, stop, wait_healthy
+from trainingjob.node.cleanup import remove_node_state
+from trainingjob.node.config import NodeConfig
+from trainingjob.node.images import DEFAULT_IMAGES_FILE
+from trainingjob.node.netplan import PodNetwork
+from trainingjob.node.network import NetworkError, allocate_network, delete_bridge
 
 DEFAULT_NAME = "default"
 # Start order; stop runs it backwards so etcd outlives its clients.
@@ -46,6 +53,9 @@ class ClusterState:
     pids: dict[str, int]
     nodes: int
     versions: dict[str, str]
+    local_nodes: int = 0
+    network: dict[str, str] | None = None
+    images_file: str | None = None
 
     @property
     def layout(self) -> c.Layout:
@@ -54,6 +64,15 @@ class ClusterState:
     @property
     def kubeconfig(self) -> Path:
         return self.layout.kubeconfig("admin")
+
+    @property
+    def pod_network(self) -> PodNetwork | None:
+        return PodNetwork.from_dict(self.network) if self.network else None
+
+    @property
+    def agents(self) -> list[str]:
+        """Node agents, one per local process node, named after their nodes."""
+        return localnodes.node_names(self.local_nodes)
 
     def save(self) -> None:
         data = {k: v for k, v in self.__dict__.items() if k != "root"}
@@ -103,9 +122,18 @@ def stage_documents() -> list[str]:
 
 def write_configuration(state: ClusterState) -> None:
     layout = state.layout
-    create_cluster_pki(layout.pki, state.name, c.KUBERNETES_SERVICE_IP)
+    network = state.pod_network
+    nodes = tuple((n, localnodes.node_address(network, i)) for i, n in enumerate(state.agents))
+    gateway = (network.gateway,) if network else ()
+    create_cluster_pki(layout.pki, state.name, c.KUBERNETES_SERVICE_IP, gateway, nodes)
     for user in CLIENT_USERS:
         write_kubeconfig(layout.kubeconfig(user), f"tj-{state.name}", layout.apiserver_url, layout.pki, user)
+    for index, node in enumerate(state.agents):
+        write_kubeconfig(layout.kubeconfig(node), f"tj-{state.name}", layout.apiserver_url, layout.pki, f"node-{node}")
+        config = localnodes.node_config(
+            node, index, state.name, layout, network, state.images_file or "", state.versions.get("kubernetes", "")
+        )
+        config.save()
     (layout.root / "kube-scheduler.yaml").write_text(c.scheduler_config(layout))
     (layout.root / "kwok.yaml").write_text(c.kwok_config(layout, stage_documents()))
 
@@ -115,7 +143,9 @@ def component_command(name: str, state: ClusterState, audit_policy: Path | None)
     layout = state.layout
     builders = {
         "etcd": lambda: c.etcd_command(binary, layout),
-        "kube-apiserver": lambda: c.apiserver_command(binary, layout, audit_policy),
+        "kube-apiserver": lambda: c.apiserver_command(
+            binary, layout, audit_policy, "0.0.0.0" if state.network else "127.0.0.1"
+        ),
         "kube-controller-manager": lambda: c.controller_manager_command(binary, layout),
         "kube-scheduler": lambda: c.scheduler_command(binary, layout),
         "kwok": lambda: c.kwok_command(binary, layout),
@@ -182,16 +212,47 @@ def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
     raise ClusterError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
+def start_node_agents(state: ClusterState, names: list[str], say: Callable[[str], None]) -> None:
+    """Start (or restart) node agents, wait for their endpoints, then for their Nodes to be Ready."""
+    if not names:
+        return
+    layout = state.layout
+    for name in names:
+        state.binaries[name] = sys.executable
+        log_path = layout.logs / f"{name}.log"
+        state.pids[name] = start(name, localnodes.agent_command(state.name, name), log_path, layout.root)
+        state.save()
+    for name in names:
+        config = NodeConfig.load(localnodes.config_path(state.name, name))
+        check = localnodes.health_check(config, layout)
+        log_path = layout.logs / f"{name}.log"
+        wait_healthy(name, state.pids[name], sys.executable, check, layout.pki / "ca.crt", log_path, 60)
+    kubectl(state, "wait", "--for=condition=Ready", "node", *names, "--timeout=90s")
+    say(f"  {len(names)} local process node{'s' if len(names) > 1 else ''} Ready ({', '.join(names)})")
+
+
+def _restart_dead_agents(state: ClusterState, say: Callable[[str], None]) -> None:
+    """Restarted agents adopt the pods their predecessors left running (nothing else of the cluster changes)."""
+    dead = [name for name in state.agents if not component_running(state, name)]
+    if dead:
+        say(f"restarting stopped node agent(s) of cluster {state.name!r}: {', '.join(dead)}")
+        start_node_agents(state, dead, say)
+
+
 def up(
     name: str = DEFAULT_NAME,
     nodes: int = 4,
     apiserver_port: int | None = None,
     audit_policy: Path | None = None,
     say: Callable[[str], None] = print,
+    local_nodes: int = 1,
+    images_file: Path | None = None,
 ) -> ClusterState:
-    """Start a cluster, or return the running one unchanged (idempotent); clean up stale state first."""
+    """Start a cluster, or return the running one unchanged (idempotent; node agents that stopped are restarted);
+    clean up stale state first."""
     existing = ClusterState.load(name)
     if existing is not None and is_up(existing):
+        _restart_dead_agents(existing, say)
         say(f"cluster {name!r} is already running")
         return existing
     if existing is not None or cluster_dir(name).exists():
@@ -200,7 +261,17 @@ def up(
     binaries = {k: str(v) for k, v in ensure_binaries(say).items()}
     root = cluster_dir(name)
     root.mkdir(parents=True)
-    state = ClusterState(name, root, allocate_ports(apiserver_port), binaries, {}, nodes, pinned_versions())
+    try:
+        network = allocate_network(str(root), local_nodes) if local_nodes and localnodes.can_isolate() else None
+    except NetworkError as error:
+        shutil.rmtree(root, ignore_errors=True)
+        raise ClusterError(f"cannot create the pod network of the local nodes: {error}") from error
+    ports = allocate_ports(apiserver_port)
+    if network is None:
+        ports.update({agent: free_port() for agent in localnodes.node_names(local_nodes)})
+    state = ClusterState(name, root, ports, binaries, {}, nodes, pinned_versions(), local_nodes)
+    state.network = network.to_dict() if network else None
+    state.images_file = str((images_file or DEFAULT_IMAGES_FILE).resolve())
     write_configuration(state)
     state.save()
     started = time.monotonic()
@@ -208,6 +279,7 @@ def up(
     try:
         start_components(state, audit_policy, say)
         bootstrap(state, say)
+        start_node_agents(state, state.agents, say)
     except BaseException:
         stop_components(state)
         raise
@@ -215,7 +287,23 @@ def up(
     return state
 
 
+def stop_node_agents(state: ClusterState) -> None:
+    """Stop the agents, then kill every pod process they ran and remove the pods' namespaces and the bridge."""
+    for name in state.agents:
+        pid = state.pids.get(name)
+        if pid is not None:
+            stop(pid, state.binaries.get(name))
+    nodes_dir = state.root / "nodes"
+    if nodes_dir.is_dir():
+        for node_dir in nodes_dir.iterdir():
+            remove_node_state(node_dir)
+    network = state.pod_network
+    if network is not None:
+        delete_bridge(network)
+
+
 def stop_components(state: ClusterState) -> None:
+    stop_node_agents(state)
     for name in reversed(COMPONENTS):
         pid = state.pids.get(name)
         if pid is not None:
@@ -242,8 +330,11 @@ def status(name: str = DEFAULT_NAME) -> list[dict[str, str]]:
     if state is None:
         raise ClusterError(f"no cluster {name!r}; start one with `tj cluster up`")
     checks = c.health_checks(state.layout)
+    for agent in state.agents:
+        config = NodeConfig.load(localnodes.config_path(name, agent))
+        checks[agent] = localnodes.health_check(config, state.layout)
     rows = []
-    for component in COMPONENTS:
+    for component in (*COMPONENTS, *state.agents):
         running = component_running(state, component)
         healthy, answer = probe(checks[component], state.layout.pki / "ca.crt") if running else (False, "-")
         rows.append(
@@ -259,6 +350,8 @@ def status(name: str = DEFAULT_NAME) -> list[dict[str, str]]:
 
 
 def _component_version(state: ClusterState, component: str) -> str:
+    if component in state.agents:
+        return "agent"
     key = {"etcd": "etcd", "kwok": "kwok"}.get(component, "kubernetes")
     return state.versions.get(key, "?")
 

@@ -1,4 +1,4 @@
-"""Objects every local cluster starts with: fake GPU nodes for kwok and a default StorageClass."""
+"""Objects every local cluster starts with: fake GPU nodes for kwok, a default StorageClass, RBAC for local nodes."""
 
 from __future__ import annotations
 
@@ -33,6 +33,8 @@ def fake_node(index: int) -> dict:
                 ACCELERATOR_LABEL: ACCELERATOR_VALUE,
                 "nvidia.com/gpu.present": "true",
                 "node.kubernetes.io/instance-type": "sim-8x-gpu",
+                # Local process nodes say `process` here (and carry a taint; see node/config.py).
+                "ml.example.com/node-runtime": "kwok",
             },
         },
         "spec": {},
@@ -55,5 +57,46 @@ def default_storage_class() -> dict:
     }
 
 
+def node_access_objects() -> list[dict]:
+    """RBAC the local process nodes need beyond what the Node authorizer grants a kubelet.
+
+    - The API server's kubelet-client identity may use nodes' log endpoints (the built-in
+      system:kubelet-api-admin role, as kubeadm binds it).
+    - Each node serves its pods' cluster DNS, so it watches Services and EndpointSlices, as CoreDNS does.
+    """
+    dns_role = "trainingjob:local-node-dns"
+    return [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": "trainingjob:apiserver-kubelet-client"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "system:kubelet-api-admin",
+            },
+            "subjects": [
+                {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "kube-apiserver-kubelet-client"}
+            ],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": dns_role},
+            "rules": [
+                {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list", "watch"]},
+                {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["get", "list", "watch"]},
+            ],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": dns_role},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": dns_role},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:nodes"}],
+        },
+    ]
+
+
 def bootstrap_objects(node_count: int) -> list[dict]:
-    return [default_storage_class(), *(fake_node(i) for i in range(node_count))]
+    return [default_storage_class(), *node_access_objects(), *(fake_node(i) for i in range(node_count))]

@@ -7,6 +7,7 @@ kubeconfig from an old cluster can never talk to a new one.
 from __future__ import annotations
 
 import datetime
+from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography.hazmat.primitives import serialization
@@ -25,27 +26,72 @@ APISERVER_NAMES = (
 )
 
 
-def cluster_cert_specs(service_ip: str) -> dict[str, certs.Leaf]:
-    """Every certificate of a local cluster by file stem; client identities map to Kubernetes users/groups via
-    CN/O."""
-    return {
-        "etcd-server": certs.Leaf(
-            "etcd", server=True, client=True, dns_names=LOOPBACK_NAMES, ip_addresses=LOOPBACK_IPS
+@dataclass(frozen=True)
+class CertSpec:
+    """What one certificate is for: its subject, its usages and the names it serves."""
+
+    file_stem: str
+    common_name: str
+    organizations: tuple[str, ...] = ()
+    server: bool = False
+    client: bool = False
+    dns_names: tuple[str, ...] = ()
+    ip_addresses: tuple[str, ...] = ()
+
+    @property
+    def leaf(self) -> certs.Leaf:
+        return certs.Leaf(
+            self.common_name, self.organizations, self.server, self.client, self.dns_names, self.ip_addresses
+        )
+
+
+def node_cert_specs(name: str, address: str) -> tuple[CertSpec, ...]:
+    """A local node's identities: its client certificate in `system:nodes` (so the Node authorizer and the
+    NodeRestriction admission plugin treat it as the kubelet of `name`) and the serving certificate of its log
+    endpoint, for the address the API server dials."""
+    return (
+        CertSpec(f"node-{name}", f"system:node:{name}", organizations=("system:nodes",), client=True),
+        CertSpec(
+            f"node-{name}-serving", f"system:node:{name}", server=True, dns_names=(name,), ip_addresses=(address,)
         ),
-        "apiserver": certs.Leaf(
+    )
+
+
+def cluster_cert_specs(
+    service_ip: str, apiserver_ips: tuple[str, ...] = (), nodes: tuple[tuple[str, str], ...] = ()
+) -> tuple[CertSpec, ...]:
+    """Every certificate of a local cluster; client identities map to Kubernetes users/groups via CN/O.
+
+    `apiserver_ips`: more addresses the API server is reached at (the pod network's gateway); `nodes`: (name,
+    address) of each local process node."""
+    return (
+        CertSpec(
+            "etcd-server",
+            "etcd",
+            server=True,
+            client=True,
+            dns_names=LOOPBACK_NAMES,
+            ip_addresses=LOOPBACK_IPS,
+        ),
+        CertSpec(
+            "apiserver",
             "kube-apiserver",
             server=True,
             dns_names=LOOPBACK_NAMES + APISERVER_NAMES,
-            ip_addresses=(*LOOPBACK_IPS, service_ip),
+            ip_addresses=(*LOOPBACK_IPS, service_ip, *apiserver_ips),
         ),
-        "apiserver-etcd-client": certs.Leaf("kube-apiserver-etcd-client", client=True),
-        "admin": certs.Leaf("admin", organizations=("system:masters",), client=True),
-        "kube-controller-manager": certs.Leaf("system:kube-controller-manager", client=True),
-        "kube-scheduler": certs.Leaf("system:kube-scheduler", client=True),
+        # How the API server authenticates to nodes' log endpoints (`kubectl logs`), bound to
+        # system:kubelet-api-admin by the cluster's bootstrap objects.
+        CertSpec("apiserver-kubelet-client", "kube-apiserver-kubelet-client", client=True),
+        CertSpec("apiserver-etcd-client", "kube-apiserver-etcd-client", client=True),
+        CertSpec("admin", "admin", organizations=("system:masters",), client=True),
+        CertSpec("kube-controller-manager", "system:kube-controller-manager", client=True),
+        CertSpec("kube-scheduler", "system:kube-scheduler", client=True),
         # kwok plays every kubelet of the fake nodes (node, pod and lease status across all nodes), which no
         # built-in role covers; it is a local simulator, so it gets the admin group.
-        "kwok": certs.Leaf("kwok", organizations=("system:masters",), client=True),
-    }
+        CertSpec("kwok", "kwok", organizations=("system:masters",), client=True),
+        *(spec for name, address in nodes for spec in node_cert_specs(name, address)),
+    )
 
 
 def _write(directory: Path, stem: str, pair: certs.Pair) -> None:
@@ -61,9 +107,9 @@ def create_ca(directory: Path, cluster_name: str) -> certs.Pair:
     return ca
 
 
-def issue_certificate(directory: Path, stem: str, leaf: certs.Leaf, ca: certs.Pair) -> None:
+def issue_certificate(directory: Path, spec: CertSpec, ca: certs.Pair) -> None:
     """Sign `<stem>.crt`/`<stem>.key` for one component."""
-    _write(directory, stem, certs.issue(ca, leaf, VALIDITY))
+    _write(directory, spec.file_stem, certs.issue(ca, spec.leaf, VALIDITY))
 
 
 def create_service_account_keys(directory: Path) -> None:
@@ -76,9 +122,15 @@ def create_service_account_keys(directory: Path) -> None:
     )
 
 
-def create_cluster_pki(directory: Path, cluster_name: str, service_ip: str) -> None:
+def create_cluster_pki(
+    directory: Path,
+    cluster_name: str,
+    service_ip: str,
+    apiserver_ips: tuple[str, ...] = (),
+    nodes: tuple[tuple[str, str], ...] = (),
+) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     ca = create_ca(directory, cluster_name)
-    for stem, leaf in cluster_cert_specs(service_ip).items():
-        issue_certificate(directory, stem, leaf, ca)
+    for spec in cluster_cert_specs(service_ip, apiserver_ips, nodes):
+        issue_certificate(directory, spec, ca)
     create_service_account_keys(directory)

@@ -1,0 +1,60 @@
+{{/*
+Names are fixed, as in deploy/: workers reach the progress endpoint at https://trainingjob-operator.<namespace>.svc,
+the name its certificate is issued for, so the Service (and everything else) is not named after the release.
+*/}}
+{{- define "tj.name" -}}trainingjob-operator{{- end }}
+
+{{/* Labels every object carries: deploy/'s own label plus Helm's standard ones (the comparison strips those). */}}
+{{- define "tj.labels" -}}
+app.kubernetes.io/name: {{ include "tj.name" . }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+{{- end }}
+
+{{/* The operator's pods: the Deployment's selector, the Service's, the PDB's and the anti-affinity's. */}}
+{{- define "tj.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "tj.name" . }}
+app.kubernetes.io/component: manager
+{{- end }}
+
+{{- define "tj.serviceAccountSubject" -}}
+- kind: ServiceAccount
+  name: {{ include "tj.name" . }}
+  namespace: {{ .Release.Namespace }}
+{{- end }}
+
+{{/*
+What the operator may do in the namespaces it watches (deploy/rbac/cluster-role.yaml, whose namespaced rules
+deploy/overlays/namespaced repeats per namespace): used by the ClusterRole and by each per-namespace Role.
+*/}}
+{{- define "tj.namespacedRules" -}}
+- apiGroups: ["ml.example.com"]
+  resources: ["trainingjobs"]
+  verbs: ["get", "list", "watch", "patch", "delete"]
+- apiGroups: ["ml.example.com"]
+  resources: ["trainingjobs/status"]
+  verbs: ["patch"]
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["get", "list", "watch", "create", "delete"]
+- apiGroups: [""]
+  resources: ["services"]
+  verbs: ["get", "list", "watch", "create", "patch"]
+- apiGroups: [""]
+  resources: ["configmaps"]
+  verbs: ["get", "list", "watch", "create", "update"]
+- apiGroups: [""]
+  resources: ["persistentvolumeclaims"]
+  verbs: ["get", "list", "watch", "create"]
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create"]
+{{- end }}
+
+{{- define "tj.tokenReviewRule" -}}
+- apiGroups: ["authentication.k8s.io"]
+  resources: ["tokenreviews"]
+  verbs: ["create"]
+{{- end }}

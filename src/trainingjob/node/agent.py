@@ -1,0 +1,192 @@
+"""The node agent: registration, watches, one worker per pod, the log endpoint and DNS, and restart recovery.
+
+Start-up order matters for recovery: the pods bound to this node are listed first (the pod informer's first
+sync); only then is local state whose pod the API no longer has cleaned up (its processes killed, its sandbox
+removed), and every listed pod gets a worker that adopts whatever of it still runs. Stopping the agent (SIGTERM)
+leaves pods running, as stopping a kubelet does; `tj cluster down` kills them (cleanup.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from trainingjob.node import network
+from trainingjob.node.api import Api
+from trainingjob.node.cleanup import remove_pod_state
+from trainingjob.node.config import NodeConfig
+from trainingjob.node.context import NodeContext
+from trainingjob.node.dns import DnsRecords, DnsServer
+from trainingjob.node.events import EventRecorder
+from trainingjob.node.images import ImageCatalog
+from trainingjob.node.informer import Informer
+from trainingjob.node.logserver import LogServer
+from trainingjob.node.podworker import PodWorker
+from trainingjob.node.registration import Registration, machine_resources
+from trainingjob.node.sandbox import SandboxManager
+from trainingjob.node.starter import RuntimeCache
+from trainingjob.node.volumes import VolumeManager
+
+log = logging.getLogger("trainingjob.node")
+
+
+class Agent:
+    def __init__(self, config: NodeConfig) -> None:
+        self.config = config
+        self.api = Api(config.credentials)
+        self.records = DnsRecords()
+        _, allocatable = machine_resources(config.root)
+        self.ctx = NodeContext(
+            config=config,
+            api=self.api,
+            sandboxes=SandboxManager(config),
+            volumes=VolumeManager(self.api, allocatable, can_mount=config.isolate),
+            images=ImageCatalog(Path(config.images_file)),
+            runtimes=RuntimeCache(),
+            events=EventRecorder(self.api, config.name),
+            services=lambda: list(self.records.services.values()),
+            allocatable=allocatable,
+        )
+        self.workers: dict[str, PodWorker] = {}
+        self.by_name: dict[tuple[str, str], str] = {}
+        self.tasks: set[asyncio.Task[Any]] = set()
+        self.recovered = False
+        self.pods = Informer(
+            self.api, "/api/v1/pods", {"fieldSelector": f"spec.nodeName={config.name}"}, self.on_pod, "pods"
+        )
+
+    # -- pods ----------------------------------------------------------------------------------------------------
+
+    def on_pod(self, kind: str, pod: dict[str, Any]) -> None:
+        if not self.recovered:
+            return  # the informer's store has it; workers start once recovery has seen the full list
+        metadata = pod["metadata"]
+        uid, key = metadata["uid"], (metadata["namespace"], metadata["name"])
+        if kind == "DELETED":
+            worker = self.workers.get(uid)
+            if worker is not None:
+                worker.deleted()
+            return
+        previous = self.by_name.get(key)
+        if previous is not None and previous != uid and previous in self.workers:
+            self.workers[previous].deleted()  # same name, new pod: the old one is gone
+        self.by_name[key] = uid
+        worker = self.workers.get(uid)
+        if worker is None:
+            self._start_worker(pod)
+        else:
+            worker.update(pod)
+
+    def _start_worker(self, pod: dict[str, Any]) -> None:
+        worker = PodWorker(self.ctx, pod)
+        uid = worker.uid
+        self.workers[uid] = worker
+        task = asyncio.get_running_loop().create_task(worker.run(), name=f"pod {uid}")
+        self.tasks.add(task)
+
+        def finished(done: asyncio.Task[Any]) -> None:
+            self.tasks.discard(done)
+            self.workers.pop(uid, None)
+            metadata = pod["metadata"]
+            if self.by_name.get((metadata["namespace"], metadata["name"])) == uid:
+                self.by_name.pop((metadata["namespace"], metadata["name"]), None)
+
+        task.add_done_callback(finished)
+
+    async def recover(self) -> None:
+        await self.pods.synced.wait()
+        known = {pod["metadata"]["uid"] for pod in self.pods.store.values()}
+        pods_dir = self.config.pods_dir
+        pods_dir.mkdir(parents=True, exist_ok=True)
+        for entry in pods_dir.iterdir():
+            if entry.is_dir() and entry.name not in known:
+                log.info("removing the state of pod %s, which the API no longer has", entry.name)
+                remove_pod_state(self.config, entry)
+        self.recovered = True
+        for pod in list(self.pods.store.values()):
+            self.on_pod("ADDED", pod)
+
+    def resolve_log(self, namespace: str, pod: str, container: str, previous: bool) -> Any:
+        uid = self.by_name.get((namespace, pod))
+        worker = self.workers.get(uid or "")
+        if worker is None:
+            return 404, f'pod "{pod}" not found on node {self.config.name}'
+        slot = next((s for s in worker.slots if s.name == container), None)
+        if slot is None:
+            return 400, f'container "{container}" in pod "{pod}" is not valid'
+        process = slot.process
+        if previous:
+            from trainingjob.node.containers import attempts
+
+            runs = attempts(worker.directory / "containers" / container)
+            older = [r for r in runs if process is None or r.attempt < process.attempt]
+            if not older:
+                return 400, f'previous terminated container "{container}" in pod "{pod}" not found'
+            return older[-1]
+        if process is None or not process.log_path.exists():
+            reason = (slot.view.waiting or ("ContainerCreating", None))[0]
+            return 400, f'container "{container}" in pod "{pod}" is waiting to start: {reason}'
+        return process
+
+    # -- lifecycle -----------------------------------------------------------------------------------------------
+
+    def _spawn(self, coroutine: Any, name: str) -> None:
+        task = asyncio.get_running_loop().create_task(coroutine, name=name)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        config = self.config
+        if config.isolate and config.pod_network is not None:
+            network.ensure_bridge(config.pod_network, [config.index])
+        logs = LogServer(config, self.api, self.resolve_log)
+        await logs.start(config.node_ip)
+        dns = None
+        if config.isolate:
+            dns = DnsServer(self.records, config.node_ip)
+            await dns.start()
+        registration = Registration(self.api, config)
+        self._spawn(registration.run(), "registration")
+        services = Informer(self.api, "/api/v1/services", {}, self._on_service, "services")
+        slices = Informer(
+            self.api, "/apis/discovery.k8s.io/v1/endpointslices", {}, self.records.on_slice, "endpointslices"
+        )
+        for informer in (services, slices, self.pods):
+            self._spawn(informer.run(), informer.what)
+        self._spawn(self.recover(), "recovery")
+        log.info("node agent %s serving logs on %s:%d", config.name, config.node_ip, config.port)
+        await stop.wait()
+        log.info("node agent %s stopping (pods keep running)", config.name)
+        for task in list(self.tasks):
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        await logs.stop()
+        if dns is not None:
+            await dns.stop()
+        await self.api.close()
+
+    def _on_service(self, kind: str, service: dict[str, Any]) -> None:
+        self.records.on_service(kind, service)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = argv if argv is not None else sys.argv[1:]
+    if len(args) != 2 or args[0] != "--config":
+        sys.exit("usage: python -m trainingjob.node --config <nodes/NAME/config.json>")
+    config = NodeConfig.load(Path(args[1]))
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    async def serve() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for number in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(number, stop.set)
+        await Agent(config).run(stop)
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(serve())

@@ -1,0 +1,151 @@
+"""A small JSON client of the Kubernetes API for the node agent, with the node's own client certificate.
+
+Why not kubernetes_asyncio: the agent needs a dozen plain requests and three watches, on dicts; model classes
+would be converted back to dicts at every step. Every call has a timeout; errors carry the API's Status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import ssl
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import aiohttp
+
+CONTENT_TYPES = {
+    "merge": "application/merge-patch+json",
+    "strategic": "application/strategic-merge-patch+json",
+    "json": "application/json-patch+json",
+}
+REQUEST_TIMEOUT = 30.0
+WATCH_SECONDS = 300
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, body: dict[str, Any] | None, text: str = "") -> None:
+        self.status = status
+        self.body = body or {}
+        self.reason = self.body.get("reason", "")
+        super().__init__(f"HTTP {status}: {self.body.get('message') or text[:300]}")
+
+
+class WatchExpired(Exception):
+    """The watch's resourceVersion is too old (410 Gone): list again."""
+
+
+@dataclass(frozen=True)
+class Credentials:
+    server: str
+    ca_file: str
+    cert_file: str
+    key_file: str
+
+
+def ssl_context(credentials: Credentials) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=credentials.ca_file)
+    context.load_cert_chain(credentials.cert_file, credentials.key_file)
+    return context
+
+
+def name_path(base: str, name: str) -> str:
+    return f"{base}/{quote(name, safe='')}"
+
+
+class Api:
+    def __init__(self, credentials: Credentials) -> None:
+        self.server = credentials.server.rstrip("/")
+        connector = aiohttp.TCPConnector(ssl=ssl_context(credentials), limit=32)
+        self.session = aiohttp.ClientSession(connector=connector, trust_env=False)
+
+    async def close(self) -> None:
+        await self.session.close()
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        params: dict[str, Any] | None = None,
+        content_type: str = "application/json",
+        seconds: float = REQUEST_TIMEOUT,
+    ) -> dict[str, Any]:
+        data = json.dumps(body) if body is not None else None
+        headers = {"Content-Type": content_type, "Accept": "application/json"}
+        async with self.session.request(
+            method,
+            self.server + path,
+            data=data,
+            params=_params(params),
+            headers=headers,
+            timeout=aiohttp.ClientTimeout(total=seconds),
+        ) as response:
+            text = await response.text()
+            if response.status >= 400:
+                raise ApiError(response.status, _json_or_none(text), text)
+            return json.loads(text) if text else {}
+
+    async def get(self, path: str, **params: Any) -> dict[str, Any]:
+        return await self.request("GET", path, params=params)
+
+    async def get_or_none(self, path: str) -> dict[str, Any] | None:
+        try:
+            return await self.get(path)
+        except ApiError as error:
+            if error.status == 404:
+                return None
+            raise
+
+    async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        return await self.request("POST", path, body)
+
+    async def patch(self, path: str, body: Any, kind: str = "merge") -> dict[str, Any]:
+        return await self.request("PATCH", path, body, content_type=CONTENT_TYPES[kind])
+
+    async def put(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        return await self.request("PUT", path, body)
+
+    async def delete(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        return await self.request("DELETE", path, body)
+
+    async def watch(self, path: str, params: dict[str, Any]) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        """Events of one watch request until the server ends it; WatchExpired on 410."""
+        query = {**params, "watch": "true", "allowWatchBookmarks": "true", "timeoutSeconds": WATCH_SECONDS}
+        timeout = aiohttp.ClientTimeout(total=WATCH_SECONDS + 30, sock_connect=REQUEST_TIMEOUT)
+        async with self.session.get(self.server + path, params=_params(query), timeout=timeout) as response:
+            if response.status == 410:
+                raise WatchExpired()
+            if response.status >= 400:
+                text = await response.text()
+                raise ApiError(response.status, _json_or_none(text), text)
+            async for line in response.content:
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                kind, obj = event.get("type"), event.get("object") or {}
+                if kind == "ERROR":
+                    if obj.get("code") == 410:
+                        raise WatchExpired()
+                    raise ApiError(obj.get("code") or 500, obj)
+                yield kind, obj
+
+
+def _params(params: dict[str, Any] | None) -> dict[str, str] | None:
+    if not params:
+        return None
+    return {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in params.items() if v is not None}
+
+
+def _json_or_none(text: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+async def sleep_backoff(attempt: int, cap: float = 30.0) -> None:
+    await asyncio.sleep(min(cap, 0.5 * 2 ** min(attempt, 6)))

@@ -1,0 +1,6 @@
+"""Fixtures shared by several integration test modules, registered once (a session-scoped fixture imported into
+two modules would be set up twice, and Playwright's sync API cannot run twice at once)."""
+
+from tests.integration.ui_support import admin_ui, browser, page
+
+__all__ = ["admin_ui", "browser", "page"]

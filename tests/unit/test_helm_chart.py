@@ -1,0 +1,93 @@
+"""charts/trainingjob-operator against deploy/: `helm lint`, `helm template`, and the rendered objects compared
+with `kubectl kustomize` of deploy/ and its overlays, object by object. A change to deploy/ (a new object, a new
+flag) fails here until the chart follows it. These need the built helm and kubectl (`make tools`); the CRD check at
+the end needs nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.helm_support import (
+    CHART,
+    NAMESPACE,
+    REPO,
+    differences,
+    helm_binary,
+    helm_template,
+    kustomize,
+    objects,
+    run,
+)
+from trainingjob.api.schema import crd_manifest
+
+NAMESPACED = ("--set", "watchNamespaces={ml-team-a}")
+MONITORING = (
+    "--set",
+    "monitoring.serviceMonitor.enabled=true,monitoring.prometheusRule.enabled=true,"
+    "monitoring.grafanaDashboard.enabled=true",
+)
+
+
+def without_namespace_object(rendered: dict) -> dict:
+    """deploy/ creates trainingjob-system; the chart cannot (Helm's release record lives in it): docs/helm.md."""
+    return {key: value for key, value in rendered.items() if key[1] != "Namespace"}
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    ("directory", "values"),
+    [("deploy", ()), ("deploy/overlays/namespaced", NAMESPACED), ("deploy/overlays/monitoring", MONITORING)],
+    ids=["cluster-wide", "namespaced", "monitoring"],
+)
+def test_the_chart_renders_what_kustomize_renders(directory: str, values: tuple[str, ...], tmp_path: Path) -> None:
+    chart = objects(helm_template(tmp_path, *values))
+    kustomized = without_namespace_object(objects(kustomize(tmp_path, directory)))
+    assert not differences(chart, kustomized), "\n".join(differences(chart, kustomized))
+    assert len(chart) >= 11  # not vacuous: CRD, RBAC, Deployment, Service, PDB at least
+
+
+@pytest.mark.integration
+def test_the_comparison_catches_a_chart_that_drifts(tmp_path: Path) -> None:
+    chart = objects(helm_template(tmp_path, "--set", "replicas=3,podDisruptionBudget.enabled=false"))
+    problems = differences(chart, without_namespace_object(objects(kustomize(tmp_path, "deploy"))))
+    assert any("only in deploy/" in p and "PodDisruptionBudget" in p for p in problems)
+    assert any("Deployment" in p and "replicas: 3" in p for p in problems)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("values", [(), (*NAMESPACED, *MONITORING)], ids=["defaults", "namespaced-monitoring"])
+def test_helm_lint_passes(values: tuple[str, ...], tmp_path: Path) -> None:
+    result = run([helm_binary(), "lint", "--strict", CHART, *values], tmp_path, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 chart(s) linted, 0 chart(s) failed" in result.stdout
+
+
+@pytest.mark.integration
+def test_helm_reports_the_pinned_version(tmp_path: Path) -> None:
+    from trainingjob.cluster.build import HELM
+
+    result = run([helm_binary(), "version", "--short"], tmp_path)
+    assert result.stdout.startswith(HELM.version)
+
+
+@pytest.mark.integration
+def test_the_rendered_crd_is_the_generated_one(tmp_path: Path) -> None:
+    rendered = [d for d in yaml.safe_load_all(helm_template(tmp_path)) if d and d["kind"] == "CustomResourceDefinition"]
+    assert rendered == [crd_manifest()]
+
+
+def test_the_charts_crd_file_is_deploys_generated_crd() -> None:
+    """Single source: crds/ links to deploy/crd/ (written by `make generate` from the schema module)."""
+    chart_crd = CHART / "crds" / "trainingjobs.ml.example.com.yaml"
+    generated = REPO / "deploy" / "crd" / "trainingjobs.ml.example.com.yaml"
+    assert chart_crd.resolve() == generated.resolve(), "the chart's CRD must be a link to deploy/crd/, not a copy"
+    assert yaml.safe_load(chart_crd.read_text()) == crd_manifest()
+    for name in ("prometheus-rule.yaml", "grafana-dashboard.json"):
+        assert (CHART / "files" / name).resolve() == (REPO / "deploy" / "monitoring" / name).resolve()
+
+
+def test_the_chart_targets_the_operators_namespace_by_default() -> None:
+    assert yaml.safe_load((REPO / "deploy" / "rbac" / "00-namespace.yaml").read_text())["metadata"]["name"] == NAMESPACE
