@@ -51,6 +51,12 @@ deploy/overlays/namespaced repeats per namespace): used by the ClusterRole and b
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create"]
+- apiGroups: [""]
+  resources: ["serviceaccounts"]
+  verbs: ["get"]
+- apiGroups: [""]
+  resources: ["resourcequotas", "limitranges"]
+  verbs: ["list"]
 {{- end }}
 
 {{- define "tj.tokenReviewRule" -}}
