@@ -1,4 +1,5 @@
-"""webhooks/quota.py: quantities, what one worker pod counts against quotas, and which quotas apply to it."""
+"""webhooks/quota.py: quantities shown back, what one worker pod counts against quotas, and which quotas apply to it
+(parsing quantities is node/quantity.py's, tested there)."""
 
 from __future__ import annotations
 
@@ -6,29 +7,7 @@ from decimal import Decimal
 
 import pytest
 
-from trainingjob.webhooks.quota import format_quantity, parse_quantity, pod_demand, quota_applies
-
-
-@pytest.mark.parametrize(
-    ("text", "value"),
-    [
-        ("500m", "0.5"),
-        ("2", "2"),
-        (4, "4"),
-        ("4Gi", str(4 * 2**30)),
-        ("1e3", "1000"),
-        ("1.5k", "1500"),
-        ("100Mi", str(100 * 2**20)),
-    ],
-)
-def test_quantities(text: object, value: str) -> None:
-    assert parse_quantity(text) == Decimal(value)
-
-
-@pytest.mark.parametrize("text", ["", "abc", "1Qi", "--1"])
-def test_not_quantities(text: str) -> None:
-    with pytest.raises(ValueError):
-        parse_quantity(text)
+from trainingjob.webhooks.quota import format_quantity, pod_demand, quota_applies
 
 
 @pytest.mark.parametrize(

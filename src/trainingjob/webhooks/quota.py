@@ -9,49 +9,16 @@ NotTerminating, PriorityClass); CrossNamespacePodAffinity and VolumeAttributesCl
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
-_SUFFIXES = {
-    "Ki": Decimal(2**10),
-    "Mi": Decimal(2**20),
-    "Gi": Decimal(2**30),
-    "Ti": Decimal(2**40),
-    "Pi": Decimal(2**50),
-    "Ei": Decimal(2**60),
-    "n": Decimal("1e-9"),
-    "u": Decimal("1e-6"),
-    "m": Decimal("1e-3"),
-    "": Decimal(1),
-    "k": Decimal("1e3"),
-    "M": Decimal("1e6"),
-    "G": Decimal("1e9"),
-    "T": Decimal("1e12"),
-    "P": Decimal("1e15"),
-    "E": Decimal("1e18"),
-}
-_QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eE][+-]?[0-9]+|Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|)$")
+from trainingjob.node.quantity import parse_quantity
+
 COMPUTE = ("cpu", "memory", "ephemeral-storage")
 POD_COUNTS = ("pods", "count/pods")
-
-
-def parse_quantity(value: Any) -> Decimal:
-    """A Kubernetes quantity (500m, 4Gi, 1e3, 2) as a number; ValueError if it is not one."""
-    text = str(value).strip()
-    match = _QUANTITY.match(text)
-    if not match:
-        raise ValueError(f"not a quantity: {value!r}")
-    number, suffix = match.groups()
-    try:
-        base = Decimal(number)
-    except InvalidOperation as error:
-        raise ValueError(f"not a quantity: {value!r}") from error
-    if suffix[:1] in ("e", "E"):
-        return base * (Decimal(10) ** int(suffix[1:]))
-    return base * _SUFFIXES[suffix]
+BINARY_UNITS = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
 
 
 def format_quantity(amount: Decimal, resource: str) -> str:
@@ -59,8 +26,7 @@ def format_quantity(amount: Decimal, resource: str) -> str:
     if resource.endswith("cpu") and amount != amount.to_integral_value():
         return f"{(amount * 1000).normalize():f}m"
     if resource.endswith(("memory", "ephemeral-storage")):
-        for suffix in ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki"):
-            unit = _SUFFIXES[suffix]
+        for suffix, unit in BINARY_UNITS:
             if amount >= unit and amount % unit == 0:
                 return f"{(amount / unit).normalize():f}{suffix}"
     return f"{amount.normalize():f}"
