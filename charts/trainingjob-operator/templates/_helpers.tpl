@@ -54,6 +54,12 @@ deploy/overlays/namespaced repeats per namespace): used by the ClusterRole and b
 - apiGroups: [""]
   resources: ["namespaces"]
   verbs: ["get"]
+- apiGroups: [""]
+  resources: ["serviceaccounts"]
+  verbs: ["get"]
+- apiGroups: [""]
+  resources: ["resourcequotas", "limitranges"]
+  verbs: ["list"]
 {{- end }}
 
 {{/* The node of a worker stuck Terminating (force-deleted only when that node is lost): cluster-scoped. */}}

@@ -33,7 +33,7 @@ def job_labels(job: TrainingJob) -> dict[str, str]:
 
 def owner_reference(job: TrainingJob) -> dict[str, Any]:
     return {
-        "apiVersion": k.API_VERSION,
+        "apiVersion": k.WATCHED_API_VERSION,
         "kind": k.KIND,
         "name": job.name,
         "uid": job.uid,

@@ -1,0 +1,180 @@
+"""Can a job's gang ever fit the namespace's ResourceQuotas? Pure arithmetic over the worker pod and the quotas.
+
+The API server checks each pod against the quotas when the operator creates it; a gang whose total exceeds a
+quota's hard limit can never start, and pods that omit a resource a quota constrains are refused outright. Both
+are known at admission, so the validating webhook says so then instead of leaving the job Pending for ever.
+Quotas with scopes are matched as the quota controller matches pods (BestEffort, NotBestEffort, Terminating,
+NotTerminating, PriorityClass); CrossNamespacePodAffinity and VolumeAttributesClass scopes never apply to ours.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from trainingjob.node.quantity import parse_quantity
+
+COMPUTE = ("cpu", "memory", "ephemeral-storage")
+POD_COUNTS = ("pods", "count/pods")
+BINARY_UNITS = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
+
+
+def format_quantity(amount: Decimal, resource: str) -> str:
+    """Readable: CPU in cores or millicores, bytes in the largest binary unit that divides them."""
+    if resource.endswith("cpu") and amount != amount.to_integral_value():
+        return f"{(amount * 1000).normalize():f}m"
+    if resource.endswith(("memory", "ephemeral-storage")):
+        for suffix, unit in BINARY_UNITS:
+            if amount >= unit and amount % unit == 0:
+                return f"{(amount / unit).normalize():f}{suffix}"
+    return f"{amount.normalize():f}"
+
+
+@dataclass(frozen=True)
+class PodDemand:
+    """What one worker pod counts against quotas."""
+
+    requests: dict[str, Decimal]
+    limits: dict[str, Decimal]
+    priority_class: str | None
+    terminating: bool  # the pod has activeDeadlineSeconds
+
+    @property
+    def best_effort(self) -> bool:
+        return not any(key in COMPUTE for key in (*self.requests, *self.limits))
+
+
+def _container_amounts(container: Mapping[str, Any]) -> tuple[dict[str, Decimal], dict[str, Decimal]]:
+    resources = container.get("resources") or {}
+    limits = {name: parse_quantity(v) for name, v in (resources.get("limits") or {}).items()}
+    requests = {name: parse_quantity(v) for name, v in (resources.get("requests") or {}).items()}
+    for name, amount in limits.items():
+        requests.setdefault(name, amount)  # a limit alone is also the request, as the API server defaults it
+    return requests, limits
+
+
+def _add(total: dict[str, Decimal], amounts: Mapping[str, Decimal]) -> None:
+    for name, amount in amounts.items():
+        total[name] = total.get(name, Decimal(0)) + amount
+
+
+def _at_least(total: dict[str, Decimal], amounts: Mapping[str, Decimal]) -> None:
+    for name, amount in amounts.items():
+        total[name] = max(total.get(name, Decimal(0)), amount)
+
+
+def pod_demand(pod: Mapping[str, Any], defaults: Iterable[Mapping[str, Any]] = ()) -> PodDemand:
+    """Requests and limits of a pod as quota counts them: containers summed, init containers as a floor, with
+    `defaults` (LimitRange items of type Container) filling what a container leaves out."""
+    spec = pod.get("spec") or {}
+    defaults = list(defaults)
+
+    def amounts(container: Mapping[str, Any]) -> tuple[dict[str, Decimal], dict[str, Decimal]]:
+        requests, limits = _container_amounts(container)
+        for item in defaults:
+            for name, value in (item.get("default") or {}).items():
+                limits.setdefault(name, parse_quantity(value))
+            for name, value in (item.get("defaultRequest") or {}).items():
+                requests.setdefault(name, parse_quantity(value))
+            for name, amount in limits.items():
+                requests.setdefault(name, amount)
+        return requests, limits
+
+    requests: dict[str, Decimal] = {}
+    limits: dict[str, Decimal] = {}
+    for container in spec.get("containers") or []:
+        container_requests, container_limits = amounts(container)
+        _add(requests, container_requests)
+        _add(limits, container_limits)
+    for container in spec.get("initContainers") or []:
+        container_requests, container_limits = amounts(container)
+        _at_least(requests, container_requests)
+        _at_least(limits, container_limits)
+    return PodDemand(requests, limits, spec.get("priorityClassName"), spec.get("activeDeadlineSeconds") is not None)
+
+
+def _scope_matches(scope: str, pod: PodDemand) -> bool:
+    return {
+        "BestEffort": pod.best_effort,
+        "NotBestEffort": not pod.best_effort,
+        "Terminating": pod.terminating,
+        "NotTerminating": not pod.terminating,
+    }.get(scope, False)
+
+
+def _selector_matches(expression: Mapping[str, Any], pod: PodDemand) -> bool:
+    scope, operator = expression.get("scopeName"), expression.get("operator")
+    if scope != "PriorityClass":
+        return _scope_matches(scope or "", pod) == (operator != "DoesNotExist")
+    values = expression.get("values") or []
+    return {
+        "In": pod.priority_class in values,
+        "NotIn": pod.priority_class not in values,
+        "Exists": pod.priority_class is not None,
+        "DoesNotExist": pod.priority_class is None,
+    }.get(operator or "", False)
+
+
+def quota_applies(quota: Mapping[str, Any], pod: PodDemand) -> bool:
+    spec = quota.get("spec") or {}
+    selector = (spec.get("scopeSelector") or {}).get("matchExpressions") or []
+    return all(_scope_matches(scope, pod) for scope in spec.get("scopes") or []) and all(
+        _selector_matches(expression, pod) for expression in selector
+    )
+
+
+@dataclass(frozen=True)
+class Shortfall:
+    """One quota limit the gang runs into."""
+
+    quota: str
+    resource: str
+    hard: Decimal
+    used: Decimal
+    needed: Decimal
+    missing: bool = False  # the pods do not say how much of `resource` they use, and the quota requires it
+
+    @property
+    def never_fits(self) -> bool:
+        return self.missing or self.needed > self.hard
+
+
+def _counted_as(resource: str) -> tuple[str, str] | None:
+    """Which of a pod's amounts a quota resource counts: ("requests" | "limits" | "pods", name), or None for what
+    quotas count per object of other kinds (services, PVC storage, count/<kind>)."""
+    if resource in POD_COUNTS:
+        return ("pods", "")
+    kind, _, name = resource.partition(".")
+    if kind in ("requests", "limits") and name:
+        return (kind, name)
+    if resource in COMPUTE:
+        return ("requests", resource)
+    return None
+
+
+def shortfalls(quotas: Iterable[Mapping[str, Any]], pod: PodDemand, workers: int) -> list[Shortfall]:
+    """Every (quota, resource) the gang of `workers` such pods runs into: a pod that omits a compute resource the
+    quota constrains (refused always), or a total above what is free now (`never_fits` when above hard)."""
+    found = []
+    for quota in quotas:
+        if not quota_applies(quota, pod):
+            continue
+        name = (quota.get("metadata") or {}).get("name", "")
+        hard = (quota.get("spec") or {}).get("hard") or {}
+        used = (quota.get("status") or {}).get("used") or {}
+        for resource, limit in sorted(hard.items()):
+            counted = _counted_as(resource)
+            if counted is None:
+                continue
+            hard_amount, used_amount = parse_quantity(limit), parse_quantity(used.get(resource, 0))
+            kind, key = counted
+            amounts = pod.requests if kind == "requests" else pod.limits
+            if kind != "pods" and key not in amounts and key in COMPUTE:
+                found.append(Shortfall(name, resource, hard_amount, used_amount, Decimal(0), missing=True))
+                continue
+            needed = (Decimal(1) if kind == "pods" else amounts.get(key, Decimal(0))) * workers
+            if needed > hard_amount - used_amount:
+                found.append(Shortfall(name, resource, hard_amount, used_amount, needed))
+    return found
