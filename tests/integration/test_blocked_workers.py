@@ -11,8 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from tests.integration import api_support
 from tests.jobs import SIM, create_job, get_job, job_manifest, job_pods, live_pods, patch_job, wait_phase
 from tests.kube import Kube, wait_until
 from tests.operator_harness import STUCK_AFTER_SECONDS
@@ -103,8 +105,39 @@ def gpu_quota(kube: Kube, namespace: str, gpus: int) -> None:
     )
 
 
+def gpu_holder(kube: Kube, namespace: str, gpus: int) -> str:
+    """A pod of someone else's holding `gpus` GPUs of the namespace's quota (kwok runs it until it is deleted)."""
+    container = {
+        "name": "holder",
+        "image": "registry.example/holder:1",
+        "resources": {"limits": {k.GPU_RESOURCE: str(gpus)}},
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+            "runAsNonRoot": True,
+            "runAsUser": 1000,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+    }
+    kube.core.create_namespaced_pod(namespace, {"metadata": {"name": "holder"}, "spec": {"containers": [container]}})
+    return "holder"
+
+
 def test_a_gang_the_quota_refuses_gives_its_gpus_back_and_retries(kube: Kube, namespace: str) -> None:
-    gpu_quota(kube, namespace, 2)
+    # The quota could hold the gang, but another pod holds part of it for now: the validating webhook admits the job
+    # (a quota it can never fit is refused there, tests/integration/test_webhooks.py), pod creation is refused.
+    gpu_quota(kube, namespace, 3)
+    holder = gpu_holder(kube, namespace, 1)
+    wait_until(
+        lambda: (
+            (kube.core.read_namespaced_resource_quota("gpus", namespace).status.used or {}).get(
+                f"requests.{k.GPU_RESOURCE}"
+            )
+            == "1"
+        ),
+        REACT,
+        "the quota to count the holder's GPU",
+    )
     backoff = {"backoff": {"baseSeconds": 2, "maxSeconds": 4}}
     manifest = job_manifest("big", workers=3, complete_after=None, gpuPerWorker=1, failurePolicy=backoff)
     create_job(kube, namespace, manifest)
@@ -118,17 +151,23 @@ def test_a_gang_the_quota_refuses_gives_its_gpus_back_and_retries(kube: Kube, na
     # retries a worker may exist for a moment, so look for a moment with none.)
     wait_until(lambda: not live_pods(kube, namespace, "big"), REACT, "the partial gang to be released")
     assert get_job(kube, namespace, "big")["status"]["phase"] == "Pending"
-    gpu_quota(kube, namespace, 3)
+    kube.core.delete_namespaced_pod(holder, namespace, grace_period_seconds=0)
     job = wait_phase(kube, namespace, "big", "Running", timeout=REACT)
     assert job["status"].get("restartCount", 0) == 0 and job["status"].get("disruptionCount", 0) == 0
     assert len(live_pods(kube, namespace, "big")) == 3
 
 
 def test_a_missing_priority_class_is_explained(kube: Kube, namespace: str) -> None:
-    manifest = job_manifest("prio", complete_after=None, scheduling={"priorityClassName": "does-not-exist"})
-    create_job(kube, namespace, manifest)
+    # The validating webhook refuses a job naming a PriorityClass that does not exist; one deleted after the job was
+    # admitted (or a job admitted while the webhook was down) reaches the operator, and pod creation is refused.
+    priority_class = f"gone-{namespace}"
+    api_support.ensure_priority_class(kube, priority_class)
+    scheduling = {"priorityClassName": priority_class}
+    create_job(kube, namespace, job_manifest("prio", complete_after=None, suspend=True, scheduling=scheduling))
+    client.SchedulingV1Api(kube.api).delete_priority_class(priority_class)
+    patch_job(kube, namespace, "prio", {"spec": {"suspend": False}})
     job = wait_blocked(kube, namespace, "prio", "AdmissionDenied")
-    assert "no PriorityClass with name does-not-exist" in blocked(job)["message"]
+    assert f"no PriorityClass with name {priority_class}" in blocked(job)["message"]
     [worker] = job["status"]["workerStatuses"]
     assert (worker["podName"], worker["phase"], worker["reason"]) == ("prio-worker-0", "NotCreated", "AdmissionDenied")
     assert not job_pods(kube, namespace, "prio")
