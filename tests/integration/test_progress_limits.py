@@ -9,6 +9,7 @@ import json
 import socket
 import ssl
 import time
+import uuid
 
 import pytest
 
@@ -80,7 +81,7 @@ def test_repeated_reports_cost_one_token_review(
         assert post(operator, context, namespace, running_job, token, body)[0] == 202
     after = value(scrape(operator), "trainingjob_api_requests_total", resource="tokenreviews")
     assert after - before == 1
-    garbage = "not-a-token"
+    garbage = f"not-a-token-{uuid.uuid4().hex}"  # the negative cache may remember a fixed one from other tests
     for _ in range(3):
         assert post(operator, context, namespace, running_job, garbage, b'{"epoch": 1}')[0] == 401
     assert value(scrape(operator), "trainingjob_api_requests_total", resource="tokenreviews") - after == 1

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from typing import Any
 
 import pytest
@@ -42,6 +43,8 @@ def test_job_list_follows_phase_progress_and_eta_live(
     try:
         worker.report(1, 4, loss=1.6, accuracy=0.41)
         expect(row.get_by_test_id("percent")).to_have_text("25%")
+        # Status times have second precision: an ETA needs the attempt to have run at least one whole second.
+        time.sleep(1.1)
         worker.report(2, 4, loss=0.9, accuracy=0.63)
         expect(row.get_by_test_id("percent")).to_have_text("50%")
         expect(row.get_by_test_id("eta")).to_have_text(re.compile(r"^\d+[smhd]"))

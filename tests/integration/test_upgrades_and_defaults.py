@@ -43,9 +43,9 @@ def crd_with_a_new_default(kube: Kube, trainingjob_crd: None, namespace: str) ->
     closes every watch on it, the operator's too) about a second after the update; a watch of ours tells when.
     """
     manifest = crd_manifest()
-    version = manifest["spec"]["versions"][0]
-    spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
-    spec["properties"][ADDED] = {"type": "string", "default": "on", "description": "A field of a newer release."}
+    for version in manifest["spec"]["versions"]:
+        spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+        spec["properties"][ADDED] = {"type": "string", "default": "on", "description": "A field of a newer release."}
     watch_closed = threading.Event()
 
     def watch_until_closed() -> None:
@@ -60,6 +60,9 @@ def crd_with_a_new_default(kube: Kube, trainingjob_crd: None, namespace: str) ->
     watcher.start()
     current = kube.extensions.read_custom_resource_definition(k.CRD_NAME)
     manifest["metadata"]["resourceVersion"] = current.metadata.resource_version
+    # Keep the conversion webhook the running operator points at: the shipped one (127.0.0.1:9443) has no listener
+    # here, and every read of a version other than the stored one would fail.
+    manifest["spec"]["conversion"] = kube.api.sanitize_for_serialization(current.spec.conversion)
     kube.extensions.replace_custom_resource_definition(k.CRD_NAME, manifest)
     try:
         assert watch_closed.wait(REACT), "the API server kept serving the old schema's storage"

@@ -113,8 +113,10 @@ def require_chromium() -> Path:
     pytest.skip(message)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    """Module-scoped on purpose: Playwright's sync API keeps an event loop running in the main thread while it is
+    open, and every later test that calls `asyncio.run` would fail in the same pytest session."""
     executable = require_chromium()
     from playwright.sync_api import sync_playwright
 
