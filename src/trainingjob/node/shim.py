@@ -34,6 +34,10 @@ from trainingjob.node.launch import (
 )
 from trainingjob.node.rootfs import enter_rootfs
 
+# Imported before the shim enters the container's root: the project's own files may not be visible from there
+# (a checkout under /tmp is hidden by the pod's /tmp), so nothing may be imported lazily after enter_rootfs.
+from trainingjob.node.security import CAPABILITY_NUMBERS
+
 PARTIAL_LINE_BYTES = 16 * 1024
 # After the main process of a non-isolated container exits, how long its leftover children may keep writing.
 DRAIN_SECONDS = 2.0
@@ -47,8 +51,6 @@ def rfc3339(epoch_ns: int | None = None, nanos: bool = False) -> str:
 
 
 def _drop_capabilities(keep: list[str]) -> None:
-    from trainingjob.node.security import CAPABILITY_NUMBERS
-
     last = (
         int(Path("/proc/sys/kernel/cap_last_cap").read_text())
         if os.path.exists("/proc/sys/kernel/cap_last_cap")
