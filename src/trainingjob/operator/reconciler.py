@@ -24,6 +24,7 @@ from trainingjob.reconcile.observed import ObservedChildren, PodView
 from trainingjob.reconcile.planner import plan
 from trainingjob.reconcile.status import TERMINAL_PHASES, only_details_changed
 from trainingjob.reconcile.surroundings import AdmissionDenial, is_pod_security_denial
+from trainingjob.scheduling.gang import GangApi, GangView, watched
 
 logger = logging.getLogger(__name__)
 JobKey = tuple[str, str]
@@ -54,9 +55,12 @@ class Reconciler:
         metrics: OperatorMetrics | None = None,
         monotonic: Callable[[], float] = time.monotonic,
         lookups: Lookups | None = None,
+        gang_apis: frozenset[GangApi] = frozenset(),
     ) -> None:
         """`lookups` reads namespaces and nodes (None: every namespace counts as not enforcing `restricted` until
-        PodSecurity says otherwise, and no node is known)."""
+        PodSecurity says otherwise, and no node is known). `gang_apis`: the gang APIs the cluster serves, whose
+        objects are cached in `indexes` under each provider's index name (scheduling/gang.py)."""
+        self.gang_apis = gang_apis
         self.metrics = metrics
         self.lookups = lookups
         self.indexes = indexes
@@ -199,7 +203,12 @@ class Reconciler:
             ),
             claims=_values(self.indexes["job_claims"], key),
             progress=progress,
+            gang_apis=self.gang_apis,
+            gangs=self.gang_objects(key),
         )
+
+    def gang_objects(self, key: JobKey) -> list[GangView]:
+        return [view for p in watched(self.gang_apis) for view in _values(self.indexes.get(p.index) or {}, key)]
 
     @staticmethod
     def pending(
