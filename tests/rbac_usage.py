@@ -38,6 +38,7 @@ KINDS = {
     # authorizes GET /api/v1/namespaces/X as a request in namespace X): per-namespace Roles carry it.
     "namespace": ("", "namespaces", True),
     "node": ("", "nodes", False),
+    "resource_quota": ("", "resourcequotas", True),
 }
 CLUSTER_SCOPED = {(group, resource) for group, resource, namespaced in KINDS.values() if not namespaced}
 METHOD = re.compile(

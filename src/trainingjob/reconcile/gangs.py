@@ -23,8 +23,13 @@ from trainingjob.reconcile.actions import CreateChild, DeleteChild, Event
 from trainingjob.reconcile.blockers import Blocker
 from trainingjob.reconcile.observed import ObservedChildren, PodView
 from trainingjob.scheduling.gang import GangChoice, GangView, Membership, choose, gang_name
+from trainingjob.scheduling.quota import PodShape, shortfall
 
 UNAVAILABLE = "GangSchedulingUnavailable"
+QUOTA = "QuotaExceeded"
+# While quota keeps a gang from being created, how often to look again (quota usage changes without an event of
+# ours: another job's workers finish).
+QUOTA_RECHECK_SECONDS = 10.0
 SCHEDULED = "Scheduled"
 WAITING = "Waiting"
 
@@ -32,7 +37,8 @@ WAITING = "Waiting"
 @dataclass
 class GangPlan:
     """The gang the missing workers join now: `membership` None means they join none; `ready` that its object
-    exists, so they may be created; `blocker` that the gang the spec asks for cannot be had here."""
+    exists, so they may be created; `blocker` that the gang the spec asks for cannot be had here; `quota` that
+    the namespace's quota has no room for all the missing workers (none is created then)."""
 
     choice: GangChoice
     name: str | None = None
@@ -40,6 +46,11 @@ class GangPlan:
     ready: bool = True
     actions: list = field(default_factory=list)
     blocker: Blocker | None = None
+    quota: Blocker | None = None
+
+    @property
+    def blockers(self) -> list[Blocker]:
+        return [b for b in (self.blocker, self.quota) if b is not None]
 
 
 def own_gangs(job: TrainingJob, observed: ObservedChildren) -> dict[str, GangView]:
@@ -87,6 +98,13 @@ def plan_gang(job: TrainingJob, observed: ObservedChildren, current: Mapping[int
     return plan
 
 
+def quota_blocker(job: TrainingJob, observed: ObservedChildren, missing: int) -> Blocker | None:
+    """The quota that has no room for all `missing` workers (scheduling/quota.py), as a blocker."""
+    pod = PodShape.of(worker_resources(job), job.spec.scheduling.priority_class_name)
+    short = shortfall(observed.quotas, pod, missing)
+    return Blocker(QUOTA, "creating the workers", f"waits for quota: {short}") if short else None
+
+
 def release_gangs(job: TrainingJob, observed: ObservedChildren, keep: Iterable[str | None] = ()) -> list[DeleteChild]:
     """Delete the job's gang objects except `keep` and those a worker the scheduler still places refers to (a
     finished pod needs its gang no more)."""
@@ -112,6 +130,8 @@ def gang_record(
     members = [p for p in current.values() if p.gang == plan.name and p.live]
     placed = sum(1 for p in members if p.node_name)
     state, reason, message = _placement(view, members, placed, min_count)
+    if plan.quota is not None and state == WAITING:
+        reason, message = QUOTA, plan.quota.message
     record = {
         "provider": provider.name,
         "apiVersion": provider.api.api_version,

@@ -13,6 +13,7 @@ from typing import Any
 from trainingjob.api import constants as k
 from trainingjob.reconcile.surroundings import AdmissionDenial, ClaimView, NodeView
 from trainingjob.scheduling.gang import GangApi, GangView
+from trainingjob.scheduling.quota import QuotaView
 
 
 @dataclass(frozen=True)
@@ -151,6 +152,8 @@ class ObservedChildren:
     # The gang APIs the cluster serves (scheduling/discovery.py), and the job's gang objects by name.
     gang_apis: frozenset[GangApi] = frozenset()
     gangs: Mapping[str, GangView] = field(default_factory=dict)
+    # The namespace's ResourceQuotas, read while the job has workers to create (scheduling/quota.py).
+    quotas: tuple[QuotaView, ...] = ()
 
     @classmethod
     def from_cache(

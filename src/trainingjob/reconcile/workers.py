@@ -182,7 +182,7 @@ def run_gang(
         found = blockers.find_blockers(
             job, current, observed, now, config.stuck_after_seconds, config.force_delete_after_seconds
         )
-        found = ([team.blocker] if team.blocker is not None else []) + found
+        found = team.blockers + found
         outcome = Outcome(outcome.phase, outcome.reason, outcome.message + blockers.blocked_summary(found))
     record = gangs.gang_record(job, team, observed, current)
     changes = changes + Changes({"gang": record})
@@ -287,7 +287,10 @@ def create_missing(
     attempt = counters(job, **changes.counters)["attempt"]
     taken = {p.name for p in observed.pods} | observed.claimed_pods
     missing = [i for i in range(job.spec.workers) if worker_pod_name(job.name, i) not in taken]
-    if missing and not team.ready:
+    team.quota = gangs.quota_blocker(job, observed, len(missing)) if missing else None
+    if team.quota is not None:
+        requeue(result, gangs.QUOTA_RECHECK_SECONDS)
+    elif missing and not team.ready:
         result.actions += team.actions
     else:
         result.actions += [
