@@ -26,7 +26,7 @@ RUN --mount=type=bind,from=builder,source=/wheels,target=/wheels \
     && pip uninstall --yes pip setuptools wheel \
     && rm -rf /root/.cache
 USER 65532:65532
-# health (Kopf liveness), metrics, progress endpoint: see deploy/manager/deployment.yaml
-EXPOSE 8080 9090 8443
+# health (Kopf liveness), metrics, progress endpoint, webhooks: see deploy/manager/deployment.yaml
+EXPOSE 8080 9090 8443 9443
 ENTRYPOINT ["tj"]
 CMD ["operator", "--all-namespaces"]

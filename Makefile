@@ -31,7 +31,7 @@ ui-assets: $(UI_ASSETS)  ## install the web UI's browser libraries from npm (nee
 
 install: $(STAMP) $(UI_ASSETS)  ## create .venv and install the package with its test tools and the UI's assets
 
-generate: install  ## write deploy/crd/ from the schema in src/trainingjob/api/schema.py
+generate: install  ## write deploy/crd/ (CRD, webhook configurations) from src/trainingjob/api/
 	$(BIN)/python -m trainingjob.api.generate
 
 components: install  ## build the pinned control-plane binaries from their Go modules (first use only)

@@ -6,6 +6,8 @@ BIN=${BIN:-.venv/bin}
 CLUSTER=${CLUSTER:-default}
 JOB=mnist-ddp
 NS=demo
+# The example is a v1alpha1 job, read back in that version (kubectl's default is v1, where phase is status.state).
+TJ=trainingjobs.v1alpha1.ml.example.com
 
 "$BIN/tj" cluster up --name "$CLUSTER" >/dev/null
 eval "$("$BIN/tj" cluster env --name "$CLUSTER")"
@@ -30,10 +32,12 @@ KUBECONFIG="$operator_kubeconfig" kubectl config use-context operator >/dev/null
 free_port() { "$BIN/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 progress_port=$(free_port)
 metrics_port=$(free_port)
-# Outside the cluster the operator listens on loopback; in a cluster these are the Service's ports.
+webhook_port=$(free_port)
+# Outside the cluster the operator listens on loopback; in a cluster these are the Service's ports. It points the
+# CRD's conversion and the admission webhooks at https://127.0.0.1:$webhook_port itself.
 KUBECONFIG="$operator_kubeconfig" nohup "$BIN/tj" operator --all-namespaces --log-format json \
   --progress-port "$progress_port" --progress-bind 127.0.0.1 --progress-url "https://127.0.0.1:$progress_port" \
-  --metrics-port "$metrics_port" --metrics-bind 127.0.0.1 \
+  --metrics-port "$metrics_port" --metrics-bind 127.0.0.1 --webhook-port "$webhook_port" \
   >"$state_dir/logs/operator.log" 2>&1 &
 echo $! >"$state_dir/operator.pid"
 for _ in $(seq 1 60); do
@@ -45,12 +49,12 @@ curl -fs "http://127.0.0.1:$metrics_port/readyz" >/dev/null || { echo "operator 
 echo "== submitting examples/pytorch-simulated.yaml to namespace $NS"
 kubectl create namespace "$NS" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 kubectl label namespace "$NS" pod-security.kubernetes.io/enforce=restricted --overwrite >/dev/null
-kubectl delete trainingjob "$JOB" -n "$NS" --ignore-not-found --wait=true >/dev/null
+kubectl delete "$TJ" "$JOB" -n "$NS" --ignore-not-found --wait=true >/dev/null
 "$BIN/tj" submit -n "$NS" -f examples/pytorch-simulated.yaml
 
 echo "== a SIMULATED worker 0 reports progress through the real endpoint (kwok pods run no code)"
 for _ in $(seq 1 60); do
-  [ "$(kubectl get trainingjob "$JOB" -n "$NS" -o jsonpath='{.status.phase}')" = Running ] && break
+  [ "$(kubectl get "$TJ" "$JOB" -n "$NS" -o jsonpath='{.status.phase}')" = Running ] && break
   sleep 1
 done
 "$BIN/tj" cluster simulate-training "$JOB" -n "$NS" --epochs 6 --seconds-per-epoch 2 >"$state_dir/logs/simulated-worker.log" 2>&1 &
@@ -73,15 +77,15 @@ if [ "$simulator_status" != 0 ]; then
 fi
 status=0
 wait "$watcher" || status=$?
-phase=$(kubectl get trainingjob "$JOB" -n "$NS" -o jsonpath='{.status.phase}')
-percent=$(kubectl get trainingjob "$JOB" -n "$NS" -o jsonpath='{.status.progress.percent}')
+phase=$(kubectl get "$TJ" "$JOB" -n "$NS" -o jsonpath='{.status.phase}')
+percent=$(kubectl get "$TJ" "$JOB" -n "$NS" -o jsonpath='{.status.progress.percent}')
 echo
 "$BIN/tj" get -n "$NS"
 kubectl get pods -n "$NS" -o wide
 echo
 kubectl get events -n "$NS" --field-selector involvedObject.kind=TrainingJob --sort-by=.lastTimestamp
 echo
-echo "progress: $(kubectl get trainingjob "$JOB" -n "$NS" -o jsonpath='{.status.progress}')"
+echo "progress: $(kubectl get "$TJ" "$JOB" -n "$NS" -o jsonpath='{.status.progress}')"
 if [ "$status" != 0 ] || [ "$phase" != "Succeeded" ]; then
   echo "demo job ended as '${phase:-unknown}'; operator log: $state_dir/logs/operator.log" >&2
   exit 1

@@ -58,17 +58,24 @@ def kube(cluster: ClusterUnderTest) -> Kube:
 
 
 @pytest.fixture(scope="session")
-def trainingjob_crd(kube: Kube) -> None:
-    """The TrainingJob CRD installed from the schema module (the single source of truth)."""
+def installed_crd(kube: Kube) -> None:
+    """The TrainingJob CRD and webhook configurations installed from the Python sources (the single source)."""
     from tests.operator_harness import install_crd
 
     install_crd(kube)
 
 
 @pytest.fixture(scope="session")
-def operator(cluster: ClusterUnderTest, kube: Kube, trainingjob_crd: None, tmp_path_factory: pytest.TempPathFactory):
-    """The operator running as a subprocess under the shipped RBAC (a ServiceAccount token, not admin)."""
-    from tests.operator_harness import REPO, apply_manifests, service_account_kubeconfig, start_operator
+def trainingjob_crd(installed_crd: None, operator) -> None:
+    """The CRD served in every version: v1 is stored, so reading or writing v1alpha1 goes through the conversion
+    webhook, which the session's operator serves."""
+
+
+@pytest.fixture(scope="session")
+def operator(cluster: ClusterUnderTest, kube: Kube, installed_crd: None, tmp_path_factory: pytest.TempPathFactory):
+    """The operator running as a subprocess under the shipped RBAC (a ServiceAccount token, not admin); it serves
+    the webhooks and points the API server at them."""
+    from tests.operator_harness import REPO, apply_manifests, service_account_kubeconfig, start_operator, stop_all
 
     apply_manifests(cluster.kubectl, cluster.kubeconfig, REPO / "deploy" / "rbac")
     directory = tmp_path_factory.mktemp("operator")
@@ -77,6 +84,7 @@ def operator(cluster: ClusterUnderTest, kube: Kube, trainingjob_crd: None, tmp_p
     running = start_operator(kubeconfig, directory / "operator.log", *extra)
     yield running
     running.stop()
+    stop_all()
     print(f"operator log: {running.log_path}")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -30,26 +31,72 @@ BOUND_FLAGS = (
     *("--stuck-after", str(STUCK_AFTER_SECONDS)),
     *("--force-delete-after", str(FORCE_DELETE_AFTER_SECONDS)),
 )
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+STARTED: list[subprocess.Popen] = []  # every operator process start_operator started, for stop_all()
 
 
-def install_crd(kube: Kube) -> None:
-    """Create or replace the TrainingJob CRD from the schema module, then wait until it is served."""
+def install_crd(kube: Kube, manifest: dict[str, Any] | None = None) -> None:
+    """Create or replace the TrainingJob CRD (from the schema module unless given) and the webhook configurations,
+    then wait until it is served. A replace keeps the webhook targets a running operator set (clientConfig and its
+    CA): the shipped ones point at https://127.0.0.1:9443, where no test operator listens."""
     from trainingjob.api.schema import crd_manifest
 
-    manifest = crd_manifest()
+    manifest = saved_config(manifest or crd_manifest())
     name = manifest["metadata"]["name"]
     try:
         kube.extensions.create_custom_resource_definition(manifest)
     except ApiException as error:
         if error.status != 409:
             raise
-        current = kube.extensions.read_custom_resource_definition(name)
-        manifest["metadata"]["resourceVersion"] = current.metadata.resource_version
+        current = kube.api.sanitize_for_serialization(kube.extensions.read_custom_resource_definition(name))
+        manifest["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+        manifest["spec"]["conversion"] = current["spec"]["conversion"]
         kube.extensions.replace_custom_resource_definition(name, manifest)
+    install_webhook_configurations(kube)
     wait_until(lambda: _established(kube, name), 60, f"CRD {name} to be Established")
     # Established can precede the first successful create, and after a replace the API server may still serve
     # the previous schema for a moment: wait until a probe comes back defaulted exactly as this schema says.
     wait_until(lambda: _serves_schema(kube, manifest), 60, f"the API server to serve the new schema of {name}")
+
+
+def saved_config(manifest: dict[str, Any]) -> dict[str, Any]:
+    """`manifest` recording itself as last applied, as `kubectl apply` (or `create --save-config`) makes it: a later
+    `kubectl apply` of another clientConfig (deploy/base's Service) then removes the url the file had."""
+    saved = json.dumps(manifest, separators=(",", ":"))
+    annotations = {**manifest["metadata"].get("annotations", {}), LAST_APPLIED: saved}
+    return {**manifest, "metadata": {**manifest["metadata"], "annotations": annotations}}
+
+
+def install_webhook_configurations(kube: Kube) -> None:
+    """deploy/crd/'s Mutating- and ValidatingWebhookConfiguration, created or replaced keeping their clientConfig."""
+    from kubernetes import client
+
+    from trainingjob.api import webhook_config
+
+    admission = client.AdmissionregistrationV1Api(kube.api)
+    for manifest, read, create, replace in (
+        (
+            saved_config(webhook_config.mutating_configuration()),
+            admission.read_mutating_webhook_configuration,
+            admission.create_mutating_webhook_configuration,
+            admission.replace_mutating_webhook_configuration,
+        ),
+        (
+            saved_config(webhook_config.validating_configuration()),
+            admission.read_validating_webhook_configuration,
+            admission.create_validating_webhook_configuration,
+            admission.replace_validating_webhook_configuration,
+        ),
+    ):
+        try:
+            create(manifest)
+        except ApiException as error:
+            if error.status != 409:
+                raise
+            current = kube.api.sanitize_for_serialization(read(webhook_config.CONFIGURATION_NAME))
+            manifest["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+            manifest["webhooks"][0]["clientConfig"] = current["webhooks"][0]["clientConfig"]
+            replace(webhook_config.CONFIGURATION_NAME, manifest)
 
 
 def _established(kube: Kube, name: str) -> bool:
@@ -70,13 +117,15 @@ def _with_defaults(schema: dict[str, Any], value: dict[str, Any]) -> dict[str, A
 
 
 def _serves_schema(kube: Kube, manifest: dict[str, Any]) -> bool:
-    """A dry-run create of a minimal job returns the spec the schema of `manifest` defaults it to."""
+    """A dry-run create of a minimal job returns the spec the schema of `manifest` defaults it to. In the storage
+    version, which needs no conversion webhook (none may be running yet)."""
     from trainingjob.api import constants as k
 
-    version = manifest["spec"]["versions"][0]
+    version = next(v for v in manifest["spec"]["versions"] if v["storage"])
     spec_schema = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
     spec = {"framework": "pytorch", "image": "registry.example/probe:1", "command": ["true"]}
-    probe = {"apiVersion": k.API_VERSION, "kind": k.KIND, "metadata": {"name": "schema-probe"}, "spec": spec}
+    api_version = f"{k.GROUP}/{version['name']}"
+    probe = {"apiVersion": api_version, "kind": k.KIND, "metadata": {"name": "schema-probe"}, "spec": spec}
     try:
         created = kube.custom.create_namespaced_custom_object(
             k.GROUP, version["name"], "default", k.PLURAL, probe, dry_run="All"
@@ -132,6 +181,7 @@ class RunningOperator:
     health_url: str
     progress_port: int = 0
     metrics_port: int = 0
+    webhook_port: int = 0
 
     @property
     def metrics_url(self) -> str:
@@ -154,22 +204,27 @@ class RunningOperator:
                 self.process.wait(timeout=10)
 
 
-def start_operator(kubeconfig: Path, log_path: Path, *extra_args: str, progress_port: int = 0) -> RunningOperator:
-    """The operator with its progress endpoint on 127.0.0.1 (tests play the workers that report to it)."""
+def start_operator(
+    kubeconfig: Path, log_path: Path, *extra_args: str, progress_port: int = 0, webhook_port: int = 0
+) -> RunningOperator:
+    """The operator with its progress endpoint and webhooks on 127.0.0.1 (tests play the workers that report to
+    it; the API server calls the webhooks there)."""
     port = free_port()
     health_url = f"http://127.0.0.1:{port}/healthz"
     progress_port = progress_port or free_port()
     metrics_port = free_port()
+    webhook_port = webhook_port or free_port()
     command = [
         *(sys.executable, "-m", "trainingjob.cli", "operator", "--all-namespaces", "--log-format", "json"),
         *("--liveness", health_url, "--progress-port", str(progress_port), "--progress-bind", "127.0.0.1"),
         *("--progress-url", f"https://127.0.0.1:{progress_port}", "--metrics-port", str(metrics_port)),
-        *("--metrics-bind", "127.0.0.1", *BOUND_FLAGS, *extra_args),
+        *("--metrics-bind", "127.0.0.1", "--webhook-port", str(webhook_port), *BOUND_FLAGS, *extra_args),
     ]
     env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
     with log_path.open("ab") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
-    running = RunningOperator(process, log_path, kubeconfig, health_url, progress_port, metrics_port)
+    STARTED.append(process)
+    running = RunningOperator(process, log_path, kubeconfig, health_url, progress_port, metrics_port, webhook_port)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -179,6 +234,20 @@ def start_operator(kubeconfig: Path, log_path: Path, *extra_args: str, progress_
         time.sleep(0.2)
     running.stop()
     raise AssertionError(f"operator not healthy within 60s:\n{running.log_tail()}")
+
+
+def stop_all() -> None:
+    """Stop every operator this session started that still runs (tests swap the session's operator, and one that
+    fails half-way must not leave an operator behind, holding the Lease and the webhooks for the next session)."""
+    for process in STARTED:
+        if process.poll() is None:
+            process.terminate()
+    for process in STARTED:
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
 
 
 def healthy(url: str) -> bool:

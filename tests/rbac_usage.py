@@ -17,9 +17,11 @@ from trainingjob.scheduling.gang import PROVIDERS
 
 REPO = Path(__file__).resolve().parents[1]
 # Everything `tj operator` runs that talks to the API server (reconcile/ and builders/ are pure).
-OPERATOR_CODE = sorted((REPO / "src" / "trainingjob" / "operator").glob("*.py")) + sorted(
-    (REPO / "src" / "trainingjob" / "progress").glob("*.py")
-)
+OPERATOR_CODE = [
+    path
+    for package in ("operator", "progress", "webhooks")
+    for path in sorted((REPO / "src" / "trainingjob" / package).glob("*.py"))
+]
 Grant = tuple[str, str, str]  # (apiGroup, resource, verb)
 
 # kubernetes_asyncio method verb → RBAC verb.
@@ -38,7 +40,13 @@ KINDS = {
     # authorizes GET /api/v1/namespaces/X as a request in namespace X): per-namespace Roles carry it.
     "namespace": ("", "namespaces", True),
     "node": ("", "nodes", False),
+    "service_account": ("", "serviceaccounts", True),
     "resource_quota": ("", "resourcequotas", True),
+    "limit_range": ("", "limitranges", True),
+    "priority_class": ("scheduling.k8s.io", "priorityclasses", False),
+    "custom_resource_definition": ("apiextensions.k8s.io", "customresourcedefinitions", False),
+    "mutating_webhook_configuration": ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", False),
+    "validating_webhook_configuration": ("admissionregistration.k8s.io", "validatingwebhookconfigurations", False),
 }
 CLUSTER_SCOPED = {(group, resource) for group, resource, namespaced in KINDS.values() if not namespaced}
 METHOD = re.compile(

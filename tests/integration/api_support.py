@@ -48,6 +48,27 @@ def rejection(call: Any) -> str:
     return json.loads(caught.value.body)["message"]
 
 
+def existing_claims(kube: Kube, namespace: str, *names: str) -> None:
+    """PersistentVolumeClaims a job may name: the validating webhook refuses claims that do not exist."""
+    for name in names:
+        claim = {
+            "metadata": {"name": name},
+            "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}},
+        }
+        kube.core.create_namespaced_persistent_volume_claim(namespace, claim)
+
+
+def ensure_priority_class(kube: Kube, name: str) -> None:
+    """A PriorityClass a job may name: the validating webhook refuses one that does not exist."""
+    from kubernetes import client
+
+    try:
+        client.SchedulingV1Api(kube.api).create_priority_class({"metadata": {"name": name}, "value": 1000})
+    except ApiException as error:
+        if error.status != 409:
+            raise
+
+
 def volumes(*names: str) -> list[dict[str, Any]]:
     return [{"name": name, "emptyDir": {}} for name in names]
 

@@ -8,7 +8,6 @@ watched namespace once, deleting it at its end; the next one waits for that dele
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ import yaml
 from kubernetes.client.exceptions import ApiException
 
 from tests.conftest import ClusterUnderTest
+from tests.integration.v1_support import kubectl as run_kubectl
 from tests.kube import Kube, wait_until
 from tests.operator_harness import OPERATOR_ACCOUNT, OPERATOR_NAMESPACE, REPO, apply_manifests
 
@@ -28,15 +28,10 @@ PROMETHEUS_OPERATOR = {("monitoring.coreos.com", "ServiceMonitor"), ("monitoring
 
 
 def kubectl(cluster: ClusterUnderTest, *args: str, stdin: str | None = None) -> str:
-    result = subprocess.run(
-        [cluster.kubectl, f"--kubeconfig={cluster.kubeconfig}", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, f"kubectl {' '.join(args)} failed:\n{result.stderr}"
-    return result.stdout
+    """kubectl's output; the test fails when kubectl does."""
+    outcome = run_kubectl(cluster, *args, stdin=stdin)
+    assert outcome.code == 0, f"kubectl {' '.join(args)} failed:\n{outcome.err}"
+    return outcome.out
 
 
 def render(cluster: ClusterUnderTest, directory: Path) -> list[dict[str, Any]]:

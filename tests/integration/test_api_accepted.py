@@ -22,6 +22,14 @@ pytestmark = pytest.mark.integration
 
 served_crd = api_support.served_crd  # autouse: each test here runs once TrainingJobs are served
 
+
+@pytest.fixture(autouse=True)
+def referenced_objects(kube: Kube, namespace: str) -> None:
+    """The claims and PriorityClass the jobs below name exist (the validating webhook refuses missing ones)."""
+    api_support.existing_claims(kube, namespace, "imagenet", "shared-ckpt")
+    api_support.ensure_priority_class(kube, "high")
+
+
 # --- accepted jobs ------------------------------------------------------------------------------------------------
 
 
@@ -186,22 +194,30 @@ def test_every_lifecycle_field_set_is_kept(kube: Kube, namespace: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("path", "kind"),
+    ("version", "path", "kind"),
     [
-        ("spec.workers", "<integer>"),
-        ("spec.suspend", "<boolean>"),
-        ("spec.failurePolicy.backoff.maxSeconds", "<integer>"),
+        (c.V1ALPHA1, "spec.workers", "<integer>"),
+        (c.V1ALPHA1, "spec.suspend", "<boolean>"),
+        (c.V1ALPHA1, "spec.failurePolicy.backoff.maxSeconds", "<integer>"),
+        (c.V1, "spec.numWorkers", "<integer>"),
+        (c.V1, "spec.checkpoint.frequency", "<integer>"),
+        (c.V1, "spec.checkpoint.storage.type", "<string>"),
+        (c.V1, "status.state", "<string>"),
+        (c.V1, "status.progressDetails.estimatedRemainingSeconds", "<integer>"),
     ],
 )
-def test_kubectl_explain_prints_the_description(cluster: Any, path: str, kind: str) -> None:
-    schema = crd_manifest()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+def test_kubectl_explain_prints_the_description(cluster: Any, version: str, path: str, kind: str) -> None:
+    schema = next(v for v in crd_manifest()["spec"]["versions"] if v["name"] == version)["schema"]["openAPIV3Schema"]
     for name in path.split("."):
         schema = schema["properties"][name]
     description = " ".join(schema["description"].split())
 
     def explained() -> str | None:
         result = subprocess.run(
-            [cluster.kubectl, "--kubeconfig", str(cluster.kubeconfig), "explain", f"trainingjob.{path}"],
+            [
+                *(cluster.kubectl, "--kubeconfig", str(cluster.kubeconfig), "explain", f"trainingjob.{path}"),
+                f"--api-version={c.GROUP}/{version}",
+            ],
             capture_output=True,
             text=True,
             timeout=30,

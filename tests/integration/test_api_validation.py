@@ -113,7 +113,7 @@ LIFECYCLE_INVALID = [
     Invalid(
         "checkpoint-enabled-without-storage",
         {"checkpoint": {"enabled": True}},
-        ("spec.checkpoint", "checkpoint.enabled needs checkpoint.storage: a claimName or a size"),
+        ("spec.checkpoint", "checkpoint.enabled needs checkpoint.storage: a claimName or a size, or type s3"),
     ),
     Invalid(
         "checkpoint-storage-claim-and-size",

@@ -13,8 +13,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from kubernetes import client as kube_client
+from kubernetes import client
 
+from tests.integration import api_support
 from tests.jobs import SIM, create_job, get_job, job_manifest, job_pods, live_pods, patch_job, wait_phase
 from tests.kube import Kube, wait_until
 from tests.operator_harness import STUCK_AFTER_SECONDS
@@ -93,7 +94,7 @@ def refuse_worker(kube: Kube, namespace: str, index: int) -> Callable[[], None]:
     """A ValidatingAdmissionPolicy (a policy admission plugin, as a webhook would be) that refuses to create worker
     `index` in `namespace` with 403; returns what lifts it."""
     name = f"refuse-worker-{index}-{namespace}"
-    admission = kube_client.AdmissionregistrationV1Api(kube.api)
+    admission = client.AdmissionregistrationV1Api(kube.api)
     label = f"object.metadata.labels[{k.LABEL_WORKER_INDEX!r}]"
     admission.create_validating_admission_policy(
         {
@@ -150,10 +151,16 @@ def test_a_gang_admission_refuses_in_part_gives_back_what_it_got_and_retries(kub
 
 
 def test_a_missing_priority_class_is_explained(kube: Kube, namespace: str) -> None:
-    manifest = job_manifest("prio", complete_after=None, scheduling={"priorityClassName": "does-not-exist"})
-    create_job(kube, namespace, manifest)
+    # The validating webhook refuses a job naming a PriorityClass that does not exist; one deleted after the job was
+    # admitted (or a job admitted while the webhook was down) reaches the operator, and pod creation is refused.
+    priority_class = f"gone-{namespace}"
+    api_support.ensure_priority_class(kube, priority_class)
+    scheduling = {"priorityClassName": priority_class}
+    create_job(kube, namespace, job_manifest("prio", complete_after=None, suspend=True, scheduling=scheduling))
+    client.SchedulingV1Api(kube.api).delete_priority_class(priority_class)
+    patch_job(kube, namespace, "prio", {"spec": {"suspend": False}})
     job = wait_blocked(kube, namespace, "prio", "AdmissionDenied")
-    assert "no PriorityClass with name does-not-exist" in blocked(job)["message"]
+    assert f"no PriorityClass with name {priority_class}" in blocked(job)["message"]
     [worker] = job["status"]["workerStatuses"]
     assert (worker["podName"], worker["phase"], worker["reason"]) == ("prio-worker-0", "NotCreated", "AdmissionDenied")
     assert not job_pods(kube, namespace, "prio")

@@ -37,13 +37,19 @@ from tests.operator_harness import (
     healthy,
     service_account_kubeconfig,
 )
-from tests.rbac_usage import used_by_code
+from tests.rbac_usage import CLUSTER_SCOPED, used_by_code
 
 pytestmark = pytest.mark.integration
 
 installed_rbac = deploy_support.installed_rbac  # module-scoped: deploy/rbac and the watched namespace
 
 ALL_VERBS = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection")
+# Cluster-scoped objects the operator may touch only by name (deploy/rbac/webhooks.yaml).
+BY_NAME = {
+    ("apiextensions.k8s.io", "customresourcedefinitions"): "trainingjobs.ml.example.com",
+    ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"): "trainingjob-operator",
+    ("admissionregistration.k8s.io", "validatingwebhookconfigurations"): "trainingjob-operator",
+}
 
 
 def forbidden(call: Any, *args: Any, **kwargs: Any) -> ApiException:
@@ -53,12 +59,17 @@ def forbidden(call: Any, *args: Any, **kwargs: Any) -> ApiException:
     return raised.value
 
 
-def allowed(kube: Kube, user: str, verb: str, resource: str, group: str = "", namespace: str = "") -> bool:
-    """SubjectAccessReview: may `user` do `verb` on `resource` (in `namespace`; "" for cluster-wide)?"""
+def allowed(
+    kube: Kube, user: str, verb: str, resource: str, group: str = "", namespace: str = "", name: str = ""
+) -> bool:
+    """SubjectAccessReview: may `user` do `verb` on `resource` (in `namespace`; "" for cluster-wide; `name`: one
+    object of it)?"""
     resource, _, subresource = resource.partition("/")
     attributes = {"verb": verb, "group": group, "resource": resource, "subresource": subresource}
     if namespace:
         attributes["namespace"] = namespace
+    if name:
+        attributes["name"] = name
     review = client.AuthorizationV1Api(kube.api).create_subject_access_review(
         {"spec": {"user": user, "resourceAttributes": attributes}}
     )
@@ -107,14 +118,17 @@ def test_the_api_server_allows_the_operator_exactly_the_calls_its_code_makes(
     reads the code)."""
     used = used_by_code()
     user = f"system:serviceaccount:{OPERATOR_NAMESPACE}:{OPERATOR_ACCOUNT}"
-    # Leases and the TLS Secret live in the operator's own namespace (Roles there); everything else cluster-wide.
+    # Leases and the TLS Secrets live in the operator's own namespace (Roles there); everything else cluster-wide.
     own_namespace = {("coordination.k8s.io", "leases"), ("", "secrets")}
     resources = {(group, resource) for group, resource, _ in used} - own_namespace
-    assert len(resources) == 10
+    assert len(resources) == 17
     for group, resource in sorted(resources):
-        scope = "" if resource in ("tokenreviews", "nodes") else namespace
-        decisions = {verb: allowed(kube, user, verb, resource, group, scope) for verb in ALL_VERBS}
+        scope = "" if (group, resource) in CLUSTER_SCOPED else namespace
+        name = BY_NAME.get((group, resource), "")
+        decisions = {verb: allowed(kube, user, verb, resource, group, scope, name) for verb in ALL_VERBS}
         assert decisions == {verb: (group, resource, verb) in used for verb in ALL_VERBS}, f"{group}/{resource}"
+        if name:  # and only that object
+            assert not any(allowed(kube, user, verb, resource, group, scope, "other") for verb in ALL_VERBS)
     for verb in ALL_VERBS:
         lease = ("coordination.k8s.io", "leases", verb) in used
         assert allowed(kube, user, verb, "leases", "coordination.k8s.io", OPERATOR_NAMESPACE) == lease, verb
@@ -200,13 +214,13 @@ def test_an_operator_with_only_the_namespaced_grants_runs_jobs_in_the_watched_na
     kube: Kube, probe_account: str, namespace: str, tmp_path: Path
 ) -> None:
     kubeconfig = token_kubeconfig(kube, PROBE_ACCOUNT, tmp_path / "probe.kubeconfig")
-    health, progress, metrics = free_port(), free_port(), free_port()
+    health, progress, metrics, webhooks = free_port(), free_port(), free_port(), free_port()
     command = [
         *(sys.executable, "-m", "trainingjob.cli", "operator", "--namespace", WATCHED, "--log-format", "json"),
         *("--liveness", f"http://127.0.0.1:{health}/healthz", "--leader-election-id", PROBE_ACCOUNT),
         *("--progress-port", str(progress), "--progress-bind", "127.0.0.1"),
         *("--progress-url", f"https://127.0.0.1:{progress}", "--metrics-port", str(metrics)),
-        *("--metrics-bind", "127.0.0.1"),
+        *("--metrics-bind", "127.0.0.1", "--webhook-port", str(webhooks)),
     ]
     log_path = tmp_path / "operator.log"
     with log_path.open("wb") as log:

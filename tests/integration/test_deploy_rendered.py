@@ -46,7 +46,7 @@ def test_the_monitoring_overlay_scrapes_the_metrics_port_and_alerts_when_the_ope
     assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
     (endpoint,) = monitor["spec"]["endpoints"]
     ports = {p["name"]: p["port"] for p in service["spec"]["ports"]}
-    assert endpoint["port"] == "metrics" and ports == {"metrics": 9090, "progress": 8443}
+    assert endpoint["port"] == "metrics" and ports == {"metrics": 9090, "progress": 8443, "webhook": 443}
     assert endpoint["path"] == "/metrics"
     assert endpoint["honorLabels"] is True  # the metrics' own namespace/job labels win (tests/unit/test_monitoring.py)
     alerts = {r["alert"]: r for group in rule["spec"]["groups"] for r in group["rules"] if "alert" in r}
@@ -85,7 +85,7 @@ def test_the_rendered_deployment_is_hardened_and_highly_available(cluster: Clust
     (tmp,) = [m for m in container["volumeMounts"] if m["mountPath"] == "/tmp"]
     assert "emptyDir" in one_volume(pod, tmp["name"])
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert ports == {"health": 8080, "metrics": 9090, "progress": 8443}
+    assert ports == {"health": 8080, "metrics": 9090, "progress": 8443, "webhook": 9443}
     for probe in ("livenessProbe", "readinessProbe"):
         assert container[probe]["httpGet"] == {"path": "/healthz", "port": "health"}
     assert container["resources"] == {
@@ -101,6 +101,7 @@ def test_the_rendered_deployment_is_hardened_and_highly_available(cluster: Clust
     params = operator_command.make_context("operator", list(container["args"][1:])).params
     assert params["liveness_endpoint"] == "http://0.0.0.0:8080/healthz"
     assert (params["metrics_port"], params["progress_port"], params["log_format"]) == (9090, 8443, "json")
+    assert params["webhook_port"] == 9443 and params["webhook_url"] is None  # in the cluster: the Service
     assert params["leader_elect"] is True
     if variant == "namespaced":
         assert params["namespaces"] == (WATCHED,) and not params["all_namespaces"]
@@ -115,13 +116,22 @@ def one_volume(pod: dict[str, Any], name: str) -> dict[str, Any]:
 
 def test_the_namespaced_overlay_binds_no_cluster_wide_role_to_the_operator(cluster: ClusterUnderTest) -> None:
     docs = render(cluster, OVERLAYS["namespaced"])
-    cluster_roles = {d["metadata"]["name"]: d["rules"] for d in docs if d["kind"] == "ClusterRole"}
-    assert cluster_roles == {
-        "trainingjob-operator-nodes": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}],
-        "trainingjob-operator-tokenreview": [
-            {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]}
-        ],
-    }, "the base's ClusterRole must be gone; only reading single nodes and TokenReview stay cluster-wide"
+    cluster_roles = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ClusterRole"}
+    assert sorted(cluster_roles) == [
+        "trainingjob-operator-nodes",
+        "trainingjob-operator-tokenreview",
+        "trainingjob-operator-webhooks",
+    ]
+    assert cluster_roles["trainingjob-operator-tokenreview"]["rules"] == [
+        {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]}
+    ]
+    assert cluster_roles["trainingjob-operator-nodes"]["rules"] == [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}
+    ], "reading single nodes (stuck pods on lost nodes) stays cluster-wide"
+    # The webhooks' cluster-scoped objects, each by name, and PriorityClasses (read-only): nothing in a namespace.
+    for rule in cluster_roles["trainingjob-operator-webhooks"]["rules"]:
+        assert rule.get("resourceNames") or rule["resources"] == ["priorityclasses"]
+        assert set(rule["verbs"]) <= {"get", "patch"}
     bindings = [d for d in docs if d["kind"] == "ClusterRoleBinding" and operator_subject(d)]
     assert sorted(b["roleRef"]["name"] for b in bindings) == sorted(cluster_roles)
     role, binding = one(docs, "Role", "trainingjob-operator"), one(docs, "RoleBinding", "trainingjob-operator")
@@ -130,3 +140,26 @@ def test_the_namespaced_overlay_binds_no_cluster_wide_role_to_the_operator(clust
     assert operator_subject(binding)
     args = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--all-namespaces" not in args and args[args.index("--namespace") + 1] == WATCHED
+
+
+@pytest.mark.parametrize("variant", sorted(RENDERED))
+def test_the_cluster_install_registers_the_webhooks_behind_the_service(cluster: ClusterUnderTest, variant: str) -> None:
+    """deploy/crd/ points at 127.0.0.1 for `tj operator` outside the cluster; the cluster install patches all three
+    to the operator's Service, exactly as the operator itself would point them (webhook_config.service_endpoint)."""
+    from trainingjob.api import webhook_config as w
+
+    docs = render(cluster, RENDERED[variant])
+    service = w.service_endpoint(OPERATOR_NAMESPACE)
+    crd = one(docs, "CustomResourceDefinition")
+    assert crd["spec"]["conversion"] == w.conversion(service)
+    for kind, path in (
+        ("MutatingWebhookConfiguration", w.MUTATE_PATH),
+        ("ValidatingWebhookConfiguration", w.VALIDATE_PATH),
+    ):
+        (webhook,) = one(docs, kind, w.CONFIGURATION_NAME)["webhooks"]
+        assert webhook["clientConfig"] == service.client_config(path)
+        assert webhook["failurePolicy"] == "Ignore"
+    ports = {
+        p["name"]: (p["port"], p["targetPort"]) for p in one(docs, "Service", "trainingjob-operator")["spec"]["ports"]
+    }
+    assert ports["webhook"] == (w.SERVICE_PORT, "webhook")

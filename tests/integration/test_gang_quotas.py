@@ -10,7 +10,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from tests.integration.test_blocked_workers import REACT, blocked, wait_blocked, warnings
-from tests.jobs import create_job, get_job, job_manifest, job_pods, live_pods, wait_phase
+from tests.jobs import create_job, get_job, job_manifest, job_pods, live_pods, patch_job, wait_phase
 from tests.kube import Kube, wait_until
 from trainingjob.api import constants as k
 
@@ -63,7 +63,7 @@ def test_a_gpu_quota_admits_gangs_whole_and_holds_the_next_without_a_pod(kube: K
     create_job(kube, namespace, job_manifest("second", workers=4, complete_after="2s", gpuPerWorker=1))
     job = wait_blocked(kube, namespace, "second", "QuotaExceeded")
     message = blocked(job)["message"]
-    assert f"ResourceQuota gpus has 2 {GPU_QUOTA} left (used 4 of 6) and 4 worker(s) need 4" in message
+    assert f"ResourceQuota gpus: 2 of 6 {GPU_QUOTA} free now and the gang needs 4" in message
     assert job["status"]["phase"] == "Pending" and job["status"]["gang"]["reason"] == "QuotaExceeded"
     wait_until(lambda: "QuotaExceeded" in warnings(kube, namespace, "second"), REACT, "a Warning Event")
     # Not one pod, so not one GPU of quota held: the first job's share stays whole, nothing is refused.
@@ -75,12 +75,17 @@ def test_a_gpu_quota_admits_gangs_whole_and_holds_the_next_without_a_pod(kube: K
     assert job["status"].get("restartCount", 0) == 0 and job["status"]["attempt"] == 0
 
 
-def test_a_gang_that_can_never_fit_its_quota_waits_and_says_so(kube: Kube, namespace: str) -> None:
+def test_a_gang_its_quota_shrank_under_waits_and_says_so(kube: Kube, namespace: str) -> None:
+    # The validating webhook refuses a job its quota could never hold; a quota lowered after the job was admitted
+    # reaches the operator, which creates nothing until an administrator makes room again.
+    quota(kube, namespace, "gpus", {GPU_QUOTA: "8"})
+    create_job(kube, namespace, job_manifest("huge", workers=4, complete_after=None, gpuPerWorker=2, suspend=True))
     quota(kube, namespace, "gpus", {GPU_QUOTA: "6"})
-    create_job(kube, namespace, job_manifest("huge", workers=4, complete_after=None, gpuPerWorker=2))
+    patch_job(kube, namespace, "huge", {"spec": {"suspend": False}})
     job = wait_blocked(kube, namespace, "huge", "QuotaExceeded")
-    assert f"has 6 {GPU_QUOTA} left (used 0 of 6) and 4 worker(s) need 8" in blocked(job)["message"]
+    message = blocked(job)["message"]
+    assert f"ResourceQuota gpus allows {GPU_QUOTA} 6 in this namespace, and the gang of 4 workers needs 8" in message
     assert not job_pods(kube, namespace, "huge")
-    quota(kube, namespace, "gpus", {GPU_QUOTA: "8"})  # an administrator raises it
+    quota(kube, namespace, "gpus", {GPU_QUOTA: "8"})
     wait_phase(kube, namespace, "huge", "Running", timeout=REACT)
     assert len(live_pods(kube, namespace, "huge")) == 4

@@ -68,4 +68,5 @@ def test_standby_takes_over_when_the_leader_dies(kube: Kube, namespace: str, ope
         operator.process = standby.process
         operator.progress_port = standby.progress_port
         operator.metrics_port = standby.metrics_port
+        operator.webhook_port = standby.webhook_port
         operator.log_path = standby.log_path

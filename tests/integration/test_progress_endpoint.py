@@ -106,9 +106,15 @@ def test_chief_report_updates_status_and_printer_columns(
     assert progress["metrics"] == {"loss": 0.42, "accuracy": 0.9}
     assert progress["estimatedRemainingSeconds"] > 0 and progress["lastUpdateTime"]
     assert job["status"]["lastCheckpoint"]["path"] == "/checkpoints/ckpt-00000003"
-    table = kubectl(cluster, "get", "tj", running_job, "-n", namespace)
+    table = kubectl(cluster, "get", "trainingjobs.v1alpha1.ml.example.com", running_job, "-n", namespace)
     header, row = table.splitlines()[:2]
     assert "PROGRESS" in header and "ETA" in header and "30" in row
+    v1 = kubectl(cluster, "get", "tj", running_job, "-n", namespace).splitlines()  # kubectl's default: v1's columns
+    assert v1[0].split()[:5] == ["NAME", "STATE", "PROGRESS", "EPOCH", "WORKERS"] and v1[1].split()[1:4] == [
+        "Running",
+        "30%",
+        "3",
+    ]
 
 
 def _utc_now() -> datetime.datetime:

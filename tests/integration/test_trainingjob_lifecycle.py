@@ -91,7 +91,7 @@ def test_pytorch_job_with_gpus_runs_to_success(kube: Kube, namespace: str, clust
     assert service.spec.cluster_ip == "None" and service.spec.publish_not_ready_addresses
     config = kube.core.read_namespaced_config_map("mnist-config", namespace)
     assert json.loads(config.data["hyperparameters.json"]) == {"learningRate": 0.01, "epochs": 3, "amp": True}
-    table = kubectl(cluster, "get", "tj", "-n", namespace)
+    table = kubectl(cluster, "get", "trainingjobs.v1alpha1.ml.example.com", "-n", namespace)  # v1alpha1's columns
     assert table.split("\n")[0].split()[:4] == ["NAME", "FRAMEWORK", "WORKERS", "PHASE"]
     assert "mnist" in table and "pytorch" in table and "Running" in table
 

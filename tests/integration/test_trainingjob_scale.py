@@ -50,7 +50,9 @@ def test_operator_killed_mid_flight_converges_without_duplicates(
     wait_until(lambda: len(kube.core.list_namespaced_pod(namespace).items) >= 3, 60, "the first pods")
     operator.stop(hard=True)
     uids_before = {p.metadata.name: p.metadata.uid for p in kube.core.list_namespaced_pod(namespace).items}
-    restarted = start_operator(operator.kubeconfig, operator.log_path, progress_port=operator.progress_port)
+    restarted = start_operator(
+        operator.kubeconfig, operator.log_path, progress_port=operator.progress_port, webhook_port=operator.webhook_port
+    )
     operator.process = restarted.process
     operator.metrics_port = restarted.metrics_port
     wait_until(

@@ -1,7 +1,8 @@
 """Just enough of an API server to unit-test the apply layer and the reconciler's bookkeeping without one.
 
-It keeps the semantics those depend on: JSON merge patches (RFC 7386), the resourceVersion precondition, and a
-patch that changes nothing leaving the resourceVersion as it was (the real server sends no watch event then).
+It keeps the semantics those depend on: JSON merge patches (RFC 7386), the resourceVersion precondition, a patch
+that changes nothing leaving the resourceVersion as it was (the real server sends no watch event then), and status
+written in the watched version's shape while the jobs it holds are in the internal one.
 Everything else about the API (validation, defaults, graceful deletion) belongs in tests/integration.
 """
 
@@ -13,6 +14,9 @@ from typing import Any
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from trainingjob.api import constants as k
+from trainingjob.api.conversion import convert_status, status_in
+from trainingjob.api.versions import SHAPES
 from trainingjob.builders.service import service_ports
 from trainingjob.operator.apply import Applier
 from trainingjob.reconcile.observed import pod_view
@@ -93,7 +97,10 @@ class FakeApiServer:
         if expected is not None and expected != job["metadata"]["resourceVersion"]:
             raise ApiException(status=409, reason="Conflict")
         if part == "status":
-            changed = {**job, "status": merge_patch(job.get("status") or {}, patch.get("status") or {})}
+            # Stored in the watched version: the patch applies to the status in that shape, and the operator's
+            # caches see the result converted back, as handlers.py converts every watched body.
+            stored = merge_patch(status_in(job.get("status") or {}, k.WATCHED_VERSION), patch.get("status") or {})
+            changed = {**job, "status": convert_status(stored, SHAPES[k.WATCHED_VERSION], SHAPES[k.INTERNAL_VERSION])}
         else:
             changed = merge_patch(job, {key: value for key, value in patch.items() if key != "status"})
             changed["metadata"]["resourceVersion"] = job["metadata"]["resourceVersion"]

@@ -208,7 +208,7 @@ def test_a_burst_of_reports_is_written_once_per_interval_however_often_the_job_i
         assert reconciler.queue.timers == 1, "the withheld report is requeued for the end of the interval"
         clock.now += PROGRESS_WRITE_INTERVAL
         await settle(reconciler, server, rounds=2)
-        writes = [p for p in server.status_patches if "progress" in p["status"]]
+        writes = [p for p in server.status_patches if "progressDetails" in p["status"]]  # v1's name
         assert len(writes) == 3, "at 0 s, at 3 s, and the last report once the interval is over"
         assert server.jobs["job"]["status"]["progress"]["step"] == 100
         assert KEY not in reconciler.progress

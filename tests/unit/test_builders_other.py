@@ -47,7 +47,7 @@ def test_job_labels() -> None:
 
 def test_owner_reference() -> None:
     assert owner_reference(make_job(uid="abc")) == {
-        "apiVersion": "ml.example.com/v1alpha1",
+        "apiVersion": "ml.example.com/v1",
         "kind": "TrainingJob",
         "name": "mnist",
         "uid": "abc",

@@ -104,7 +104,7 @@ def test_user_pod_labels_cannot_override_operator_labels(key: str) -> None:
 def test_owner_reference_makes_the_job_the_controller() -> None:
     assert build()["metadata"]["ownerReferences"] == [
         {
-            "apiVersion": "ml.example.com/v1alpha1",
+            "apiVersion": "ml.example.com/v1",
             "kind": "TrainingJob",
             "name": "mnist",
             "uid": "uid-123",

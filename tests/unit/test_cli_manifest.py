@@ -119,7 +119,9 @@ def test_yaml_files_must_hold_named_trainingjobs() -> None:
     job = {"apiVersion": k.API_VERSION, "kind": k.KIND, "metadata": {"name": "a"}, "spec": {}}
     text = yaml.safe_dump(job) + "---\n---\n" + yaml.safe_dump(job | {"metadata": {"name": "b"}})
     assert [m["metadata"]["name"] for m in manifests_from_yaml(text, "jobs.yaml")] == ["a", "b"]
-    with pytest.raises(ManifestError, match=r"jobs.yaml: is v1/Pod, not a ml.example.com/v1alpha1 TrainingJob"):
+    with pytest.raises(
+        ManifestError, match=r"jobs.yaml: is v1/Pod, not a TrainingJob \(ml.example.com/v1alpha1 or ml.example.com/v1\)"
+    ):
         manifests_from_yaml("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n", "jobs.yaml")
     with pytest.raises(ManifestError, match=r"metadata\.name is missing"):
         manifests_from_yaml(yaml.safe_dump(job | {"metadata": {}}), "x.yaml")

@@ -275,5 +275,5 @@ def test_identity_names_outside_the_prefixes_are_exactly_the_listed_ones() -> No
 
 def _full_job_with_keep_last() -> TrainingJob:
     body = {"metadata": {"name": "mnist", "namespace": "ml"}, "spec": {**_full_job("pytorch").raw_spec}}
-    body["spec"]["checkpoint"] = {"keepLast": 3}
+    body["spec"]["checkpoint"] = {"keepLast": 3, "enabled": True, "storage": {"type": "s3", "path": "s3://b/ckpt"}}
     return TrainingJob.from_body(body)

@@ -10,7 +10,7 @@ import yaml
 
 from tests.unit.schema_support import all_rules, field, root, walk
 from trainingjob.api import constants as c
-from trainingjob.api import generate
+from trainingjob.api import generate, webhook_config
 from trainingjob.api.schema import crd_manifest
 from trainingjob.api.schema_builders import node, obj, string
 
@@ -21,19 +21,25 @@ def test_deploy_yaml_is_generated_from_the_schema() -> None:
     text = generate.CRD_PATH.read_text()
     assert text.startswith(generate.HEADER), "the header must say the file is generated"
     assert yaml.safe_load(text) == crd_manifest(), "deploy/crd is stale: run `make generate`"
+    webhooks = list(yaml.safe_load_all(generate.WEBHOOKS_PATH.read_text()))
+    assert webhooks == [webhook_config.mutating_configuration(), webhook_config.validating_configuration()]
 
 
 def test_check_passes_on_the_committed_file() -> None:
     assert generate.main(["--check"]) == 0
 
 
-def test_check_fails_when_the_file_differs(tmp_path: Path) -> None:
-    output = tmp_path / "crd.yaml"
-    assert generate.main(["--check", "--output", str(output)]) == 1, "a missing file is out of date"
-    assert generate.main(["--output", str(output)]) == 0
-    assert generate.main(["--check", "--output", str(output)]) == 0
-    output.write_text(output.read_text().replace("minimum: 1\n", "minimum: 2\n", 1))
-    assert generate.main(["--check", "--output", str(output)]) == 1
+@pytest.mark.parametrize(
+    ("name", "old", "new"),
+    [(generate.CRD_FILE, "minimum: 1\n", "minimum: 2\n"), (generate.WEBHOOKS_FILE, "Ignore", "Fail")],
+)
+def test_check_fails_when_a_file_differs(tmp_path: Path, name: str, old: str, new: str) -> None:
+    assert generate.main(["--check", "--output", str(tmp_path)]) == 1, "missing files are out of date"
+    assert generate.main(["--output", str(tmp_path)]) == 0
+    assert generate.main(["--check", "--output", str(tmp_path)]) == 0
+    output = tmp_path / name
+    output.write_text(output.read_text().replace(old, new, 1))
+    assert generate.main(["--check", "--output", str(tmp_path)]) == 1
 
 
 # --- descriptions ---------------------------------------------------------------------------------------------
@@ -71,7 +77,10 @@ def test_names_scope_and_version() -> None:
     assert (spec["group"], spec["scope"]) == (c.GROUP, "Namespaced")
     assert spec["names"]["shortNames"] == ["tj"]
     assert spec["names"]["categories"] == ["all", "ml"]
-    assert [(v["name"], v["served"], v["storage"]) for v in spec["versions"]] == [(c.VERSION, True, True)]
+    assert [(v["name"], v["served"], v["storage"]) for v in spec["versions"]] == [
+        (c.V1ALPHA1, True, False),
+        (c.V1, True, True),
+    ]
 
 
 def test_scale_and_status_subresources() -> None:

@@ -58,10 +58,14 @@ def test_backoff_max_is_at_least_base() -> None:
     assert "maxSeconds must be at least baseSeconds" in ordered["message"]
 
 
-def test_checkpoint_storage_is_a_claim_or_a_size() -> None:
-    [one_of] = rules_at(".spec.checkpoint.storage")
-    assert one_of["rule"] == "has(self.claimName) != has(self.size)"
+def test_checkpoint_storage_is_a_claim_or_a_size_or_an_object_store() -> None:
+    one_of, not_with_store, path_for_store, store_needs_path = rules_at(".spec.checkpoint.storage")
+    assert one_of["rule"] == "(has(self.type) && self.type != 'pvc') || has(self.claimName) != has(self.size)"
     assert "exactly one of claimName" in one_of["message"]
+    assert "do not go with type s3 or gcs" in not_with_store["message"]
+    assert path_for_store["fieldPath"] == store_needs_path["fieldPath"] == ".path"
+    assert "self.path.startsWith('s3://')" in store_needs_path["rule"]
+    assert "self.path.startsWith('gs://')" in store_needs_path["rule"]
     [positive] = rules_at(".spec.checkpoint.storage.size")
     assert "quantity(string(self)).isGreaterThan(quantity('0'))" in positive["rule"]
 
@@ -69,7 +73,9 @@ def test_checkpoint_storage_is_a_claim_or_a_size() -> None:
 def test_enabled_checkpoint_needs_storage() -> None:
     [needs_storage] = rules_at(".spec.checkpoint")
     assert "has(self.storage)" in needs_storage["rule"]
-    assert needs_storage["message"] == "checkpoint.enabled needs checkpoint.storage: a claimName or a size"
+    assert needs_storage["message"] == (
+        "checkpoint.enabled needs checkpoint.storage: a claimName or a size, or type s3 or gcs with a path"
+    )
 
 
 def test_checkpoint_dir_avoids_the_operators_paths() -> None:

@@ -15,6 +15,7 @@ import pytest
 from tests.unit.test_planner import CONFIG, NOW, children, kinds, make_job, pod
 from trainingjob.api.schema_spec import spec_schema
 from trainingjob.api.types import TrainingJob
+from trainingjob.api.versions import V1ALPHA1
 from trainingjob.builders.common import spec_hash, without_defaults
 from trainingjob.reconcile.actions import CreateChild, DeleteChild
 from trainingjob.reconcile.planner import plan
@@ -34,7 +35,7 @@ def job_at(generation: int, status: dict | None = None, **spec) -> TrainingJob:
 
 
 def test_defaults_and_unknown_fields_do_not_count() -> None:
-    schema = spec_schema()
+    schema = spec_schema(V1ALPHA1)
     served = {
         "framework": "pytorch",
         "workers": 1,
@@ -47,7 +48,7 @@ def test_defaults_and_unknown_fields_do_not_count() -> None:
 
 
 def test_an_explicit_empty_security_context_is_not_a_default() -> None:
-    assert without_defaults({"securityContext": {}}, spec_schema()) == {"securityContext": {}}
+    assert without_defaults({"securityContext": {}}, spec_schema(V1ALPHA1)) == {"securityContext": {}}
 
 
 def test_spec_hash_is_the_same_with_and_without_the_servers_defaults() -> None:

@@ -81,7 +81,7 @@ def test_workers_starting_one_by_one_are_written_with_the_phase_change() -> None
         start_pod(server, 1)
         await settle(reconciler, server, rounds=2)
         writes = status_writes(server)[before:]
-        assert len(writes) == 1 and writes[0]["phase"] == "Running"
+        assert len(writes) == 1 and writes[0]["state"] == "Running"  # written in v1, the watched version
         assert [w["phase"] for w in server.jobs["job"]["status"]["workerStatuses"]] == ["Running", "Running"]
 
     asyncio.run(scenario())

@@ -48,9 +48,6 @@ deploy/overlays/namespaced repeats per namespace): used by the ClusterRole and b
 - apiGroups: [""]
   resources: ["persistentvolumeclaims"]
   verbs: ["get", "list", "watch", "create"]
-- apiGroups: [""]
-  resources: ["resourcequotas"]
-  verbs: ["list"]
 - apiGroups: ["scheduling.k8s.io"]
   resources: ["workloads", "podgroups"]
   verbs: ["get", "list", "watch", "create", "delete"]
@@ -63,6 +60,12 @@ deploy/overlays/namespaced repeats per namespace): used by the ClusterRole and b
 - apiGroups: [""]
   resources: ["namespaces"]
   verbs: ["get"]
+- apiGroups: [""]
+  resources: ["serviceaccounts"]
+  verbs: ["get"]
+- apiGroups: [""]
+  resources: ["resourcequotas", "limitranges"]
+  verbs: ["list"]
 {{- end }}
 
 {{/* The node of a worker stuck Terminating (force-deleted only when that node is lost): cluster-scoped. */}}

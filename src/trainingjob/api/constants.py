@@ -3,7 +3,20 @@
 from __future__ import annotations
 
 GROUP = "ml.example.com"
-VERSION = "v1alpha1"
+V1ALPHA1 = "v1alpha1"
+V1 = "v1"
+# Both are served; their order is the CRD's (and `kubectl explain`'s default is the storage version).
+SERVED_VERSIONS = (V1ALPHA1, V1)
+STORAGE_VERSION = V1
+# The version the operator lists, watches and writes. It is the storage version, so reading it never needs the
+# conversion webhook: the operator's own watch does not depend on the webhook it serves (docs/trainingjob.md).
+WATCHED_VERSION = STORAGE_VERSION
+WATCHED_API_VERSION = f"{GROUP}/{WATCHED_VERSION}"
+# The shape api/types.py reads: api/conversion.py turns every served version into it, so the planner, the
+# builders and the metrics see one shape whatever version a job was written or read in.
+INTERNAL_VERSION = V1ALPHA1
+# The version the examples, the lab and most tests write their manifests in.
+VERSION = V1ALPHA1
 API_VERSION = f"{GROUP}/{VERSION}"
 KIND = "TrainingJob"
 PLURAL = "trainingjobs"
@@ -15,6 +28,9 @@ FRAMEWORKS = ("pytorch", "tensorflow", "xgboost", "jax", "mpi")
 RESTART_POLICIES = ("OnFailure", "Never", "ExitCode")
 BACKENDS = ("nccl", "gloo")
 PHASES = ("Pending", "Running", "Restarting", "Succeeded", "Failed", "Suspended")
+# v1's status.state: the guide's states plus Restarting (see api/conversion.py for how they map to phases).
+STATES = ("Pending", "Initializing", "Running", "Restarting", "Completed", "Failed", "Suspended")
+CHECKPOINT_STORAGE_TYPES = ("pvc", "s3", "gcs")
 CLEAN_POD_POLICIES = ("All", "Running", "None")
 SUCCESS_POLICIES = ("AllWorkers", "Rank0")
 RESTART_STRATEGIES = ("Gang", "Worker")
@@ -49,6 +65,8 @@ MAX_GPUS_PER_WORKER = 8
 DEFAULT_MASTER_PORT = 29500
 DEFAULT_CHECKPOINT_DIR = "/checkpoints"
 DEFAULT_DATA_MOUNT_PATH = "/data"
+# The image v1 jobs without spec.image get, from their spec.model (the guide's pattern; tj operator --default-image).
+DEFAULT_IMAGE_PATTERN = "training-image:{model}"
 GPU_RESOURCE = "nvidia.com/gpu"
 
 # Environment variables the operator injects; users may not set them in spec.env (the schema rejects them).
@@ -60,6 +78,7 @@ IDENTITY_ENV_NAMES = (
     "CHECKPOINT_DIR",
     "CHECKPOINT_INTERVAL",
     "CHECKPOINT_KEEP_LAST",
+    "CHECKPOINT_URI",
     "RESUME_FROM_CHECKPOINT",
     "DATA_DIR",
     "DISTRIBUTED_BACKEND",

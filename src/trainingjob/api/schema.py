@@ -1,5 +1,9 @@
 """The TrainingJob CustomResourceDefinition, built in Python: the single source of truth for the API.
 
+Both served versions are built from the same field schemas (schema_spec.py and the modules it merges), in the
+names and defaults api/versions.py gives each version; v1 is the storage version and every version converts
+through the operator's webhook (api/webhook_config.py, api/conversion.py).
+
 deploy/crd/ holds the same document as YAML, generated from here by `make generate` (trainingjob.api.generate);
 the tests install crd_manifest() itself, so what is tested is what is shipped.
 """
@@ -7,9 +11,11 @@ the tests install crd_manifest() itself, so what is tested is what is shipped.
 from __future__ import annotations
 
 from trainingjob.api import constants as c
+from trainingjob.api import webhook_config
 from trainingjob.api.schema_builders import Schema, obj, rule, string
 from trainingjob.api.schema_spec import spec_schema
-from trainingjob.api.schema_status import status_schema
+from trainingjob.api.schema_status import status_schema, status_schema_v1
+from trainingjob.api.versions import SHAPES, VersionShape
 
 # A DNS-1035 label: the headless Service `<name>-workers` needs one, so the job name must start with a letter.
 DNS_1035_LABEL = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
@@ -44,15 +50,15 @@ def _metadata() -> Schema:
     }
 
 
-def _root_schema() -> Schema:
+def _root_schema(shape: VersionShape) -> Schema:
     root = obj(
         f"{c.KIND} runs one distributed training job: a gang of worker pods of one framework ("
         f"{', '.join(c.FRAMEWORKS)}) that the operator creates, wires together, restarts by policy and cleans up.",
         {
-            "apiVersion": string(f"Versioned schema of this object: {c.API_VERSION}."),
+            "apiVersion": string(f"Versioned schema of this object: {shape.api_version}."),
             "kind": string(f"Kind of this object: {c.KIND}."),
-            "spec": spec_schema(),
-            "status": status_schema(),
+            "spec": spec_schema(shape),
+            "status": status_schema_v1() if shape.version == c.V1 else status_schema(),
         },
         required=["spec"],
         rules=_name_rules(),
@@ -61,49 +67,65 @@ def _root_schema() -> Schema:
     return root
 
 
-def _printer_columns() -> list[Schema]:
+def _column(name: str, type_: str, path: str, description: str, priority: int = 0) -> Schema:
+    column: Schema = {"name": name, "type": type_, "jsonPath": path}
+    if priority:
+        column["priority"] = priority
+    column["description"] = description
+    return column
+
+
+AGE_COLUMN = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
+
+
+def _printer_columns_v1alpha1() -> list[Schema]:
     return [
-        {"name": "Framework", "type": "string", "jsonPath": ".spec.framework", "description": "Training framework"},
-        {"name": "Workers", "type": "integer", "jsonPath": ".spec.workers", "description": "Desired workers"},
-        {"name": "Phase", "type": "string", "jsonPath": ".status.phase", "description": "Lifecycle phase"},
-        {
-            "name": "Restarts",
-            "type": "integer",
-            "jsonPath": ".status.restartCount",
-            "priority": 1,
-            "description": "Restarts after failures",
-        },
-        {
-            "name": "Progress",
-            "type": "number",
-            "jsonPath": ".status.progress.percent",
-            "description": "Training progress in percent, reported by the chief worker",
-        },
-        {
-            "name": "ETA",
-            "type": "integer",
-            "jsonPath": ".status.progress.estimatedRemainingSeconds",
-            "description": "Estimated seconds left",
-        },
-        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+        _column("Framework", "string", ".spec.framework", "Training framework"),
+        _column("Workers", "integer", ".spec.workers", "Desired workers"),
+        _column("Phase", "string", ".status.phase", "Lifecycle phase"),
+        _column("Restarts", "integer", ".status.restartCount", "Restarts after failures", priority=1),
+        _column(
+            "Progress",
+            "number",
+            ".status.progress.percent",
+            "Training progress in percent, reported by the chief worker",
+        ),
+        _column("ETA", "integer", ".status.progress.estimatedRemainingSeconds", "Estimated seconds left"),
+        AGE_COLUMN,
     ]
 
 
-def _version() -> Schema:
+def _printer_columns_v1() -> list[Schema]:
+    """The guide's columns first (State, Progress, Epoch, Workers, Age); the rest with `kubectl get -o wide`."""
+    return [
+        _column("State", "string", ".status.state", "Lifecycle state"),
+        _column("Progress", "string", ".status.progress", "Training progress, reported by the chief worker"),
+        _column("Epoch", "integer", ".status.currentEpoch", "Current training epoch"),
+        _column("Workers", "integer", ".spec.numWorkers", "Desired workers"),
+        _column("Framework", "string", ".spec.framework", "Training framework", priority=1),
+        _column("Restarts", "integer", ".status.restartCount", "Restarts after failures", priority=1),
+        _column(
+            "ETA", "integer", ".status.progressDetails.estimatedRemainingSeconds", "Estimated seconds left", priority=1
+        ),
+        AGE_COLUMN,
+    ]
+
+
+def _version(shape: VersionShape) -> Schema:
     return {
-        "name": c.VERSION,
+        "name": shape.version,
         "served": True,
-        "storage": True,
-        "schema": {"openAPIV3Schema": _root_schema()},
+        "storage": shape.version == c.STORAGE_VERSION,
+        "schema": {"openAPIV3Schema": _root_schema(shape)},
         "subresources": {
             "status": {},
             "scale": {
-                "specReplicasPath": ".spec.workers",
+                "specReplicasPath": f".spec.{shape.workers}",
                 "statusReplicasPath": ".status.workers",
                 "labelSelectorPath": ".status.selector",
             },
         },
-        "additionalPrinterColumns": _printer_columns(),
+        "additionalPrinterColumns": _printer_columns_v1() if shape.version == c.V1 else _printer_columns_v1alpha1(),
     }
 
 
@@ -124,6 +146,7 @@ def crd_manifest() -> Schema:
                 "shortNames": list(c.SHORT_NAMES),
                 "categories": ["all", "ml"],
             },
-            "versions": [_version()],
+            "versions": [_version(SHAPES[version]) for version in c.SERVED_VERSIONS],
+            "conversion": webhook_config.conversion(),
         },
     }

@@ -10,6 +10,7 @@ from __future__ import annotations
 from trainingjob.api import constants as c
 from trainingjob.api.schema_builders import Schema, array, boolean, cel_list, integer, node, obj, rule, string
 from trainingjob.api.schema_pod import ABSOLUTE_PATH, MAX_NAME_LENGTH, MAX_PATH_LENGTH, OPERATOR_MOUNTS, QUANTITY
+from trainingjob.api.versions import VersionShape
 
 CHECKPOINT_CLAIM = "<job>-checkpoints"
 MAX_FAILURE_RULES = 32
@@ -20,6 +21,9 @@ MAX_BACKOFF_BASE_SECONDS = 3600
 DEFAULT_BACKOFF_MAX_SECONDS = 300
 MAX_BACKOFF_MAX_SECONDS = 86400
 DEFAULT_ACCESS_MODES = ["ReadWriteMany"]
+# An object-store URI: s3://bucket/prefix or gs://bucket/prefix (bucket names as both stores allow them).
+OBJECT_STORE_URI = r"^(s3|gs)://[a-z0-9][a-z0-9._-]{1,61}[a-z0-9](/[^\s]*)?$"
+URI_SCHEMES = {"s3": "s3://", "gcs": "gs://"}
 
 
 def _run_control_fields() -> dict[str, Schema]:
@@ -157,11 +161,62 @@ def _failure_policy() -> Schema:
     )
 
 
+def _storage_type() -> Schema:
+    return string(
+        "Kind of storage. pvc (the default when unset): a PersistentVolumeClaim the workers mount at the checkpoint "
+        "directory, given by claimName or created from size. s3 or gcs: an object store the training code writes "
+        "to itself; the operator mounts nothing and passes path to every worker as CHECKPOINT_URI (credentials "
+        "come from serviceAccountName or env, e.g. a Secret), while CHECKPOINT_DIR stays a local, non-persistent "
+        "directory.",
+        enum=list(c.CHECKPOINT_STORAGE_TYPES),
+    )
+
+
+def _storage_rules() -> list[Schema]:
+    object_store = "has(self.type) && self.type != 'pvc'"
+    scheme_checks = " || ".join(
+        f"(self.type == '{kind}' && self.path.startsWith('{scheme}'))" for kind, scheme in URI_SCHEMES.items()
+    )
+    return [
+        rule(
+            f"({object_store}) || has(self.claimName) != has(self.size)",
+            "checkpoint.storage of type pvc needs exactly one of claimName (an existing PVC) and size (a PVC the "
+            "operator creates)",
+        ),
+        rule(
+            f"!({object_store}) || (!has(self.claimName) && !has(self.size) && !has(self.storageClassName))",
+            "checkpoint.storage.claimName, size and storageClassName describe a PVC: they do not go with type s3 or "
+            "gcs",
+        ),
+        rule(
+            f"!has(self.path) || ({object_store})",
+            "checkpoint.storage.path is the s3:// or gs:// URI of type s3 or gcs; a pvc is mounted at "
+            "checkpoint.dir instead",
+            field_path=".path",
+        ),
+        rule(
+            f"!({object_store}) || (has(self.path) && ({scheme_checks}))",
+            "checkpoint.storage of type s3 needs path s3://<bucket>/<prefix>, and of type gcs path "
+            "gs://<bucket>/<prefix>",
+            field_path=".path",
+        ),
+    ]
+
+
 def _storage() -> Schema:
     return obj(
-        "Where checkpoints are stored: either claimName, an existing PersistentVolumeClaim, or size (with "
-        f"storageClassName and accessModes), for which the operator creates the PVC {CHECKPOINT_CLAIM}.",
+        "Where checkpoints are stored. A PVC (type pvc, the default): either claimName, an existing "
+        f"PersistentVolumeClaim, or size (with storageClassName and accessModes), for which the operator creates "
+        f"the PVC {CHECKPOINT_CLAIM}. An object store (type s3 or gcs): path, the URI the training code writes to. "
+        "Immutable once set: the storage holds this job's checkpoints.",
         {
+            "type": _storage_type(),
+            "path": string(
+                "For type s3 or gcs: the URI checkpoints go to, s3://<bucket>/<prefix> or gs://<bucket>/<prefix>, "
+                "passed to workers as CHECKPOINT_URI. Not used with pvc.",
+                max_length=MAX_PATH_LENGTH,
+                pattern=OBJECT_STORE_URI,
+            ),
             "claimName": string(
                 "Name of an existing PersistentVolumeClaim in the job's namespace to mount; the operator never "
                 "deletes it. Mutually exclusive with size.",
@@ -171,8 +226,7 @@ def _storage() -> Schema:
             "size": node(
                 None,
                 f"Requested storage of the PVC {CHECKPOINT_CLAIM} the operator creates: a positive quantity such as "
-                "100Gi. Read when the PVC is created; changing it later does not resize the PVC. Mutually "
-                "exclusive with claimName.",
+                "100Gi. Mutually exclusive with claimName.",
                 any_of=[{"type": "integer"}, {"type": "string"}],
                 pattern=QUANTITY,
                 int_or_string=True,
@@ -193,7 +247,8 @@ def _storage() -> Schema:
                 "workers on different nodes mount it; many default StorageClasses (cloud block disks) cannot "
                 "provide it and leave the PVC Pending, which the job reports (condition Blocked, reason "
                 "CheckpointVolumePending): pick a StorageClass that can (NFS, CephFS, EFS, Filestore, ...) or "
-                "claimName. ReadWriteOnce only works when every worker runs on one node. Ignored with claimName.",
+                "claimName. ReadWriteOnce only works when every worker runs on one node. Ignored unless the operator "
+                "creates the PVC.",
                 string(f"An access mode: one of {', '.join(c.ACCESS_MODES)}.", enum=list(c.ACCESS_MODES)),
                 min_items=1,
                 max_items=len(c.ACCESS_MODES),
@@ -201,25 +256,31 @@ def _storage() -> Schema:
                 default=DEFAULT_ACCESS_MODES,
             ),
         },
-        rules=[
-            rule(
-                "has(self.claimName) != has(self.size)",
-                "checkpoint.storage needs exactly one of claimName (an existing PVC) and size (a PVC the operator "
-                "creates)",
-            )
-        ],
+        rules=_storage_rules(),
     )
 
 
-def _checkpoint() -> Schema:
+def _needs_storage_message(shape: VersionShape) -> str:
+    message = "checkpoint.enabled needs checkpoint.storage: a claimName or a size, or type s3 or gcs with a path"
+    if shape.default_checkpoint_enabled:
+        message += (
+            f" (enabled is true unless set to false; with enabled: false, dir and {shape.checkpoint_interval} are "
+            "still passed to the workers)"
+        )
+    return message
+
+
+def _checkpoint(shape: VersionShape) -> Schema:
+    enabled_default = "true" if shape.default_checkpoint_enabled else "false: nothing is mounted"
     return obj(
         "Checkpoint storage the operator mounts into every worker, and how the training code checkpoints. "
-        "dir, interval and keepLast are passed to the workers whether or not storage is enabled.",
+        f"dir, {shape.checkpoint_interval} and keepLast are passed to the workers whether or not storage is enabled.",
         {
             "enabled": boolean(
-                "Mount checkpoint.storage at the checkpoint directory of every worker (and create the PVC for "
-                "storage.size). Needs storage. Defaults to false: nothing is mounted.",
-                default=False,
+                "Use checkpoint.storage: mount it at the checkpoint directory of every worker (and create the PVC "
+                "for storage.size), or pass an object store's path as CHECKPOINT_URI. Needs storage. Defaults to "
+                f"{enabled_default}.",
+                default=shape.default_checkpoint_enabled,
             ),
             "dir": string(
                 "Absolute path in every worker where checkpoints are saved and storage is mounted (CHECKPOINT_DIR). "
@@ -234,9 +295,9 @@ def _checkpoint() -> Schema:
                     )
                 ],
             ),
-            "interval": integer(
+            shape.checkpoint_interval: integer(
                 "Save a checkpoint every this many epochs (CHECKPOINT_INTERVAL); at least 1. Defaults to "
-                "spec.checkpointInterval.",
+                "spec.checkpointInterval (1 unless set).",
                 minimum=1,
             ),
             "keepLast": integer(
@@ -250,7 +311,7 @@ def _checkpoint() -> Schema:
                 "false (default): it has no owner and outlives the job, so a new job of the same name resumes from "
                 "it or a server loads the model; delete it by hand. true: it is owned by the TrainingJob and "
                 "garbage-collected when the job is deleted (by hand or by ttlSecondsAfterFinished). Read when the "
-                "PVC is created. A claimName PVC is never deleted.",
+                "PVC is created, so it cannot change once storage is set. A claimName PVC is never deleted.",
                 default=False,
             ),
             "storage": _storage(),
@@ -258,19 +319,19 @@ def _checkpoint() -> Schema:
         rules=[
             rule(
                 "!has(self.enabled) || !self.enabled || has(self.storage)",
-                "checkpoint.enabled needs checkpoint.storage: a claimName or a size",
+                _needs_storage_message(shape),
             )
         ],
     )
 
 
-def lifecycle_fields() -> dict[str, Schema]:
+def lifecycle_fields(shape: VersionShape) -> dict[str, Schema]:
     """The spec fields that steer a job's life: suspension, time limits, completion, failures, checkpoints."""
     return {
         **_run_control_fields(),
         **_completion_fields(),
         "failurePolicy": _failure_policy(),
-        "checkpoint": _checkpoint(),
+        "checkpoint": _checkpoint(shape),
     }
 
 
@@ -280,6 +341,33 @@ def _checkpoint_path() -> str:
         "(has(self.checkpoint.dir) ? self.checkpoint.dir : "
         f"has(self.checkpointDir) ? self.checkpointDir : '{c.DEFAULT_CHECKPOINT_DIR}')"
     )
+
+
+def _delete_on_completion(which: str) -> str:
+    field = f"{which}.checkpoint.deleteOnCompletion"
+    return f"(has({field}) && {field})"
+
+
+def immutability_rules() -> list[Schema]:
+    """Transition rules: changes a job cannot honour once made. The API server enforces them on every update,
+    whether or not the operator (and its webhooks) run."""
+    had_storage = "has(oldSelf.checkpoint) && has(oldSelf.checkpoint.storage)"
+    has_storage = "has(self.checkpoint) && has(self.checkpoint.storage)"
+    return [
+        rule(
+            f"!({had_storage}) || ({has_storage} && self.checkpoint.storage == oldSelf.checkpoint.storage)",
+            "checkpoint.storage cannot change or be removed once set: it holds this job's checkpoints (and a PVC "
+            "the operator created stays as it was made); create a new TrainingJob for other storage",
+            field_path=".checkpoint.storage",
+        ),
+        rule(
+            f"!({had_storage}) || !has(self.checkpoint) || {_delete_on_completion('self')} == "
+            f"{_delete_on_completion('oldSelf')}",
+            "checkpoint.deleteOnCompletion cannot change once checkpoint.storage is set: it was read when the "
+            "checkpoint PVC was created",
+            field_path=".checkpoint.deleteOnCompletion",
+        ),
+    ]
 
 
 def lifecycle_rules() -> list[Schema]:

@@ -21,6 +21,7 @@ from trainingjob.api.schema_builders import (
     string,
     string_map,
 )
+from trainingjob.api.versions import VersionShape
 from trainingjob.frameworks.registry import RESERVED_ENV_NAMES
 
 # The Kubernetes resource.Quantity syntax, e.g. 500m, 4Gi, 1e3.
@@ -103,7 +104,7 @@ def _env() -> Schema:
     )
 
 
-def _quantities(which: str) -> Schema:
+def _quantities(which: str, shape: VersionShape) -> Schema:
     quantity = node(
         None,
         "A resource quantity: an integer or a Kubernetes quantity string such as 500m or 4Gi.",
@@ -113,22 +114,22 @@ def _quantities(which: str) -> Schema:
     )
     return string_map(
         f"Compute resource {which} of each worker's container by resource name (cpu, memory, "
-        f"ephemeral-storage, ...). GPUs are not set here: {c.GPU_RESOURCE} comes from gpuPerWorker.",
+        f"ephemeral-storage, ...). GPUs are not set here: {c.GPU_RESOURCE} comes from {shape.gpus}.",
         quantity,
         max_properties=MAX_RESOURCES,
         rules=[
             rule(
                 f"!({cel_string(c.GPU_RESOURCE)} in self)",
-                f"{c.GPU_RESOURCE} must not be set in resources.{which}: use spec.gpuPerWorker",
+                f"{c.GPU_RESOURCE} must not be set in resources.{which}: use spec.{shape.gpus}",
             )
         ],
     )
 
 
-def _resources() -> Schema:
+def _resources(shape: VersionShape) -> Schema:
     return obj(
         "CPU, memory and other resources of each worker's container, as in a Pod's resources.",
-        {"requests": _quantities("requests"), "limits": _quantities("limits")},
+        {"requests": _quantities("requests", shape), "limits": _quantities("limits", shape)},
     )
 
 
@@ -318,11 +319,11 @@ def _volume_mounts() -> Schema:
     )
 
 
-def pod_fields() -> dict[str, Schema]:
+def pod_fields(shape: VersionShape) -> dict[str, Schema]:
     """The spec fields that shape every worker pod."""
     return {
         "env": _env(),
-        "resources": _resources(),
+        "resources": _resources(shape),
         "scheduling": _scheduling(),
         **_identity_fields(),
         "volumes": _volumes(),

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from trainingjob.api import constants as c
 from trainingjob.api.schema_builders import Schema, array, boolean, cel_list, integer, node, obj, rule, string
-from trainingjob.api.schema_lifecycle import lifecycle_fields, lifecycle_rules
+from trainingjob.api.schema_lifecycle import immutability_rules, lifecycle_fields, lifecycle_rules
 from trainingjob.api.schema_pod import ABSOLUTE_PATH, MAX_PATH_LENGTH, OPERATOR_MOUNTS, pod_fields
+from trainingjob.api.versions import VersionShape
 
 HYPERPARAMETER_KEY = r"^[A-Za-z_][A-Za-z0-9_.-]*$"
 MAX_HYPERPARAMETERS = 64
@@ -18,24 +19,41 @@ MAX_BACKOFF_LIMIT = 100
 MIN_MASTER_PORT = 1024
 
 
-def _framework() -> Schema:
+def _framework(shape: VersionShape) -> Schema:
+    default = f" Defaults to {shape.default_framework}." if shape.default_framework else ""
     return string(
         "The training framework: decides the launcher environment the operator injects into every worker "
-        f"(one of {', '.join(c.FRAMEWORKS)}). Immutable: workers of one framework cannot be turned into another.",
+        f"(one of {', '.join(c.FRAMEWORKS)}).{default} Immutable: workers of one framework cannot be turned into "
+        "another.",
         enum=list(c.FRAMEWORKS),
+        default=shape.default_framework,
         rules=[rule("self == oldSelf", "framework is immutable; create a new TrainingJob to change it")],
     )
 
 
-def _training_fields() -> dict[str, Schema]:
+def _image(shape: VersionShape) -> Schema:
+    derived = (
+        " If unset, the operator's admission webhook derives it from model with its --default-image pattern "
+        f"({c.DEFAULT_IMAGE_PATTERN} unless the operator is told otherwise) and says so in a warning."
+        if "image" not in shape.required
+        else ""
+    )
+    return string(f"Container image every worker runs, e.g. registry.example/train:1.{derived}", min_length=1)
+
+
+def _command(shape: VersionShape) -> Schema:
+    if "command" in shape.required:
+        text = "Entrypoint of every worker's container (the image's ENTRYPOINT is not used). At least one element."
+    else:
+        text = "Entrypoint of every worker's container; unset, the image's own ENTRYPOINT runs (as in a Pod)."
+    return array(text, string("One element of the command."), min_items=1)
+
+
+def _training_fields(shape: VersionShape) -> dict[str, Schema]:
     return {
-        "framework": _framework(),
-        "image": string("Container image every worker runs, e.g. registry.example/train:1.", min_length=1),
-        "command": array(
-            "Entrypoint of every worker's container (the image's ENTRYPOINT is not used). At least one element.",
-            string("One element of the command."),
-            min_items=1,
-        ),
+        "framework": _framework(shape),
+        "image": _image(shape),
+        "command": _command(shape),
         "args": array(
             "Arguments appended to command in every worker (the image's CMD is not used).",
             string("One argument."),
@@ -70,21 +88,21 @@ def _hyperparameters() -> Schema:
     )
 
 
-def _scale_fields() -> dict[str, Schema]:
+def _scale_fields(shape: VersionShape) -> dict[str, Schema]:
     return {
-        "workers": integer(
+        shape.workers: integer(
             f"Number of worker pods, started and restarted together as one gang (1 to {c.MAX_WORKERS}). Also "
-            "changed by `kubectl scale`; changing it restarts the gang with the new size.",
+            "changed by `kubectl scale`; changing it restarts the gang with the new size. Defaults to 1.",
             minimum=1,
             maximum=c.MAX_WORKERS,
             default=1,
         ),
-        "gpuPerWorker": integer(
+        shape.gpus: integer(
             f"GPUs ({c.GPU_RESOURCE}) requested and limited for each worker, 0 to {c.MAX_GPUS_PER_WORKER}; "
-            "0 runs on CPU. Set GPUs here, never in resources.",
+            f"0 runs on CPU. Set GPUs here, never in resources. Defaults to {shape.default_gpus}.",
             minimum=0,
             maximum=c.MAX_GPUS_PER_WORKER,
-            default=0,
+            default=shape.default_gpus,
         ),
     }
 
@@ -114,7 +132,7 @@ def _data_volume() -> Schema:
     )
 
 
-def _checkpoint_fields() -> dict[str, Schema]:
+def _checkpoint_fields(shape: VersionShape) -> dict[str, Schema]:
     return {
         "dataVolume": _data_volume(),
         "checkpointDir": string(
@@ -127,7 +145,8 @@ def _checkpoint_fields() -> dict[str, Schema]:
             max_length=MAX_PATH_LENGTH,
         ),
         "checkpointInterval": integer(
-            "Save a checkpoint every this many epochs (CHECKPOINT_INTERVAL); checkpoint.interval overrides it. At "
+            f"Save a checkpoint every this many epochs (CHECKPOINT_INTERVAL); checkpoint.{shape.checkpoint_interval} "
+            "overrides it. At "
             "least 1, defaults to 1.",
             minimum=1,
             default=1,
@@ -156,7 +175,7 @@ def _failure_fields() -> dict[str, Schema]:
     }
 
 
-def _networking() -> Schema:
+def _networking(shape: VersionShape) -> Schema:
     return obj(
         "How workers reach each other. Defaults apply even when the field is omitted.",
         {
@@ -168,7 +187,7 @@ def _networking() -> Schema:
                 default=c.DEFAULT_MASTER_PORT,
             ),
             "backend": string(
-                "Collective communication backend (DISTRIBUTED_BACKEND): nccl needs GPUs (gpuPerWorker > 0), gloo "
+                f"Collective communication backend (DISTRIBUTED_BACKEND): nccl needs GPUs ({shape.gpus} > 0), gloo "
                 "runs anywhere. Unset, the operator picks nccl when the job has GPUs and gloo otherwise.",
                 enum=list(c.BACKENDS),
             ),
@@ -200,13 +219,26 @@ def _mount_rules() -> list[Schema]:
     ]
 
 
-def _cross_field_rules() -> list[Schema]:
+def _image_rule() -> Schema:
+    """Where the image may be left out, it is required after admission: this rule runs after the mutating webhook,
+    so it only fails when nothing derived an image, and its message says how to get one."""
+    return rule(
+        "has(self.image)",
+        "spec.image is required: set it, or set spec.model and run the operator, whose admission webhook derives "
+        f"the image from spec.model with its --default-image pattern (e.g. {c.DEFAULT_IMAGE_PATTERN}); the webhook "
+        "was not reachable, has no pattern, or spec.model is unset",
+        field_path=".image",
+    )
+
+
+def _cross_field_rules(shape: VersionShape) -> list[Schema]:
     """Rules that compare fields of spec with each other (each field's own limits sit on the field)."""
+    gpus = shape.gpus
     return [
         rule(
             "!has(self.networking) || !has(self.networking.backend) || self.networking.backend != 'nccl'"
-            " || (has(self.gpuPerWorker) && self.gpuPerWorker > 0)",
-            "networking.backend nccl needs GPUs: set gpuPerWorker > 0, use gloo, or leave backend unset",
+            f" || (has(self.{gpus}) && self.{gpus} > 0)",
+            f"networking.backend nccl needs GPUs: set {gpus} > 0, use gloo, or leave backend unset",
             field_path=".networking.backend",
         ),
         rule(
@@ -216,23 +248,25 @@ def _cross_field_rules() -> list[Schema]:
         ),
         *_mount_rules(),
         *lifecycle_rules(),
+        *immutability_rules(),
+        *([] if "image" in shape.required else [_image_rule()]),
     ]
 
 
-def spec_schema() -> Schema:
-    """TrainingJob.spec."""
+def spec_schema(shape: VersionShape) -> Schema:
+    """TrainingJob.spec in the names and defaults of one version (api/versions.py)."""
     return obj(
         "The desired training run: what to run, on how many workers with how many GPUs, with which data, and how "
         "to react to failures, suspension, deadlines and completion.",
         {
-            **_training_fields(),
-            **_scale_fields(),
-            **_checkpoint_fields(),
+            **_training_fields(shape),
+            **_scale_fields(shape),
+            **_checkpoint_fields(shape),
             **_failure_fields(),
-            **lifecycle_fields(),
-            "networking": _networking(),
-            **pod_fields(),
+            **lifecycle_fields(shape),
+            "networking": _networking(shape),
+            **pod_fields(shape),
         },
-        required=["framework", "image", "command"],
-        rules=_cross_field_rules(),
+        required=list(shape.required) or None,
+        rules=_cross_field_rules(shape),
     )

@@ -253,3 +253,50 @@ def status_schema() -> Schema:
             "message": string("Human-readable summary of the current phase, e.g. why the job failed."),
         },
     )
+
+
+def _state() -> Schema:
+    return string(
+        "Summary of the job's lifecycle in the guide's words: Pending (no worker pod yet), Initializing (worker pods "
+        "created, not all running), Running, Restarting (a restart after a failure or disruption is in progress), "
+        "Completed, Failed or Suspended. v1alpha1's phase, with Succeeded called Completed and Pending split by "
+        "whether pods exist.",
+        enum=list(c.STATES),
+    )
+
+
+def _progress_details() -> Schema:
+    """v1alpha1's progress object without the fields v1 shows at the top of status."""
+    details = _progress()
+    details["description"] = (
+        "Details of the training progress the chief worker reports (docs/progress-protocol.md); currentEpoch, "
+        "totalEpochs and metrics sit at the top of status."
+    )
+    details["properties"] = {
+        name: schema
+        for name, schema in details["properties"].items()
+        if name not in ("epoch", "totalEpochs", "metrics")
+    }
+    return details
+
+
+def status_schema_v1() -> Schema:
+    """TrainingJob.status of v1: the guide's state, progress, currentEpoch, totalEpochs and metrics, and every other
+    field of v1alpha1's status under its own name (api/conversion.py maps them)."""
+    v1alpha1 = status_schema()["properties"]
+    progress = _progress()["properties"]
+    fields = {name: schema for name, schema in v1alpha1.items() if name not in ("phase", "progress")}
+    return obj(
+        "The observed state of the job, written by the operator.",
+        {
+            "state": _state(),
+            "progress": string(
+                'Training progress in percent as text, e.g. "45%" (progressDetails.percent, rounded down).'
+            ),
+            "currentEpoch": integer("Current training epoch, as the chief worker reports it.", minimum=0),
+            "totalEpochs": progress["totalEpochs"],
+            "metrics": progress["metrics"],
+            "progressDetails": _progress_details(),
+            **fields,
+        },
+    )

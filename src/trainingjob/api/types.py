@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainingjob.api import constants as k
+from trainingjob.api.conversion import to_internal
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,12 @@ class CheckpointStorage:
     size: str | None = None
     storage_class_name: str | None = None
     access_modes: tuple[str, ...] = ("ReadWriteMany",)
+    type: str = "pvc"  # pvc: a volume the workers mount; s3 | gcs: an object store the training code writes to
+    path: str | None = None  # s3:// or gs:// URI (object stores only)
+
+    @property
+    def is_volume(self) -> bool:
+        return self.type == "pvc"
 
 
 @dataclass(frozen=True)
@@ -107,6 +114,8 @@ class Checkpoint:
                 size=None if storage.get("size") is None else str(storage["size"]),
                 storage_class_name=storage.get("storageClassName") or None,
                 access_modes=tuple(storage.get("accessModes") or ("ReadWriteMany",)),
+                type=storage.get("type") or "pvc",
+                path=storage.get("path"),
             )
             if storage
             else None,
@@ -251,6 +260,8 @@ class TrainingJob:
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> TrainingJob:
+        """From a body of any served version: it is converted to the internal shape first (api/conversion.py)."""
+        body = to_internal(body)
         metadata = body.get("metadata") or {}
         spec = body.get("spec") or {}
         return cls(

@@ -10,6 +10,7 @@ from typing import Any
 from trainingjob.api import constants as k
 from trainingjob.api.schema_spec import spec_schema
 from trainingjob.api.types import TrainingJob
+from trainingjob.api.versions import SHAPES
 
 # Spec fields that only steer the operator's decisions; changing them must not restart running workers.
 POLICY_FIELDS = frozenset(
@@ -33,7 +34,7 @@ def job_labels(job: TrainingJob) -> dict[str, str]:
 
 def owner_reference(job: TrainingJob) -> dict[str, Any]:
     return {
-        "apiVersion": k.API_VERSION,
+        "apiVersion": k.WATCHED_API_VERSION,
         "kind": k.KIND,
         "name": job.name,
         "uid": job.uid,
@@ -54,7 +55,8 @@ def child_metadata(job: TrainingJob, name: str, extra_labels: dict[str, str] | N
 
 @functools.cache
 def _spec_schema() -> dict[str, Any]:
-    return spec_schema()
+    """The spec schema of the internal shape (api/types.py reads v1alpha1's names and defaults)."""
+    return spec_schema(SHAPES[k.INTERNAL_VERSION])
 
 
 def without_defaults(value: Any, schema: dict[str, Any]) -> Any:

@@ -65,6 +65,9 @@ def identity_env(job: TrainingJob, index: int, attempt: int) -> dict[str, str]:
     }
     if spec.checkpoint.keep_last:
         env["CHECKPOINT_KEEP_LAST"] = str(spec.checkpoint.keep_last)
+    storage = spec.checkpoint.storage
+    if spec.checkpoint.enabled and storage is not None and not storage.is_volume and storage.path:
+        env["CHECKPOINT_URI"] = storage.path  # s3/gcs: the training code writes there with its own client
     if spec.data_volume is not None:
         env["DATA_DIR"] = spec.data_volume.mount_path
     if spec.model:

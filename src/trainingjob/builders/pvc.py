@@ -14,16 +14,17 @@ from trainingjob.builders.common import child_metadata
 
 
 def checkpoint_claim_name(job: TrainingJob) -> str | None:
-    """The PVC workers mount for checkpoints: an existing claim, ours, or none (checkpointing disabled)."""
+    """The PVC workers mount for checkpoints: an existing claim, ours, or none (checkpointing disabled, or an
+    object store the training code writes to itself)."""
     checkpoint = job.spec.checkpoint
-    if not checkpoint.enabled or checkpoint.storage is None:
+    if not checkpoint.enabled or checkpoint.storage is None or not checkpoint.storage.is_volume:
         return None
     return checkpoint.storage.claim_name or f"{job.name}-checkpoints"
 
 
 def desired_checkpoint_pvc(job: TrainingJob) -> dict[str, Any] | None:
     storage = job.spec.checkpoint.storage
-    if not job.spec.checkpoint.enabled or storage is None or storage.claim_name or not storage.size:
+    if checkpoint_claim_name(job) is None or storage is None or storage.claim_name or not storage.size:
         return None
     metadata = child_metadata(job, f"{job.name}-checkpoints", {LABEL_ROLE: "checkpoints"})
     if not job.spec.checkpoint.delete_on_completion:

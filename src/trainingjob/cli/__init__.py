@@ -7,6 +7,7 @@ import click
 from trainingjob import __version__
 from trainingjob.cli.cluster import cluster
 from trainingjob.cli.jobs import COMMANDS as JOB_COMMANDS
+from trainingjob.cli.migrate import migrate_storage_command
 from trainingjob.cli.operator import operator
 from trainingjob.cli.ui import ui
 
@@ -19,6 +20,7 @@ def main() -> None:
 
 main.add_command(cluster)
 main.add_command(operator)
+main.add_command(migrate_storage_command)
 main.add_command(ui)
 for job_command in JOB_COMMANDS:
     main.add_command(job_command)

@@ -23,6 +23,7 @@ from kubernetes_asyncio.config import ConfigException, incluster_config
 from kubernetes_asyncio.config.kube_config import KubeConfigLoader, KubeConfigMerger
 
 from trainingjob.api import constants as k
+from trainingjob.api.conversion import convert, to_internal
 from trainingjob.cli.common import CliError, Target, job_ref
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
@@ -214,11 +215,15 @@ class Client:
         return self.api.sanitize_for_serialization(model)
 
     # TrainingJobs ------------------------------------------------------------------------------------------------
+    # Read and written in the storage version, which needs no conversion webhook (so `tj` works while the operator
+    # is down), and handed to the commands in the internal shape (api/conversion.py) whatever version they came in.
 
     async def get_job(self, namespace: str, name: str) -> dict[str, Any]:
         with self.errors(namespace, name):
-            return await self.custom.get_namespaced_custom_object(
-                k.GROUP, k.VERSION, namespace, k.PLURAL, name, _request_timeout=_timeout()
+            return to_internal(
+                await self.custom.get_namespaced_custom_object(
+                    k.GROUP, k.STORAGE_VERSION, namespace, k.PLURAL, name, _request_timeout=_timeout()
+                )
             )
 
     async def list_jobs(self, namespace: str | None, name: str | None = None) -> dict[str, Any]:
@@ -226,17 +231,24 @@ class Client:
         selector = {"field_selector": f"metadata.name={name}"} if name else {}
         with self.errors(namespace, name):
             if namespace is None:
-                return await self.custom.list_cluster_custom_object(
-                    k.GROUP, k.VERSION, k.PLURAL, _request_timeout=_timeout(), **selector
+                listing = await self.custom.list_cluster_custom_object(
+                    k.GROUP, k.STORAGE_VERSION, k.PLURAL, _request_timeout=_timeout(), **selector
                 )
-            return await self.custom.list_namespaced_custom_object(
-                k.GROUP, k.VERSION, namespace, k.PLURAL, _request_timeout=_timeout(), **selector
-            )
+            else:
+                listing = await self.custom.list_namespaced_custom_object(
+                    k.GROUP, k.STORAGE_VERSION, namespace, k.PLURAL, _request_timeout=_timeout(), **selector
+                )
+        listing["items"] = [to_internal(job) for job in listing.get("items") or []]
+        return listing
 
     async def create_job(self, namespace: str, manifest: dict[str, Any]) -> dict[str, Any]:
+        """Created in the storage version: a manifest of another version is converted here, as the webhook would."""
+        stored = convert(manifest, f"{k.GROUP}/{k.STORAGE_VERSION}")
         with self.errors(namespace, manifest.get("metadata", {}).get("name")):
-            return await self.custom.create_namespaced_custom_object(
-                k.GROUP, k.VERSION, namespace, k.PLURAL, manifest, _request_timeout=_timeout()
+            return to_internal(
+                await self.custom.create_namespaced_custom_object(
+                    k.GROUP, k.STORAGE_VERSION, namespace, k.PLURAL, stored, _request_timeout=_timeout()
+                )
             )
 
     async def patch_job(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
@@ -244,7 +256,7 @@ class Client:
         with self.errors(namespace, name):
             return await self.custom.patch_namespaced_custom_object(
                 k.GROUP,
-                k.VERSION,
+                k.STORAGE_VERSION,
                 namespace,
                 k.PLURAL,
                 name,
@@ -258,7 +270,7 @@ class Client:
         with self.errors(namespace, name):
             return await self.custom.patch_namespaced_custom_object_scale(
                 k.GROUP,
-                k.VERSION,
+                k.STORAGE_VERSION,
                 namespace,
                 k.PLURAL,
                 name,
@@ -270,7 +282,7 @@ class Client:
     async def delete_job(self, namespace: str, name: str) -> dict[str, Any]:
         with self.errors(namespace, name):
             return await self.custom.delete_namespaced_custom_object(
-                k.GROUP, k.VERSION, namespace, k.PLURAL, name, _request_timeout=_timeout()
+                k.GROUP, k.STORAGE_VERSION, namespace, k.PLURAL, name, _request_timeout=_timeout()
             )
 
     async def watch_jobs(
@@ -312,10 +324,12 @@ class Client:
             arguments["field_selector"] = f"metadata.name={name}"
         with self.errors(namespace, name):
             if namespace is None:
-                response = await self.custom.list_cluster_custom_object(k.GROUP, k.VERSION, k.PLURAL, **arguments)
+                response = await self.custom.list_cluster_custom_object(
+                    k.GROUP, k.STORAGE_VERSION, k.PLURAL, **arguments
+                )
             else:
                 response = await self.custom.list_namespaced_custom_object(
-                    k.GROUP, k.VERSION, namespace, k.PLURAL, **arguments
+                    k.GROUP, k.STORAGE_VERSION, namespace, k.PLURAL, **arguments
                 )
         try:
             try:
@@ -417,4 +431,4 @@ def _watch_event(line: bytes) -> tuple[str, dict[str, Any]]:
         error = ApiException(status=job.get("code") or 500, reason=job.get("reason"))
         error.body = json.dumps(job)
         raise map_api_error(error)
-    return kind, job
+    return kind, to_internal(job) if kind != "BOOKMARK" else job

@@ -117,8 +117,9 @@ def manifests_from_yaml(text: str, source: str) -> list[dict[str, Any]]:
         if not isinstance(document, dict):
             raise ManifestError(f"{where}: expected a TrainingJob object, got {type(document).__name__}")
         kind, api_version = document.get("kind"), document.get("apiVersion")
-        if kind != k.KIND or api_version != k.API_VERSION:
-            raise ManifestError(f"{where}: is {api_version}/{kind}, not a {k.API_VERSION} {k.KIND}")
+        served = [f"{k.GROUP}/{version}" for version in k.SERVED_VERSIONS]
+        if kind != k.KIND or api_version not in served:
+            raise ManifestError(f"{where}: is {api_version}/{kind}, not a {k.KIND} ({' or '.join(served)})")
         metadata = document.get("metadata")
         if not isinstance(metadata, dict) or not metadata.get("name"):
             raise ManifestError(f"{where}: metadata.name is missing")

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import datetime
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
+from trainingjob.api.constants import DEFAULT_IMAGE_PATTERN
+from trainingjob.api.webhook_config import WEBHOOK_PORT
 from trainingjob.config import OperatorConfig
+
+if TYPE_CHECKING:
+    from trainingjob.webhooks.component import WebhookSettings
 
 
 def parse_key_values(values: tuple[str, ...]) -> dict[str, str]:
@@ -55,6 +62,39 @@ def parse_reporters(text: str) -> tuple[int, ...]:
     if not indexes or indexes[0] < 0:
         raise click.BadParameter(f"{text!r} must name at least one worker index, none negative")
     return indexes
+
+
+DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str) -> datetime.timedelta:
+    """90d, 12h, 30m or 45s (a bare number is seconds)."""
+    number, unit = (text[:-1], text[-1]) if text[-1:] in DURATION_UNITS else (text, "s")
+    try:
+        seconds = float(number) * DURATION_UNITS[unit]
+    except ValueError as error:
+        raise click.BadParameter(f"{text!r} is not a duration such as 90d, 12h, 30m or 45s") from error
+    if seconds <= 0:
+        raise click.BadParameter(f"{text!r} must be positive")
+    return datetime.timedelta(seconds=seconds)
+
+
+def webhook_settings(
+    port: int, bind: str | None, url: str | None, namespace: str, default_image: str, cert: str, ca: str
+) -> WebhookSettings | None:
+    from trainingjob.webhooks.component import WebhookSettings
+    from trainingjob.webhooks.tls import Rotation
+
+    if not port:
+        return None
+    if url is not None and not url.startswith("https://"):
+        raise click.BadParameter(f"{url!r} must be an https:// URL", param_hint="--webhook-url")
+    rotation = Rotation(ca_validity=parse_duration(ca), cert_validity=parse_duration(cert))
+    if rotation.cert_validity > rotation.ca_validity:
+        raise click.BadParameter("the certificate cannot outlive its CA", param_hint="--webhook-cert-validity")
+    return WebhookSettings(
+        port=port, bind=bind, url=url, namespace=namespace, default_image=default_image or None, rotation=rotation
+    )
 
 
 def skip_unused_optional_clients() -> None:
@@ -149,6 +189,48 @@ def skip_unused_optional_clients() -> None:
     "(default https://trainingjob-operator.<namespace>.svc:<port>).",
 )
 @click.option(
+    "--webhook-port",
+    default=WEBHOOK_PORT,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="Serve the conversion and admission webhooks over HTTPS on this port (0: off; then v1alpha1 cannot be "
+    "read or written, as v1 is stored).",
+)
+@click.option(
+    "--webhook-bind",
+    default=None,
+    help="Address the webhook server binds (default: 0.0.0.0 in a cluster, 127.0.0.1 outside).",
+)
+@click.option(
+    "--webhook-url",
+    default=None,
+    metavar="URL",
+    help="Base URL the API server calls the webhooks at, outside a cluster (default https://127.0.0.1:<port>); "
+    "in a cluster it is the operator's Service.",
+)
+@click.option(
+    "--default-image",
+    default=DEFAULT_IMAGE_PATTERN,
+    show_default=True,
+    metavar="PATTERN",
+    help="Image of a v1 job without spec.image: {model} and {framework} are replaced from its spec ('' to "
+    "derive none).",
+)
+@click.option(
+    "--webhook-cert-validity",
+    default="90d",
+    show_default=True,
+    metavar="DURATION",
+    help="Lifetime of the webhook server's certificate; renewed when a third is left.",
+)
+@click.option(
+    "--webhook-ca-validity",
+    default="1825d",
+    show_default=True,
+    metavar="DURATION",
+    help="Lifetime of the webhooks' CA; a successor is introduced when a third is left.",
+)
+@click.option(
     "--liveness",
     "liveness_endpoint",
     default=None,
@@ -175,6 +257,12 @@ def operator(
     progress_url: str | None,
     metrics_port: int,
     metrics_bind: str,
+    webhook_port: int,
+    webhook_bind: str | None,
+    webhook_url: str | None,
+    default_image: str,
+    webhook_cert_validity: str,
+    webhook_ca_validity: str,
     liveness_endpoint: str | None,
 ) -> None:
     """Run the operator until interrupted."""
@@ -200,6 +288,15 @@ def operator(
         if progress_port
         else None,
     )
+    webhooks = webhook_settings(
+        webhook_port,
+        webhook_bind,
+        webhook_url,
+        leader_election_namespace,
+        default_image,
+        webhook_cert_validity,
+        webhook_ca_validity,
+    )
     run_operator(
         config,
         list(namespaces),
@@ -211,4 +308,5 @@ def operator(
         progress_bind,
         metrics_port,
         metrics_bind,
+        webhooks,
     )

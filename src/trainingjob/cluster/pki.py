@@ -7,14 +7,13 @@ kubeconfig from an old cluster can never talk to a new one.
 from __future__ import annotations
 
 import datetime
-import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from trainingjob import certs
 
 VALIDITY = datetime.timedelta(days=365)
 LOOPBACK_NAMES = ("localhost",)
@@ -38,6 +37,12 @@ class CertSpec:
     client: bool = False
     dns_names: tuple[str, ...] = ()
     ip_addresses: tuple[str, ...] = ()
+
+    @property
+    def leaf(self) -> certs.Leaf:
+        return certs.Leaf(
+            self.common_name, self.organizations, self.server, self.client, self.dns_names, self.ip_addresses
+        )
 
 
 def node_cert_specs(name: str, address: str) -> tuple[CertSpec, ...]:
@@ -89,104 +94,29 @@ def cluster_cert_specs(
     )
 
 
-def _name(common_name: str, organizations: tuple[str, ...] = ()) -> x509.Name:
-    attributes = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, org) for org in organizations]
-    attributes.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name))
-    return x509.Name(attributes)
+def _write(directory: Path, stem: str, pair: certs.Pair) -> None:
+    (directory / f"{stem}.crt").write_text(pair.cert_pem)
+    key_path = directory / f"{stem}.key"
+    key_path.write_text(pair.key_pem)
+    key_path.chmod(0o600)
 
 
-def _write_key(path: Path, key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> None:
-    path.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    path.chmod(0o600)
+def create_ca(directory: Path, cluster_name: str) -> certs.Pair:
+    ca = certs.new_ca(f"trainingjob-local-ca-{cluster_name}", VALIDITY)
+    _write(directory, "ca", ca)
+    return ca
 
 
-def _now() -> datetime.datetime:
-    return datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=5)
-
-
-def create_ca(directory: Path, cluster_name: str) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    subject = _name(f"trainingjob-local-ca-{cluster_name}")
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(_now())
-        .not_valid_after(_now() + VALIDITY)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                key_cert_sign=True,
-                crl_sign=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    (directory / "ca.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    _write_key(directory / "ca.key", key)
-    return cert, key
-
-
-def issue_certificate(
-    directory: Path, spec: CertSpec, ca_cert: x509.Certificate, ca_key: ec.EllipticCurvePrivateKey
-) -> None:
+def issue_certificate(directory: Path, spec: CertSpec, ca: certs.Pair) -> None:
     """Sign `<stem>.crt`/`<stem>.key` for one component."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    usages = ([ExtendedKeyUsageOID.SERVER_AUTH] if spec.server else []) + (
-        [ExtendedKeyUsageOID.CLIENT_AUTH] if spec.client else []
-    )
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(_name(spec.common_name, spec.organizations))
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(_now())
-        .not_valid_after(_now() + VALIDITY)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                key_encipherment=False,
-                key_cert_sign=False,
-                crl_sign=False,
-                content_commitment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
-    )
-    alt_names: list[x509.GeneralName] = [x509.DNSName(n) for n in spec.dns_names]
-    alt_names += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in spec.ip_addresses]
-    if alt_names:
-        builder = builder.add_extension(x509.SubjectAlternativeName(alt_names), critical=False)
-    cert = builder.sign(ca_key, hashes.SHA256())
-    (directory / f"{spec.file_stem}.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    _write_key(directory / f"{spec.file_stem}.key", key)
+    _write(directory, spec.file_stem, certs.issue(ca, spec.leaf, VALIDITY))
 
 
 def create_service_account_keys(directory: Path) -> None:
     """The key pair kube-apiserver signs ServiceAccount tokens with (and verifies them against)."""
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    _write_key(directory / "sa.key", key)
+    (directory / "sa.key").write_text(certs.key_pem(key))
+    (directory / "sa.key").chmod(0o600)
     (directory / "sa.pub").write_bytes(
         key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     )
@@ -200,7 +130,7 @@ def create_cluster_pki(
     nodes: tuple[tuple[str, str], ...] = (),
 ) -> None:
     directory.mkdir(parents=True, exist_ok=True)
-    ca_cert, ca_key = create_ca(directory, cluster_name)
+    ca = create_ca(directory, cluster_name)
     for spec in cluster_cert_specs(service_ip, apiserver_ips, nodes):
-        issue_certificate(directory, spec, ca_cert, ca_key)
+        issue_certificate(directory, spec, ca)
     create_service_account_keys(directory)

@@ -20,6 +20,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.client.rest import RESTResponse
 
 from trainingjob.api import constants as k
+from trainingjob.api.conversion import status_in
 from trainingjob.api.types import TrainingJob, format_time
 from trainingjob.reconcile.actions import (
     AddFinalizer,
@@ -192,7 +193,7 @@ class Applier:
         manifest = {
             "metadata": {"name": f"{job.name}.{uuid.uuid4().hex[:16]}", "namespace": job.namespace},
             "involvedObject": {
-                "apiVersion": k.API_VERSION,
+                "apiVersion": k.WATCHED_API_VERSION,
                 "kind": k.KIND,
                 "name": job.name,
                 "namespace": job.namespace,
@@ -217,7 +218,7 @@ class Applier:
     async def set_finalizers(self, job: TrainingJob, finalizers: list[str], resource_version: str) -> str:
         patch = {"metadata": {"finalizers": finalizers, "resourceVersion": resource_version}}
         updated = await self.custom.patch_namespaced_custom_object(
-            k.GROUP, k.VERSION, job.namespace, k.PLURAL, job.name, patch, _content_type=MERGE_PATCH
+            k.GROUP, k.WATCHED_VERSION, job.namespace, k.PLURAL, job.name, patch, _content_type=MERGE_PATCH
         )
         return updated["metadata"]["resourceVersion"]
 
@@ -228,7 +229,7 @@ class Applier:
         )
         try:
             await self.custom.delete_namespaced_custom_object(
-                k.GROUP, k.VERSION, job.namespace, k.PLURAL, job.name, body=options
+                k.GROUP, k.WATCHED_VERSION, job.namespace, k.PLURAL, job.name, body=options
             )
         except ApiException as error:
             if error.status not in (404, 409):
@@ -239,7 +240,7 @@ class Applier:
         try:
             await self.custom.patch_namespaced_custom_object(
                 k.GROUP,
-                k.VERSION,
+                k.WATCHED_VERSION,
                 job.namespace,
                 k.PLURAL,
                 job.name,
@@ -251,10 +252,12 @@ class Applier:
                 raise
 
     async def write_status(self, job: TrainingJob, status: Mapping[str, Any], resource_version: str) -> str:
-        """Patch the status if the job is still at `resource_version`; the job's resourceVersion afterwards."""
-        patch = {"metadata": {"resourceVersion": resource_version}, "status": status_patch(job.status, status)}
+        """Patch the status if the job is still at `resource_version`; the job's resourceVersion afterwards.
+        Statuses are internal-shaped; the patch is in the shape of the version written."""
+        old, new = status_in(job.status, k.WATCHED_VERSION), status_in(status, k.WATCHED_VERSION)
+        patch = {"metadata": {"resourceVersion": resource_version}, "status": status_patch(old, new)}
         updated = await self.custom.patch_namespaced_custom_object_status(
-            k.GROUP, k.VERSION, job.namespace, k.PLURAL, job.name, patch, _content_type=MERGE_PATCH
+            k.GROUP, k.WATCHED_VERSION, job.namespace, k.PLURAL, job.name, patch, _content_type=MERGE_PATCH
         )
         return updated["metadata"]["resourceVersion"]
 

@@ -17,6 +17,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio import config as k8s_config
 
 from trainingjob.api import constants as k
+from trainingjob.api.conversion import to_internal
 from trainingjob.api.names import config_map_name, service_name
 from trainingjob.builders.service import service_ports
 from trainingjob.operator.api_client import CountingApiClient
@@ -32,6 +33,7 @@ from trainingjob.progress.tls import ensure_tls
 from trainingjob.reconcile.observed import pod_view
 from trainingjob.reconcile.surroundings import claim_view
 from trainingjob.scheduling.gang import GangApi, watched
+from trainingjob.webhooks import PortUnavailable, start_webhooks
 
 OURS = {k.LABEL_MANAGED_BY: k.MANAGED_BY}
 SERVICE_NAME = "trainingjob-operator"  # the operator's Service: the progress certificate is issued for its names
@@ -72,6 +74,14 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: An
     memo.api = CountingApiClient(
         lambda verb, resource, code: memo.metrics.api_requests.labels(verb, resource, str(code)).inc()
     )
+    # Before any cache fills: objects not yet migrated to the storage version are read through the webhook.
+    memo.webhooks = None
+    if memo.webhook_settings is not None:
+        webhook_settings = dataclasses.replace(memo.webhook_settings, in_cluster=in_cluster())
+        try:
+            memo.webhooks = await start_webhooks(memo.api, webhook_settings, memo.config)
+        except PortUnavailable as error:
+            raise kopf.PermanentError(str(error)) from None  # stop at once: a retry would meet the same port
     indexes = {name: kwargs[name] for name in INDEX_NAMES}
     indexes.update({provider.index: kwargs[provider.index] for provider in watched(memo.gang_apis)})
     material = None
@@ -156,6 +166,8 @@ def stop_on_lost_lease() -> None:
 @kopf.on.cleanup()
 async def cleanup(memo: kopf.Memo, **_: Any) -> None:
     await memo.reconciler.stop()
+    if memo.webhooks is not None:
+        await memo.webhooks.stop()
     for runner in (memo.progress_runner, memo.http_runner):
         if runner is not None:
             await runner.cleanup()
@@ -165,9 +177,10 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
     await memo.api.close()
 
 
-@kopf.index(k.GROUP, k.VERSION, k.PLURAL)
+@kopf.index(k.GROUP, k.WATCHED_VERSION, k.PLURAL)
 async def trainingjob_bodies(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict:
-    return {(namespace, name): dict(body)}
+    """Stored in the internal shape (api/conversion.py): nothing downstream cares which version was watched."""
+    return {(namespace, name): to_internal(dict(body))}
 
 
 @kopf.index("", "v1", "pods", labels=OURS)
@@ -198,7 +211,7 @@ async def job_claims(namespace: str, labels: kopf.Labels, body: kopf.Body, **_: 
     return {(namespace, job): claim_view(body)} if job else None
 
 
-@kopf.on.event(k.GROUP, k.VERSION, k.PLURAL)
+@kopf.on.event(k.GROUP, k.WATCHED_VERSION, k.PLURAL)
 async def trainingjob_changed(namespace: str, name: str, memo: kopf.Memo, **_: Any) -> None:
     memo.reconciler.caches_synced()
     memo.reconciler.enqueue((namespace, name))

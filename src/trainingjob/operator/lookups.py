@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Generic, TypeVar
 
 from trainingjob.reconcile.surroundings import NodeView, enforces_restricted, node_view
-from trainingjob.scheduling.quota import QuotaView, quota_view
+from trainingjob.scheduling.quota import NamespaceQuotas, container_defaults
 
 logger = logging.getLogger(__name__)
 V = TypeVar("V")
@@ -92,7 +92,7 @@ class Lookups:
         self.core = core
         self.namespaces: TtlCache[bool] = TtlCache(self._namespace_restricted, NAMESPACE_TTL, clock=clock)
         self.nodes: TtlCache[NodeView | None] = TtlCache(self._node, NODE_TTL, clock=clock)
-        self.quotas: TtlCache[tuple[QuotaView, ...]] = TtlCache(self._quotas, QUOTA_TTL, clock=clock)
+        self.quotas: TtlCache[NamespaceQuotas] = TtlCache(self._quotas, QUOTA_TTL, clock=clock)
         self.warned: set[str] = set()
 
     async def namespace_restricted(self, namespace: str) -> bool:
@@ -124,24 +124,33 @@ class Lookups:
             )
         return enforces_restricted(body)
 
-    async def resource_quotas(self, namespace: str) -> tuple[QuotaView, ...]:
+    async def resource_quotas(self, namespace: str) -> NamespaceQuotas:
         return await self.quotas.get(namespace)
 
-    async def _quotas(self, namespace: str) -> tuple[QuotaView, ...]:
-        """The namespace's ResourceQuotas; none known when they cannot be read (admission still enforces them)."""
+    async def _quotas(self, namespace: str) -> NamespaceQuotas:
+        """The namespace's ResourceQuotas and, when it has any, its LimitRanges' container defaults (they fill what
+        a worker leaves unset before quota counts it); none known when they cannot be read (admission still
+        enforces them)."""
+        quotas = await self._items(self.core.list_namespaced_resource_quota, namespace, "ResourceQuotas")
+        if not quotas:
+            return NamespaceQuotas()
+        ranges = await self._items(self.core.list_namespaced_limit_range, namespace, "LimitRanges")
+        return NamespaceQuotas(tuple(quotas), tuple(container_defaults(ranges)))
+
+    async def _items(self, call: Callable[..., Awaitable[Any]], namespace: str, kind: str) -> list[dict[str, Any]]:
         try:
-            status, body = await read_json(self.core.list_namespaced_resource_quota, namespace)
+            status, body = await read_json(call, namespace)
         except Exception as error:  # a failed lookup must never fail a reconcile: the answer is "unknown"
-            self._warn_once(f"quotas {namespace}", f"cannot list ResourceQuotas in {namespace}: {error!r}")
-            return ()
+            self._warn_once(f"{kind} {namespace}", f"cannot list {kind} in {namespace}: {error!r}")
+            return []
         if body is None:
             self._warn_once(
-                f"quotas {namespace}",
-                f"cannot list ResourceQuotas in {namespace} (HTTP {status}): gangs are created without checking "
-                "quota first, and admission refusing part of one makes it give back what it got",
+                f"{kind} {namespace}",
+                f"cannot list {kind} in {namespace} (HTTP {status}): gangs are created without checking quota "
+                "first, and admission refusing part of one makes it give back what it got",
             )
-            return ()
-        return tuple(quota_view(item) for item in body.get("items") or [])
+            return []
+        return list(body.get("items") or [])
 
     async def _node(self, name: str) -> NodeView | None:
         try:

@@ -34,7 +34,7 @@ class QuotaGate:
     @contextlib.asynccontextmanager
     async def turn(self, namespace: str, creating: bool) -> AsyncIterator[None]:
         lookups = self.lookups
-        if not creating or lookups is None or not await lookups.resource_quotas(namespace):
+        if not creating or lookups is None or not (await lookups.resource_quotas(namespace)).quotas:
             yield
             return
         async with self.turns.setdefault(namespace, asyncio.Lock()):

@@ -26,6 +26,7 @@ from trainingjob.reconcile.planner import plan
 from trainingjob.reconcile.status import TERMINAL_PHASES, only_details_changed
 from trainingjob.reconcile.surroundings import AdmissionDenial, is_pod_security_denial
 from trainingjob.scheduling.gang import GangApi, GangView, watched
+from trainingjob.scheduling.quota import NamespaceQuotas
 
 logger = logging.getLogger(__name__)
 JobKey = tuple[str, str]
@@ -279,7 +280,7 @@ class Reconciler:
         has workers to create."""
         if job.deleting or job.status.get("phase") in TERMINAL_PHASES:
             return observed
-        restricted, nodes, quotas = False, {}, ()
+        restricted, nodes, quotas = False, {}, NamespaceQuotas()
         if self.lookups is not None:
             restricted = await self.lookups.namespace_restricted(job.namespace)
             stuck = stuck_pods(observed.pods, now, self.config.stuck_after_seconds)

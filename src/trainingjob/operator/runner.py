@@ -14,6 +14,7 @@ from trainingjob.config import OperatorConfig
 from trainingjob.operator.logs import install as install_log_context
 from trainingjob.operator.preflight import PreflightError, check_operator_namespace
 from trainingjob.scheduling.discovery import api_client_fetch, served_gang_apis
+from trainingjob.webhooks.component import WebhookSettings
 
 LOG_FORMATS = {"json": kopf.LogFormat.JSON, "text": kopf.LogFormat.FULL}
 
@@ -29,6 +30,7 @@ def run_operator(
     progress_bind: str = "0.0.0.0",
     metrics_port: int = 0,
     metrics_bind: str = "0.0.0.0",
+    webhooks: WebhookSettings | None = None,
 ) -> None:
     """Block until the operator is stopped (SIGINT/SIGTERM); exit 1 with one line if it could not run."""
     from trainingjob.operator import handlers  # registers the Kopf handlers
@@ -68,6 +70,7 @@ def run_operator(
                 metrics_port=metrics_port,
                 metrics_bind=metrics_bind,
                 gang_apis=gang_apis,
+                webhook_settings=webhooks,
             ),
             liveness_endpoint=liveness_endpoint,
         )

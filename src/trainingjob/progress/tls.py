@@ -8,15 +8,12 @@ from __future__ import annotations
 
 import base64
 import datetime
-import ipaddress
 from dataclasses import dataclass
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
+
+from trainingjob import certs
 
 SECRET_NAME = "trainingjob-progress-tls"
 VALIDITY = datetime.timedelta(days=3650)
@@ -29,43 +26,12 @@ class TlsMaterial:
     key_pem: str
 
 
-def _pem(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
-
-
 def generate(dns_names: list[str], ips: list[str]) -> TlsMaterial:
-    now = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=5)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "trainingjob-progress-ca")])
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now)
-        .not_valid_after(now + VALIDITY)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .sign(ca_key, hashes.SHA256())
+    ca = certs.new_ca("trainingjob-progress-ca", VALIDITY)
+    leaf = certs.issue(
+        ca, certs.Leaf(dns_names[0], server=True, dns_names=tuple(dns_names), ip_addresses=tuple(ips)), VALIDITY
     )
-    key = ec.generate_private_key(ec.SECP256R1())
-    names = [x509.DNSName(n) for n in dns_names] + [x509.IPAddress(ipaddress.ip_address(i)) for i in ips]
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, dns_names[0])]))
-        .issuer_name(ca_name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now)
-        .not_valid_after(now + VALIDITY)
-        .add_extension(x509.SubjectAlternativeName(names), critical=False)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    encode = serialization.Encoding.PEM
-    return TlsMaterial(ca.public_bytes(encode).decode(), cert.public_bytes(encode).decode(), _pem(key).decode())
+    return TlsMaterial(ca.cert_pem, leaf.cert_pem, leaf.key_pem)
 
 
 def service_names(namespace: str, service: str) -> list[str]:

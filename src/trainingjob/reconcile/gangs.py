@@ -23,7 +23,7 @@ from trainingjob.reconcile.actions import CreateChild, DeleteChild, Event
 from trainingjob.reconcile.blockers import Blocker
 from trainingjob.reconcile.observed import ObservedChildren, PodView
 from trainingjob.scheduling.gang import GangChoice, GangView, Membership, choose, gang_name
-from trainingjob.scheduling.quota import PodShape, shortfall
+from trainingjob.scheduling.quota import describe, pod_demand, shortfalls
 
 UNAVAILABLE = "GangSchedulingUnavailable"
 QUOTA = "QuotaExceeded"
@@ -99,10 +99,17 @@ def plan_gang(job: TrainingJob, observed: ObservedChildren, current: Mapping[int
 
 
 def quota_blocker(job: TrainingJob, observed: ObservedChildren, missing: int) -> Blocker | None:
-    """The quota that has no room for all `missing` workers (scheduling/quota.py), as a blocker."""
-    pod = PodShape.of(worker_resources(job), job.spec.scheduling.priority_class_name)
-    short = shortfall(observed.quotas, pod, missing)
-    return Blocker(QUOTA, "creating the workers", f"waits for quota: {short}") if short else None
+    """The first quota without room for all `missing` workers (scheduling/quota.py), as a blocker."""
+    if not observed.quotas.quotas:
+        return None
+    container = {"name": "trainer", "resources": worker_resources(job)}
+    pod = {"spec": {"containers": [container], "priorityClassName": job.spec.scheduling.priority_class_name}}
+    try:
+        demand = pod_demand(pod, observed.quotas.defaults)
+    except (ValueError, KeyError, TypeError):
+        return None  # a quantity the API server refuses anyway, and says why
+    found = shortfalls(observed.quotas.quotas, demand, missing)
+    return Blocker(QUOTA, "creating the workers", f"waits for quota: {describe(found[0], missing)}") if found else None
 
 
 def release_gangs(job: TrainingJob, observed: ObservedChildren, keep: Iterable[str | None] = ()) -> list[DeleteChild]:

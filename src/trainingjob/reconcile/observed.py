@@ -13,7 +13,7 @@ from typing import Any
 from trainingjob.api import constants as k
 from trainingjob.reconcile.surroundings import AdmissionDenial, ClaimView, NodeView
 from trainingjob.scheduling.gang import GangApi, GangView
-from trainingjob.scheduling.quota import QuotaView
+from trainingjob.scheduling.quota import NamespaceQuotas
 
 
 @dataclass(frozen=True)
@@ -153,7 +153,7 @@ class ObservedChildren:
     gang_apis: frozenset[GangApi] = frozenset()
     gangs: Mapping[str, GangView] = field(default_factory=dict)
     # The namespace's ResourceQuotas, read while the job has workers to create (scheduling/quota.py).
-    quotas: tuple[QuotaView, ...] = ()
+    quotas: NamespaceQuotas = field(default_factory=NamespaceQuotas)
 
     @classmethod
     def from_cache(

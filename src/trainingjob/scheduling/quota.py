@@ -1,143 +1,224 @@
-"""Whether a namespace's ResourceQuotas leave room for a gang's workers, before any of them is created.
+"""Does a job's gang fit the namespace's ResourceQuotas? Pure arithmetic over the worker pod and the quotas.
 
-Why check before creating: quota admission judges each pod alone, so a gang created pod by pod into a quota that
-cannot hold all of it gets some pods in and the rest refused, and the ones in hold quota that another job needs
-(two such jobs hold each other's share for ever). The operator creates a gang's missing workers only when every
-quota that applies to them has room for all of them; otherwise none, and the job says which quota lacks what.
-Admission still has the last word: a quota changed between the check and the creates refuses pods as before,
-and the gang then gives back what it got (reconcile/workers.py, release_gang).
-
-A quota is checked only when the operator understands all of it: scopes Terminating, NotTerminating, BestEffort,
-NotBestEffort and PriorityClass selectors; a quota with any other scope is left to admission.
+The API server checks each pod against the quotas when the operator creates it; a gang whose total exceeds a
+quota's hard limit can never start, and pods that omit a resource a quota constrains are refused outright. Both
+are known at admission, so the validating webhook says so then instead of leaving the job Pending for ever.
+The planner asks the same question before it creates a gang's workers (reconcile/gangs.py): quota admission judges
+pods one by one, so a gang created pod by pod into a quota without room for all of it would get part in, and that
+part would hold quota another job needs; the operator creates none of them until all fit.
+Quotas with scopes are matched as the quota controller matches pods (BestEffort, NotBestEffort, Terminating,
+NotTerminating, PriorityClass); CrossNamespacePodAffinity and VolumeAttributesClass scopes never apply to ours.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from trainingjob.node.quantity import QuantityError, parse_quantity
+from trainingjob.node.quantity import parse_quantity
 
-# Bare names that quota counts as requests (Kubernetes' compute resources).
-BARE_REQUESTS = ("cpu", "memory", "ephemeral-storage")
-KNOWN_SCOPES = frozenset({"Terminating", "NotTerminating", "BestEffort", "NotBestEffort", "PriorityClass"})
+COMPUTE = ("cpu", "memory", "ephemeral-storage")
+POD_COUNTS = ("pods", "count/pods")
+BINARY_UNITS = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
+
+
+def format_quantity(amount: Decimal, resource: str) -> str:
+    """Readable: CPU in cores or millicores, bytes in the largest binary unit that divides them."""
+    if resource.endswith("cpu") and amount != amount.to_integral_value():
+        return f"{(amount * 1000).normalize():f}m"
+    if resource.endswith(("memory", "ephemeral-storage")):
+        for suffix, unit in BINARY_UNITS:
+            if amount >= unit and amount % unit == 0:
+                return f"{(amount / unit).normalize():f}{suffix}"
+    return f"{amount.normalize():f}"
 
 
 @dataclass(frozen=True)
-class QuotaView:
-    """A ResourceQuota as the check needs it. `used` is None until the quota controller has counted."""
+class PodDemand:
+    """What one worker pod counts against quotas."""
 
-    name: str
-    hard: Mapping[str, Decimal] = field(default_factory=dict)
-    used: Mapping[str, Decimal] | None = None
-    scopes: tuple[str, ...] = ()
-    selectors: tuple[Mapping[str, Any], ...] = ()
+    requests: dict[str, Decimal]
+    limits: dict[str, Decimal]
+    priority_class: str | None
+    terminating: bool  # the pod has activeDeadlineSeconds
 
-
-def _quantities(values: Mapping[str, Any] | None) -> dict[str, Decimal]:
-    result = {}
-    for name, value in (values or {}).items():
-        try:
-            result[name] = parse_quantity(value)
-        except QuantityError:
-            continue
-    return result
+    @property
+    def best_effort(self) -> bool:
+        return not any(key in COMPUTE for key in (*self.requests, *self.limits))
 
 
-def quota_view(body: Mapping[str, Any]) -> QuotaView:
-    spec, status = body.get("spec") or {}, body.get("status") or {}
+def _container_amounts(container: Mapping[str, Any]) -> tuple[dict[str, Decimal], dict[str, Decimal]]:
+    resources = container.get("resources") or {}
+    limits = {name: parse_quantity(v) for name, v in (resources.get("limits") or {}).items()}
+    requests = {name: parse_quantity(v) for name, v in (resources.get("requests") or {}).items()}
+    for name, amount in limits.items():
+        requests.setdefault(name, amount)  # a limit alone is also the request, as the API server defaults it
+    return requests, limits
+
+
+def _add(total: dict[str, Decimal], amounts: Mapping[str, Decimal]) -> None:
+    for name, amount in amounts.items():
+        total[name] = total.get(name, Decimal(0)) + amount
+
+
+def _at_least(total: dict[str, Decimal], amounts: Mapping[str, Decimal]) -> None:
+    for name, amount in amounts.items():
+        total[name] = max(total.get(name, Decimal(0)), amount)
+
+
+def pod_demand(pod: Mapping[str, Any], defaults: Iterable[Mapping[str, Any]] = ()) -> PodDemand:
+    """Requests and limits of a pod as quota counts them: containers summed, init containers as a floor, with
+    `defaults` (LimitRange items of type Container) filling what a container leaves out."""
+    spec = pod.get("spec") or {}
+    defaults = list(defaults)
+
+    def amounts(container: Mapping[str, Any]) -> tuple[dict[str, Decimal], dict[str, Decimal]]:
+        requests, limits = _container_amounts(container)
+        for item in defaults:
+            for name, value in (item.get("default") or {}).items():
+                limits.setdefault(name, parse_quantity(value))
+            for name, value in (item.get("defaultRequest") or {}).items():
+                requests.setdefault(name, parse_quantity(value))
+            for name, amount in limits.items():
+                requests.setdefault(name, amount)
+        return requests, limits
+
+    requests: dict[str, Decimal] = {}
+    limits: dict[str, Decimal] = {}
+    for container in spec.get("containers") or []:
+        container_requests, container_limits = amounts(container)
+        _add(requests, container_requests)
+        _add(limits, container_limits)
+    for container in spec.get("initContainers") or []:
+        container_requests, container_limits = amounts(container)
+        _at_least(requests, container_requests)
+        _at_least(limits, container_limits)
+    return PodDemand(requests, limits, spec.get("priorityClassName"), spec.get("activeDeadlineSeconds") is not None)
+
+
+def _scope_matches(scope: str, pod: PodDemand) -> bool:
+    return {
+        "BestEffort": pod.best_effort,
+        "NotBestEffort": not pod.best_effort,
+        "Terminating": pod.terminating,
+        "NotTerminating": not pod.terminating,
+    }.get(scope, False)
+
+
+def _selector_matches(expression: Mapping[str, Any], pod: PodDemand) -> bool:
+    scope, operator = expression.get("scopeName"), expression.get("operator")
+    if scope != "PriorityClass":
+        return _scope_matches(scope or "", pod) == (operator != "DoesNotExist")
+    values = expression.get("values") or []
+    return {
+        "In": pod.priority_class in values,
+        "NotIn": pod.priority_class not in values,
+        "Exists": pod.priority_class is not None,
+        "DoesNotExist": pod.priority_class is None,
+    }.get(operator or "", False)
+
+
+def quota_applies(quota: Mapping[str, Any], pod: PodDemand) -> bool:
+    spec = quota.get("spec") or {}
     selector = (spec.get("scopeSelector") or {}).get("matchExpressions") or []
-    return QuotaView(
-        name=(body.get("metadata") or {}).get("name", ""),
-        hard=_quantities(spec.get("hard")),
-        used=_quantities(status.get("used")) if status.get("hard") else None,
-        scopes=tuple(spec.get("scopes") or ()),
-        selectors=tuple(selector),
+    return all(_scope_matches(scope, pod) for scope in spec.get("scopes") or []) and all(
+        _selector_matches(expression, pod) for expression in selector
     )
 
 
 @dataclass(frozen=True)
-class PodShape:
-    """What quota sees of one worker: its requests and limits (base units), priority class and BestEffort-ness."""
+class Shortfall:
+    """One quota limit the gang runs into."""
 
-    requests: Mapping[str, Decimal]
-    limits: Mapping[str, Decimal]
-    priority_class: str | None = None
+    quota: str
+    resource: str
+    hard: Decimal
+    used: Decimal
+    needed: Decimal
+    missing: bool = False  # the pods do not say how much of `resource` they use, and the quota requires it
 
     @property
-    def best_effort(self) -> bool:
-        return not self.requests and not self.limits
-
-    @classmethod
-    def of(cls, resources: Mapping[str, Mapping[str, Any]], priority_class: str | None) -> PodShape:
-        return cls(_quantities(resources.get("requests")), _quantities(resources.get("limits")), priority_class)
+    def never_fits(self) -> bool:
+        return self.missing or self.needed > self.hard
 
 
-def _selector_matches(expression: Mapping[str, Any], pod: PodShape) -> bool | None:
-    """A scopeSelector expression on one pod; None: a scope this check does not understand."""
-    if expression.get("scopeName") != "PriorityClass":
-        return None
-    operator, values = expression.get("operator"), expression.get("values") or []
-    priority = pod.priority_class
-    return {
-        "In": priority in values,
-        "NotIn": priority not in values,
-        "Exists": priority is not None,
-        "DoesNotExist": priority is None,
-    }.get(operator)
-
-
-def applies(quota: QuotaView, pod: PodShape) -> bool | None:
-    """Whether `quota` counts `pod` (our workers never set activeDeadlineSeconds: NotTerminating); None: unknown."""
-    scopes = {
-        "Terminating": False,
-        "NotTerminating": True,
-        "BestEffort": pod.best_effort,
-        "NotBestEffort": not pod.best_effort,
-    }
-    for scope in quota.scopes:
-        if scope not in scopes:
-            return None
-        if not scopes[scope]:
-            return False
-    for expression in quota.selectors:
-        matched = _selector_matches(expression, pod)
-        if matched is None or not matched:
-            return matched
-    return True
-
-
-def demand(resource: str, pod: PodShape, count: int) -> Decimal:
-    """How much of quota `resource` `count` such pods take."""
-    if resource in ("pods", "count/pods"):
-        return Decimal(count)
-    if resource.startswith("requests."):
-        return pod.requests.get(resource.removeprefix("requests."), Decimal(0)) * count
-    if resource.startswith("limits."):
-        return pod.limits.get(resource.removeprefix("limits."), Decimal(0)) * count
-    if resource in BARE_REQUESTS:
-        return pod.requests.get(resource, Decimal(0)) * count
-    return Decimal(0)  # object counts, storage: not what creating pods takes
-
-
-def _text(value: Decimal) -> str:
-    return format(value.normalize(), "f") if value != value.to_integral() else str(int(value))
-
-
-def shortfall(quotas: Iterable[QuotaView], pod: PodShape, count: int) -> str | None:
-    """Why `count` workers shaped `pod` do not fit into the quotas (None: they fit, or no quota says otherwise)."""
-    for quota in sorted(quotas, key=lambda q: q.name):
-        if quota.used is None or not applies(quota, pod):
-            continue
-        for resource, hard in sorted(quota.hard.items()):
-            needed = demand(resource, pod, count)
-            used = quota.used.get(resource, Decimal(0))
-            if needed > 0 and used + needed > hard:
-                left = max(hard - used, Decimal(0))
-                return (
-                    f"ResourceQuota {quota.name} has {_text(left)} {resource} left (used {_text(used)} of "
-                    f"{_text(hard)}) and {count} worker(s) need {_text(needed)}: none is created until all fit"
-                )
+def _counted_as(resource: str) -> tuple[str, str] | None:
+    """Which of a pod's amounts a quota resource counts: ("requests" | "limits" | "pods", name), or None for what
+    quotas count per object of other kinds (services, PVC storage, count/<kind>)."""
+    if resource in POD_COUNTS:
+        return ("pods", "")
+    kind, _, name = resource.partition(".")
+    if kind in ("requests", "limits") and name:
+        return (kind, name)
+    if resource in COMPUTE:
+        return ("requests", resource)
     return None
+
+
+def shortfalls(quotas: Iterable[Mapping[str, Any]], pod: PodDemand, workers: int) -> list[Shortfall]:
+    """Every (quota, resource) the gang of `workers` such pods runs into: a pod that omits a compute resource the
+    quota constrains (refused always), or a total above what is free now (`never_fits` when above hard)."""
+    found = []
+    for quota in quotas:
+        if not quota_applies(quota, pod):
+            continue
+        name = (quota.get("metadata") or {}).get("name", "")
+        hard = (quota.get("spec") or {}).get("hard") or {}
+        used = (quota.get("status") or {}).get("used") or {}
+        for resource, limit in sorted(hard.items()):
+            counted = _counted_as(resource)
+            if counted is None:
+                continue
+            hard_amount, used_amount = parse_quantity(limit), parse_quantity(used.get(resource, 0))
+            kind, key = counted
+            amounts = pod.requests if kind == "requests" else pod.limits
+            if kind != "pods" and key not in amounts and key in COMPUTE:
+                found.append(Shortfall(name, resource, hard_amount, used_amount, Decimal(0), missing=True))
+                continue
+            needed = (Decimal(1) if kind == "pods" else amounts.get(key, Decimal(0))) * workers
+            if needed > hard_amount - used_amount:
+                found.append(Shortfall(name, resource, hard_amount, used_amount, needed))
+    return found
+
+
+def describe(shortfall: Shortfall, workers: int) -> str:
+    """The shortfall in words: what to set, or how much the gang needs against what the quota has."""
+    resource, quota = shortfall.resource, shortfall.quota
+    if shortfall.missing:
+        name = resource.partition(".")[2] or resource
+        kind = "limits" if resource.startswith("limits.") else "requests"
+        return (
+            f"ResourceQuota {quota} constrains {resource}, so every pod must set it: set "
+            f"spec.resources.{kind}.{name} (the API server would refuse the workers)"
+        )
+    amount = format_quantity(shortfall.needed, resource)
+    hard, free = format_quantity(shortfall.hard, resource), format_quantity(shortfall.hard - shortfall.used, resource)
+    if shortfall.never_fits:
+        return (
+            f"ResourceQuota {quota} allows {resource} {hard} in this namespace, and the gang of {workers} workers "
+            f"needs {amount}: it could never start; use fewer workers or smaller ones, or raise the quota"
+        )
+    return (
+        f"ResourceQuota {quota}: {free} of {hard} {resource} free now and the gang needs {amount}; the workers are "
+        "created once enough is free"
+    )
+
+
+def container_defaults(limit_ranges: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The LimitRange items that fill a container's unset requests and limits (type Container)."""
+    return [
+        item
+        for limit_range in limit_ranges
+        for item in (limit_range.get("spec") or {}).get("limits") or []
+        if item.get("type") == "Container"
+    ]
+
+
+@dataclass(frozen=True)
+class NamespaceQuotas:
+    """A namespace's ResourceQuotas (as the API serves them) and its LimitRanges' container defaults."""
+
+    quotas: tuple[Mapping[str, Any], ...] = ()
+    defaults: tuple[Mapping[str, Any], ...] = ()

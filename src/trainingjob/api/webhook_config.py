@@ -1,0 +1,132 @@
+"""How the API server reaches the operator's webhooks: the CRD's conversion stanza and the two admission webhook
+configurations, as pure data (deploy/crd/ is generated from here; webhooks/registration.py keeps them pointed at a
+live operator and injects its CA).
+
+Shipped pointing at https://127.0.0.1:9443, where `tj operator` run outside the cluster listens by default, so
+`kubectl apply -f deploy/crd/ -f deploy/rbac/` plus `tj operator` is a working install on a local cluster;
+deploy/base/ patches them to the operator's Service for the in-cluster install.
+
+Both admission webhooks fail open (failurePolicy Ignore): everything that must hold for a job to be safe is in the
+schema and its CEL rules (including the immutability rules), which the API server enforces whether or not the
+operator runs. The webhooks add what only a live view of the cluster can judge (does that PVC exist, does the
+PriorityClass, can the quota ever fit the gang) and the image default; while the operator is down, jobs are still
+validated by the schema, and a v1 job that relies on the derived image is refused by a rule that says why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from trainingjob.api import constants as c
+
+WEBHOOK_PORT = 9443  # where the operator's HTTPS webhook server listens by default
+SERVICE_NAME = "trainingjob-operator"
+SERVICE_NAMESPACE = "trainingjob-system"
+SERVICE_PORT = 443  # the Service's `webhook` port, forwarded to WEBHOOK_PORT
+CONVERT_PATH = "/convert"
+MUTATE_PATH = "/mutate"
+VALIDATE_PATH = "/validate"
+HEALTH_PATH = "/healthz"
+CONFIGURATION_NAME = "trainingjob-operator"  # both the Mutating- and the ValidatingWebhookConfiguration
+MUTATING_WEBHOOK = f"default.{c.CRD_NAME}"
+VALIDATING_WEBHOOK = f"validate.{c.CRD_NAME}"
+TIMEOUT_SECONDS = 5
+LABELS = {"app.kubernetes.io/name": "trainingjob-operator"}
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where the API server finds the webhook server: a base URL, or a Service (namespace, name, port)."""
+
+    url: str | None = None
+    service: tuple[str, str, int] | None = None
+
+    def client_config(self, path: str, ca_bundle: str | None = None) -> dict[str, Any]:
+        if self.url is not None:
+            config: dict[str, Any] = {"url": self.url.rstrip("/") + path}
+        elif self.service is not None:
+            namespace, name, port = self.service
+            config = {"service": {"namespace": namespace, "name": name, "path": path, "port": port}}
+        else:
+            raise ValueError("an endpoint needs a url or a service")
+        if ca_bundle:
+            config["caBundle"] = ca_bundle
+        return config
+
+
+def local_endpoint(port: int = WEBHOOK_PORT) -> Endpoint:
+    return Endpoint(url=f"https://127.0.0.1:{port}")
+
+
+def service_endpoint(namespace: str = SERVICE_NAMESPACE) -> Endpoint:
+    return Endpoint(service=(namespace, SERVICE_NAME, SERVICE_PORT))
+
+
+SHIPPED_ENDPOINT = local_endpoint()
+
+
+def conversion(endpoint: Endpoint = SHIPPED_ENDPOINT, ca_bundle: str | None = None) -> dict[str, Any]:
+    """The CRD's spec.conversion: every version converts through the operator's /convert."""
+    return {
+        "strategy": "Webhook",
+        "webhook": {
+            "conversionReviewVersions": ["v1"],
+            "clientConfig": endpoint.client_config(CONVERT_PATH, ca_bundle),
+        },
+    }
+
+
+def _rule(versions: list[str]) -> dict[str, Any]:
+    return {
+        "apiGroups": [c.GROUP],
+        "apiVersions": versions,
+        "operations": ["CREATE", "UPDATE"],
+        "resources": [c.PLURAL],
+        "scope": "Namespaced",
+    }
+
+
+def _webhook(name: str, path: str, endpoint: Endpoint, ca_bundle: str | None) -> dict[str, Any]:
+    return {
+        "name": name,
+        "admissionReviewVersions": ["v1"],
+        "sideEffects": "None",
+        "failurePolicy": "Ignore",
+        "timeoutSeconds": TIMEOUT_SECONDS,
+        "matchPolicy": "Exact",
+        "clientConfig": endpoint.client_config(path, ca_bundle),
+    }
+
+
+def _configuration(kind: str, webhook: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": kind,
+        "metadata": {"name": CONFIGURATION_NAME, "labels": dict(LABELS)},
+        "webhooks": [webhook],
+    }
+
+
+def mutating_configuration(endpoint: Endpoint = SHIPPED_ENDPOINT, ca_bundle: str | None = None) -> dict[str, Any]:
+    """Defaults the schema cannot express: a v1 job's image from its model. Called only for v1 requests without an
+    image (v1alpha1 requires one), so nothing else pays for a webhook call."""
+    webhook = _webhook(MUTATING_WEBHOOK, MUTATE_PATH, endpoint, ca_bundle)
+    webhook["reinvocationPolicy"] = "Never"
+    webhook["rules"] = [_rule([c.V1])]
+    webhook["matchConditions"] = [
+        {"name": "image-unset", "expression": "!has(object.spec) || !has(object.spec.image) || object.spec.image == ''"}
+    ]
+    return _configuration("MutatingWebhookConfiguration", webhook)
+
+
+def validating_configuration(endpoint: Endpoint = SHIPPED_ENDPOINT, ca_bundle: str | None = None) -> dict[str, Any]:
+    """Checks against the cluster's state, for every served version as it was sent (the webhook converts
+    internally), and only when the spec is new or changed: the operator's own finalizer and status writes never
+    call it."""
+    webhook = _webhook(VALIDATING_WEBHOOK, VALIDATE_PATH, endpoint, ca_bundle)
+    webhook["rules"] = [_rule(["*"])]
+    webhook["matchConditions"] = [
+        {"name": "spec-changed", "expression": "request.operation == 'CREATE' || object.spec != oldObject.spec"}
+    ]
+    return _configuration("ValidatingWebhookConfiguration", webhook)

@@ -1,0 +1,174 @@
+"""The webhooks as one operator component: start() before the caches fill, stop() on the way out.
+
+start() loads (or creates) the TLS Secret, serves /convert, /mutate and /validate, and points the CRD's conversion
+and the webhook configurations at a live operator; a background loop then keeps all three current: certificate
+rotation (tls.py) and re-pointing when someone re-applies deploy/crd/ or the operator they point at goes away
+(registration.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import ipaddress
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from trainingjob.api import constants as c
+from trainingjob.api import webhook_config as w
+from trainingjob.config import OperatorConfig
+from trainingjob.webhooks.admission import AdmissionRequest, Verdict
+from trainingjob.webhooks.defaulting import default_image
+from trainingjob.webhooks.registration import Registration, answer
+from trainingjob.webhooks.server import WebhookServer
+from trainingjob.webhooks.tls import Rotation, SecretStore, ServingNames, WebhookTls, advance
+from trainingjob.webhooks.validation import validate
+
+logger = logging.getLogger(__name__)
+LOOKUP_TIMEOUT = 3.0  # the API server gives the webhook 5 s in all
+OPTIONS = {"_preload_content": False, "_request_timeout": LOOKUP_TIMEOUT}
+
+
+@dataclass(frozen=True)
+class WebhookSettings:
+    """What `tj operator` is told about its webhooks."""
+
+    port: int = w.WEBHOOK_PORT
+    bind: str | None = None  # default: 0.0.0.0 in the cluster (behind the Service), 127.0.0.1 outside
+    url: str | None = None  # the base URL the API server uses, outside the cluster (default https://127.0.0.1:port)
+    namespace: str = w.SERVICE_NAMESPACE  # of the TLS Secret and, in the cluster, of the operator's Service
+    in_cluster: bool = False
+    default_image: str | None = c.DEFAULT_IMAGE_PATTERN
+    rotation: Rotation = field(default_factory=Rotation)
+    interval: float | None = None  # between checks; default 5 s outside the cluster (take-over), 30 s inside
+
+    @property
+    def bind_address(self) -> str:
+        return self.bind or ("0.0.0.0" if self.in_cluster else "127.0.0.1")
+
+    @property
+    def endpoint(self) -> w.Endpoint:
+        if self.in_cluster:
+            return w.service_endpoint(self.namespace)
+        return w.Endpoint(url=self.url or f"https://127.0.0.1:{self.port}")
+
+    @property
+    def check_interval(self) -> float:
+        interval = self.interval or (30.0 if self.in_cluster else 5.0)
+        # A short-lived certificate (tests) must be looked at well before it is due.
+        return min(interval, max(self.rotation.cert_validity.total_seconds() / 20, 0.5))
+
+    def serving_names(self) -> ServingNames:
+        service = f"{w.SERVICE_NAME}.{self.namespace}"
+        dns = [f"{service}.svc", f"{service}.svc.cluster.local", service, w.SERVICE_NAME, "localhost"]
+        ips = ["127.0.0.1"]
+        host = urlsplit(self.url).hostname if self.url else None
+        if host:
+            try:
+                ips.append(str(ipaddress.ip_address(host)))
+            except ValueError:
+                dns.append(host)
+        return ServingNames(tuple(dict.fromkeys(dns)), tuple(dict.fromkeys(ips)))
+
+
+class ApiClusterView:
+    """validation.ClusterView over the API, as plain JSON."""
+
+    def __init__(self, api: client.ApiClient) -> None:
+        self.core = client.CoreV1Api(api)
+        self.scheduling = client.SchedulingV1Api(api)
+
+    async def claim(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return await answer(self.core.read_namespaced_persistent_volume_claim(name, namespace, **OPTIONS))
+
+    async def priority_class(self, name: str) -> dict[str, Any] | None:
+        return await answer(self.scheduling.read_priority_class(name, **OPTIONS))
+
+    async def service_account(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return await answer(self.core.read_namespaced_service_account(name, namespace, **OPTIONS))
+
+    async def quotas(self, namespace: str) -> list[dict[str, Any]]:
+        return ((await answer(self.core.list_namespaced_resource_quota(namespace, **OPTIONS))) or {}).get("items") or []
+
+    async def limit_ranges(self, namespace: str) -> list[dict[str, Any]]:
+        return ((await answer(self.core.list_namespaced_limit_range(namespace, **OPTIONS))) or {}).get("items") or []
+
+
+class Webhooks:
+    def __init__(self, api: client.ApiClient, settings: WebhookSettings, config: OperatorConfig) -> None:
+        self.settings = settings
+        self.config = config
+        self.store = SecretStore(api, settings.namespace)
+        self.view = ApiClusterView(api)
+        self.registration = Registration(api, settings.endpoint, settings.in_cluster)
+        self.server = WebhookServer(self.mutate, self.validate)
+        self.tls: WebhookTls | None = None
+        self.registered = False  # the API server's objects carry our current bundle
+        self.task: asyncio.Task | None = None
+
+    async def mutate(self, request: AdmissionRequest) -> Verdict:
+        return default_image(request, self.settings.default_image)
+
+    async def validate(self, request: AdmissionRequest) -> Verdict:
+        return await validate(request, self.view, self.config, self.settings.default_image)
+
+    async def refresh_tls(self) -> WebhookTls:
+        """The Secret's TLS, created or rotated as due; the server switches to a new certificate at once."""
+        names = self.settings.serving_names()
+        for _ in range(5):
+            state, version = await self.store.read()
+            now = datetime.datetime.now(datetime.UTC)
+            wanted = advance(state, names, self.settings.rotation, now, bundle_served=self.registered)
+            if wanted is not state and not await self.store.write(wanted, version):
+                continue  # another replica wrote first: start from what it wrote
+            if self.tls is None or wanted.serving != self.tls.serving:
+                self.server.use(wanted.serving)
+                if self.tls is not None:
+                    logger.info(
+                        "webhook server certificate renewed (valid until %s)",
+                        wanted.serving.certificate.not_valid_after_utc,
+                    )
+            if self.tls is not None and wanted.bundle != self.tls.bundle:
+                self.registered = False
+            self.tls = wanted
+            return wanted
+        raise RuntimeError(f"could not read or write Secret {self.settings.namespace}/{self.store.name}")
+
+    async def register(self) -> None:
+        assert self.tls is not None
+        self.registered = await self.registration.ensure(self.tls.bundle)
+
+    async def start(self) -> None:
+        await self.refresh_tls()
+        await self.server.start(self.settings.bind_address, self.settings.port)
+        await self.register()
+        self.task = asyncio.create_task(self.keep_current(), name="webhooks")
+
+    async def keep_current(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.check_interval)
+            try:
+                await self.refresh_tls()
+                await self.register()
+            except (ApiException, OSError, RuntimeError, TimeoutError) as error:
+                logger.warning("could not check the webhooks' certificate and registration: %s", error)
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.task
+        await self.server.stop()
+
+
+async def start_webhooks(api: client.ApiClient, settings: WebhookSettings, config: OperatorConfig) -> Webhooks:
+    """The one entry point the operator's startup calls; stop the result on shutdown."""
+    webhooks = Webhooks(api, settings, config)
+    await webhooks.start()
+    return webhooks
