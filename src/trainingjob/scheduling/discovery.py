@@ -26,13 +26,13 @@ def served_resources(document: Mapping[str, Any] | None) -> set[str]:
     return {r.get("name", "") for r in (document or {}).get("resources") or [] if "/" not in r.get("name", "/")}
 
 
-async def served_gang_apis(fetch: Fetch, apis: Iterable[GangApi] = (p.api for p in PROVIDERS)) -> frozenset[GangApi]:
+async def served_gang_apis(fetch: Fetch, apis: Iterable[GangApi] | None = None) -> frozenset[GangApi]:
     """The gang APIs whose group version lists their resource. A group version that is not served answers 404;
     any other failure is logged and counts as not served (the jobs then place their workers one by one, or wait
     Blocked when they name that provider)."""
     served: set[GangApi] = set()
     documents: dict[str, set[str] | None] = {}
-    for api in apis:
+    for api in apis if apis is not None else [p.api for p in PROVIDERS]:
         if api.api_version not in documents:
             documents[api.api_version] = await _resources(fetch, api.api_version)
         if api.plural in (documents[api.api_version] or set()):
