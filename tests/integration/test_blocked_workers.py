@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from tests.integration import api_support
 from tests.jobs import SIM, create_job, get_job, job_manifest, job_pods, live_pods, patch_job, wait_phase
@@ -90,6 +91,16 @@ def test_a_fixed_worker_starts_and_the_job_is_no_longer_blocked(kube: Kube, name
     assert condition["status"] == "False"
 
 
+def _refused(kube: Kube, namespace: str, pod: dict[str, Any], policy: str) -> bool:
+    try:
+        kube.core.create_namespaced_pod(namespace, pod, dry_run="All")
+    except ApiException as error:
+        if error.status == 403 and policy in str(error.body):
+            return True
+        raise
+    return False
+
+
 def refuse_worker(kube: Kube, namespace: str, index: int) -> Callable[[], None]:
     """A ValidatingAdmissionPolicy (a policy admission plugin, as a webhook would be) that refuses to create worker
     `index` in `namespace` with 403; returns what lifts it."""
@@ -119,6 +130,21 @@ def refuse_worker(kube: Kube, namespace: str, index: int) -> Callable[[], None]:
     )
     binding = {"metadata": {"name": name}, "spec": {"policyName": name, "validationActions": ["Deny"]}}
     admission.create_validating_admission_policy_binding(binding)
+    # The API server enforces a new policy once its policy cache has it: a dry-run create tells when.
+    probe = {
+        "metadata": {"generateName": "probe-", "labels": {k.LABEL_WORKER_INDEX: str(index)}},
+        "spec": {
+            "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [
+                {
+                    "name": "probe",
+                    "image": "probe",
+                    "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+                }
+            ],
+        },
+    }
+    wait_until(lambda: _refused(kube, namespace, probe, name), REACT, f"policy {name} to be enforced")
 
     def lift() -> None:
         admission.delete_validating_admission_policy_binding(name)

@@ -26,11 +26,14 @@ def quota(kube: Kube, namespace: str, name: str, hard: dict[str, str]) -> None:
         if error.status != 409:
             raise
         kube.core.patch_namespaced_resource_quota(name, namespace, {"spec": {"hard": hard}})
-    wait_until(
-        lambda: (kube.core.read_namespaced_resource_quota(name, namespace).status.hard or {}) == hard,
-        REACT,
-        f"the quota controller to account for quota {name}",
-    )
+
+    def accounted() -> bool:
+        # status.used lacks a resource until the quota controller monitors it (a CRD's count is found by its periodic
+        # discovery): until then the API server refuses every create it covers with "status unknown for quota".
+        status = kube.core.read_namespaced_resource_quota(name, namespace).status
+        return (status.hard or {}) == hard and set(hard) <= set(status.used or {})
+
+    wait_until(accounted, REACT + 60, f"the quota controller to account for quota {name}")
 
 
 def used(kube: Kube, namespace: str, name: str, resource: str) -> str:
