@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.contenders import CONTENDERS
+from bench.gang import gang_run
 from bench.report import write_report
 from bench.run import steady_run, throughput_run
 
@@ -61,6 +62,9 @@ def arguments(argv: list[str]) -> argparse.Namespace:
     add("--steady-jobs", type=int, default=1000, help="jobs for the steady-state/restart run (0: skip it)")
     add("--steady-contenders", default="ours,kubeflow-tuned")
     add("--idle-seconds", type=float, default=60)
+    add("--gang-jobs", type=int, default=16, help="GPU jobs of the gang scenario (0: skip it), bench/gang.py")
+    add("--gang-workers", type=int, default=4)
+    add("--gang-nodes", type=int, default=4, help="8-GPU nodes of the gang scenario")
     add("--timeout", type=float, default=3600, help="seconds one run may take before it is recorded unfinished")
     add("--docs", type=Path, default=REPO / "docs", help="where benchmarks.md/.json/-running.png go")
     add("--append", action="store_true", help="keep the runs already in benchmarks.json")
@@ -117,6 +121,14 @@ async def main(args: argparse.Namespace) -> int:
                 name, args.steady_jobs, args.workers, args.nodes, args.idle_seconds, args.timeout, say
             )
             say(f"  idle writes/min {record['idle_writes_per_minute']}, re-observed {record['restart_reobserved_s']} s")
+            save(record)
+    if args.gang_jobs:
+        for gang in (True, False):
+            say(f"gang scenario {args.gang_jobs}x{args.gang_workers} on {args.gang_nodes * 8} GPUs, gangs {gang}")
+            record = await gang_run(
+                gang, args.gang_jobs, args.gang_workers, args.gang_nodes, args.complete_after, args.timeout, say
+            )
+            say(f"  all Succeeded {record['all_succeeded_s']} s, GPU-s held in part {record['partial_gpu_seconds']}")
             save(record)
     say(f"wrote {args.docs / 'benchmarks.md'}")
     return 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 from collections.abc import Callable
@@ -16,7 +17,7 @@ from trainingjob.cluster import control_plane
 from trainingjob.cluster.control_plane import ClusterState
 
 REPO = Path(__file__).resolve().parents[1]
-CLUSTER_NAME = "bench"
+CLUSTER_NAME = os.environ.get("TJ_BENCH_CLUSTER", "bench")
 NAMESPACE = "bench"
 START_ATTEMPTS = 3
 
@@ -43,15 +44,26 @@ class BenchCluster:
     admin: Api
 
     @classmethod
-    def up(cls, nodes: int, audited_users: list[str], say: Callable[[str], None]) -> BenchCluster:
-        """Always a new cluster: leftovers of a previous run (cache, etcd size, GC backlog) must not skew this one."""
+    def up(
+        cls, nodes: int, audited_users: list[str], say: Callable[[str], None], gang_scheduling: bool = False
+    ) -> BenchCluster:
+        """Always a new cluster: leftovers of a previous run (cache, etcd size, GC backlog) must not skew this one.
+        Native gang scheduling is off unless asked for (bench/gang.py): the other scenarios compare contenders
+        that place pods one by one, as they did before `tj cluster up` turned it on."""
         control_plane.down(CLUSTER_NAME, say=lambda _: None)
         policy = control_plane.cluster_dir(CLUSTER_NAME).with_name(f"{CLUSTER_NAME}-audit-policy.yaml")
         policy.parent.mkdir(parents=True, exist_ok=True)
         policy.write_text(audit_policy(audited_users))
         for attempt in range(1, START_ATTEMPTS + 1):
             try:
-                state = control_plane.up(CLUSTER_NAME, nodes=nodes, audit_policy=policy, say=say, local_nodes=0)
+                state = control_plane.up(
+                    CLUSTER_NAME,
+                    nodes=nodes,
+                    audit_policy=policy,
+                    say=say,
+                    local_nodes=0,
+                    gang_scheduling=gang_scheduling,
+                )
                 break
             except control_plane.ClusterError as error:
                 # Seen once between back-to-back runs: etcd exiting at startup. A benchmark must not lose an hour

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from bench.gang import gang_section
 from trainingjob.cluster.build import pinned_versions
 
 LABELS = {
@@ -257,7 +258,7 @@ def write_report(records: list[dict[str, Any]], docs: Path, preamble: str, findi
     parts = [preamble, "\n## Machine\n\n", "".join(f"- {k}: {v}\n" for k, v in machine().items())]
     parts += ["\n## Targets\n\n", targets(summary, records), "\n## Throughput (medians)\n\n"]
     parts += [throughput_section(scenario, figures) + "\n" for scenario, figures in summary.items()]
-    parts += ["## Steady state and restart\n\n", steady_section(records)]
+    parts += ["## Steady state and restart\n\n", steady_section(records), "\n", gang_section(records)]
     if plotted:
         parts.append("\n## Jobs Running over time\n\n![jobs Running over time](benchmarks-running.png)\n")
     parts += ["\n", findings]

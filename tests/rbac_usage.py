@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from trainingjob.api import constants
+from trainingjob.scheduling.gang import PROVIDERS
 
 REPO = Path(__file__).resolve().parents[1]
 # Everything `tj operator` runs that talks to the API server (reconcile/ and builders/ are pure).
@@ -67,6 +68,12 @@ def _constant(node: ast.expr) -> str:
 def _calls_in(path: Path) -> set[Grant]:
     tree = ast.parse(path.read_text(), str(path))
     calls: dict[int, ast.Call] = {id(node.func): node for node in ast.walk(tree) if isinstance(node, ast.Call)}
+    # unread(method, *args) in operator/apply.py: the method's arguments follow it.
+    unread_args = {
+        id(node.args[0]): node.args[1:]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and node.args and ast.unparse(node.func) == "unread"
+    }
     used: set[Grant] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute):
@@ -77,9 +84,12 @@ def _calls_in(path: Path) -> set[Grant]:
             verb, kind = VERBS[match["verb"]], match["kind"]
             if kind == "custom_object":
                 call = calls.get(id(node))
-                assert call is not None, f"{path.name}: {node.attr} passed around; cannot tell its resource"
+                args = call.args if call is not None else unread_args.get(id(node))
+                assert args is not None, f"{path.name}: {node.attr} passed around; cannot tell its resource"
+                if ast.unparse(args[0]) == "group":
+                    continue  # a gang object's API is data (see gang_object_grants)
                 # (group, version, [namespace,] plural, …)
-                group, plural = _constant(call.args[0]), _constant(call.args[3 if match["namespaced"] else 2])
+                group, plural = _constant(args[0]), _constant(args[3 if match["namespaced"] else 2])
             elif kind in KINDS:
                 group, plural, _ = KINDS[kind]
             else:
@@ -97,8 +107,14 @@ def _calls_in(path: Path) -> set[Grant]:
     return used
 
 
+def gang_object_grants() -> set[Grant]:
+    """Gang objects (scheduling/gang.py): each served API is watched (registered in a loop, not by decorators) and
+    its objects created and deleted through calls whose group and plural are data."""
+    return {(p.api.group, p.api.plural, verb) for p in PROVIDERS for verb in (*WATCH_VERBS, "create", "delete")}
+
+
 def used_by_code() -> set[Grant]:
-    return set().union(*(_calls_in(path) for path in OPERATOR_CODE))
+    return set().union(*(_calls_in(path) for path in OPERATOR_CODE)) | gang_object_grants()
 
 
 def expand(rules: list[dict[str, Any]]) -> set[Grant]:

@@ -1,6 +1,7 @@
 """Workers that cannot start or be created are explained at once, and a gang admission refuses gives back what it
-holds: kubelet waiting reasons (kwok's tj-pod-waiting stage), a real ResourceQuota and a missing PriorityClass
-(real admission plugins of the API server), a checkpoint PVC that cannot bind.
+holds: kubelet waiting reasons (kwok's tj-pod-waiting stage), a ValidatingAdmissionPolicy refusing one worker and a
+missing PriorityClass (real admission plugins of the API server), a checkpoint PVC that cannot bind. Quotas, which
+the operator checks before it creates a gang, are tested in test_gang_quotas.py.
 
 Each case checks all four places a user may look: status.message, workerStatuses, condition Blocked and a
 Warning Event.
@@ -8,6 +9,7 @@ Warning Event.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -89,69 +91,86 @@ def test_a_fixed_worker_starts_and_the_job_is_no_longer_blocked(kube: Kube, name
     assert condition["status"] == "False"
 
 
-def gpu_quota(kube: Kube, namespace: str, gpus: int) -> None:
-    """A ResourceQuota on GPU requests (created, or patched: its status changes under us), once accounted for."""
-    hard = {f"requests.{k.GPU_RESOURCE}": str(gpus)}
+def _refused(kube: Kube, namespace: str, pod: dict[str, Any], policy: str) -> bool:
     try:
-        kube.core.create_namespaced_resource_quota(namespace, {"metadata": {"name": "gpus"}, "spec": {"hard": hard}})
+        kube.core.create_namespaced_pod(namespace, pod, dry_run="All")
     except ApiException as error:
-        if error.status != 409:
-            raise
-        kube.core.patch_namespaced_resource_quota("gpus", namespace, {"spec": {"hard": hard}})
-    wait_until(
-        lambda: (kube.core.read_namespaced_resource_quota("gpus", namespace).status.hard or {}) == hard,
-        REACT,
-        "the quota controller to account for the quota",
+        if error.status == 403 and policy in str(error.body):
+            return True
+        raise
+    return False
+
+
+def refuse_worker(kube: Kube, namespace: str, index: int) -> Callable[[], None]:
+    """A ValidatingAdmissionPolicy (a policy admission plugin, as a webhook would be) that refuses to create worker
+    `index` in `namespace` with 403; returns what lifts it."""
+    name = f"refuse-worker-{index}-{namespace}"
+    admission = client.AdmissionregistrationV1Api(kube.api)
+    label = f"object.metadata.labels[{k.LABEL_WORKER_INDEX!r}]"
+    admission.create_validating_admission_policy(
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {
+                    "resourceRules": [
+                        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}
+                    ],
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                },
+                "validations": [
+                    {
+                        "expression": f"!has(object.metadata.labels) || {label} != '{index}'",
+                        "message": f"worker {index} is refused by policy {name}",
+                        "reason": "Forbidden",
+                    }
+                ],
+            },
+        }
     )
-
-
-def gpu_holder(kube: Kube, namespace: str, gpus: int) -> str:
-    """A pod of someone else's holding `gpus` GPUs of the namespace's quota (kwok runs it until it is deleted)."""
-    container = {
-        "name": "holder",
-        "image": "registry.example/holder:1",
-        "resources": {"limits": {k.GPU_RESOURCE: str(gpus)}},
-        "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "capabilities": {"drop": ["ALL"]},
-            "runAsNonRoot": True,
-            "runAsUser": 1000,
-            "seccompProfile": {"type": "RuntimeDefault"},
+    binding = {"metadata": {"name": name}, "spec": {"policyName": name, "validationActions": ["Deny"]}}
+    admission.create_validating_admission_policy_binding(binding)
+    # The API server enforces a new policy once its policy cache has it: a dry-run create tells when.
+    probe = {
+        "metadata": {"generateName": "probe-", "labels": {k.LABEL_WORKER_INDEX: str(index)}},
+        "spec": {
+            "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [
+                {
+                    "name": "probe",
+                    "image": "probe",
+                    "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+                }
+            ],
         },
     }
-    kube.core.create_namespaced_pod(namespace, {"metadata": {"name": "holder"}, "spec": {"containers": [container]}})
-    return "holder"
+    wait_until(lambda: _refused(kube, namespace, probe, name), REACT, f"policy {name} to be enforced")
+
+    def lift() -> None:
+        admission.delete_validating_admission_policy_binding(name)
+        admission.delete_validating_admission_policy(name)
+
+    return lift
 
 
-def test_a_gang_the_quota_refuses_gives_its_gpus_back_and_retries(kube: Kube, namespace: str) -> None:
-    # The quota could hold the gang, but another pod holds part of it for now: the validating webhook admits the job
-    # (a quota it can never fit is refused there, tests/integration/test_webhooks.py), pod creation is refused.
-    gpu_quota(kube, namespace, 3)
-    holder = gpu_holder(kube, namespace, 1)
-    wait_until(
-        lambda: (
-            (kube.core.read_namespaced_resource_quota("gpus", namespace).status.used or {}).get(
-                f"requests.{k.GPU_RESOURCE}"
-            )
-            == "1"
-        ),
-        REACT,
-        "the quota to count the holder's GPU",
-    )
-    backoff = {"backoff": {"baseSeconds": 2, "maxSeconds": 4}}
-    manifest = job_manifest("big", workers=3, complete_after=None, gpuPerWorker=1, failurePolicy=backoff)
-    create_job(kube, namespace, manifest)
-    job = wait_blocked(kube, namespace, "big", "AdmissionDenied")
-    assert "exceeded quota: gpus" in blocked(job)["message"]
-    assert "exceeded quota" in job["status"]["message"] and job["status"].get("nextRestartTime")
-    refused = [w for w in job["status"]["workerStatuses"] if w["phase"] == "NotCreated"]
-    assert refused and all(w["reason"] == "AdmissionDenied" and "exceeded quota" in w["message"] for w in refused)
-    wait_until(lambda: "AdmissionDenied" in warnings(kube, namespace, "big"), REACT, "a Warning Event")
-    # What was created goes back: no pod of the gang keeps its GPU while the last one cannot be created. (Between
-    # retries a worker may exist for a moment, so look for a moment with none.)
-    wait_until(lambda: not live_pods(kube, namespace, "big"), REACT, "the partial gang to be released")
-    assert get_job(kube, namespace, "big")["status"]["phase"] == "Pending"
-    kube.core.delete_namespaced_pod(holder, namespace, grace_period_seconds=0)
+def test_a_gang_admission_refuses_in_part_gives_back_what_it_got_and_retries(kube: Kube, namespace: str) -> None:
+    lift = refuse_worker(kube, namespace, 2)
+    try:
+        backoff = {"backoff": {"baseSeconds": 2, "maxSeconds": 4}}
+        manifest = job_manifest("big", workers=3, complete_after=None, gpuPerWorker=1, failurePolicy=backoff)
+        create_job(kube, namespace, manifest)
+        job = wait_blocked(kube, namespace, "big", "AdmissionDenied")
+        assert "worker 2 is refused by policy" in blocked(job)["message"]
+        assert "refused by policy" in job["status"]["message"] and job["status"].get("nextRestartTime")
+        refused = [w for w in job["status"]["workerStatuses"] if w["phase"] == "NotCreated"]
+        assert [(w["workerId"], w["reason"]) for w in refused] == [(2, "AdmissionDenied")]
+        wait_until(lambda: "AdmissionDenied" in warnings(kube, namespace, "big"), REACT, "a Warning Event")
+        # What was created goes back: no pod of the gang keeps its GPU while the last one cannot be created.
+        # (Between retries a worker may exist for a moment, so look for a moment with none.)
+        wait_until(lambda: not live_pods(kube, namespace, "big"), REACT, "the partial gang to be released")
+        assert get_job(kube, namespace, "big")["status"]["phase"] == "Pending"
+    finally:
+        lift()
     job = wait_phase(kube, namespace, "big", "Running", timeout=REACT)
     assert job["status"].get("restartCount", 0) == 0 and job["status"].get("disruptionCount", 0) == 0
     assert len(live_pods(kube, namespace, "big")) == 3

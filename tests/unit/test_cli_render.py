@@ -171,6 +171,13 @@ def test_describe_shows_spec_counters_conditions_workers_and_events() -> None:
     )
 
 
+def test_describe_shows_where_the_gang_is() -> None:
+    gang = {"kind": "Workload", "name": "mnist-gang-1", "state": "Waiting", "placed": 0, "minCount": 2}
+    lines = [line.rstrip() for line in describe_text(job(phase="Pending", gang=gang)).splitlines()]
+    assert "Gang:             Workload mnist-gang-1: Waiting (0/2 placed)" in lines
+    assert not any(line.startswith("Gang:") for line in describe_text(job(phase="Pending")).splitlines())
+
+
 def test_describe_of_a_fresh_job_says_none() -> None:
     lines = [line.strip() for line in describe_text(job()).splitlines()]
     assert lines.count("<none>") == 3  # conditions, workers, events

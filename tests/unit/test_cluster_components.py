@@ -167,3 +167,13 @@ def test_required_version_reads_single_and_block_requires(tmp_path: Path) -> Non
     go_mod.write_text("module x\n\ngo 1.26\n\nrequire (\n\tk8s.io/kubernetes v1.2.3\n)\nrequire a.b/c v0.1.0\n")
     assert required_version(go_mod, "k8s.io/kubernetes") == "v1.2.3"
     assert required_version(go_mod, "a.b/c") == "v0.1.0"
+
+
+def test_native_gang_scheduling_is_on_in_the_api_server_and_scheduler_unless_turned_off() -> None:
+    gates = "GenericWorkload=true,GangScheduling=true"
+    apiserver = flag_values(c.apiserver_command(Path("/bin/kube-apiserver"), LAYOUT))
+    assert apiserver["feature-gates"] == gates and apiserver["runtime-config"] == "scheduling.k8s.io/v1alpha1=true"
+    assert flag_values(c.scheduler_command(Path("/bin/kube-scheduler"), LAYOUT))["feature-gates"] == gates
+    off = flag_values(c.apiserver_command(Path("/bin/kube-apiserver"), LAYOUT, gang_scheduling=False))
+    assert "feature-gates" not in off and "runtime-config" not in off
+    assert "feature-gates" not in flag_values(c.scheduler_command(Path("/bin/kube-scheduler"), LAYOUT, False))

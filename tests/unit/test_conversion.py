@@ -82,7 +82,15 @@ def v1alpha1_specs(draw: st.DrawFn, defaulted: bool = True) -> dict[str, Any]:
         "suspend": st.booleans(),
         "env": st.lists(st.fixed_dictionaries({"name": st.just("LOG_LEVEL"), "value": names}), max_size=1),
         "resources": st.fixed_dictionaries({"limits": st.fixed_dictionaries({"cpu": st.just("2")})}),
-        "scheduling": st.fixed_dictionaries({"priorityClassName": names}),
+        "scheduling": st.fixed_dictionaries(
+            {"priorityClassName": names},
+            optional={
+                "gang": st.fixed_dictionaries(
+                    {"provider": st.sampled_from(c.GANG_PROVIDERS)},
+                    optional={"minCount": st.integers(1, 1024), "queue": names},
+                )
+            },
+        ),
         "failurePolicy": st.fixed_dictionaries({"restartStrategy": st.sampled_from(c.RESTART_STRATEGIES)}),
         "roles": json_values,  # a field added to both versions later is converted without code for it
     }
@@ -117,6 +125,10 @@ def v1alpha1_statuses(draw: st.DrawFn) -> dict[str, Any]:
         ),
         "progress": st.fixed_dictionaries({}, optional=progress_fields),
         "lastCheckpoint": st.fixed_dictionaries({"epoch": st.integers(0, 9)}),
+        "gang": st.fixed_dictionaries(
+            {"name": names, "state": st.sampled_from(["Scheduled", "Waiting"])},
+            optional={"minCount": st.integers(1, 16), "placed": st.integers(0, 16), "reason": names},
+        ),
     }
     for key, strategy in optional.items():
         if draw(st.booleans()):

@@ -221,6 +221,7 @@ def test_order_is_stable_whatever_the_input_order() -> None:
         cond("Succeeded", True),
         cond("Restarting", False),
         cond("Blocked", False),
+        cond("GangScheduled", True),
     ]
     forward = merge_conditions([], desired, T0, 1)
     backward = merge_conditions([], list(reversed(desired)), T0, 1)

@@ -1,4 +1,4 @@
-"""webhooks/quota.py: quantities shown back, what one worker pod counts against quotas, and which quotas apply to it
+"""scheduling/quota.py: quantities shown back, what one worker pod counts against quotas, and which quotas apply to it
 (parsing quantities is node/quantity.py's, tested there)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pytest
 
-from trainingjob.webhooks.quota import format_quantity, pod_demand, quota_applies
+from trainingjob.scheduling.quota import format_quantity, pod_demand, quota_applies
 
 
 @pytest.mark.parametrize(

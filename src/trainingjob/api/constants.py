@@ -36,6 +36,7 @@ SUCCESS_POLICIES = ("AllWorkers", "Rank0")
 RESTART_STRATEGIES = ("Gang", "Worker")
 FAILURE_ACTIONS = ("Restart", "Fail", "Ignore")
 ACCESS_MODES = ("ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod")
+GANG_PROVIDERS = ("Auto", "Native", "Coscheduling", "Volcano", "Disabled")
 
 FINALIZER = f"{GROUP}/finalizer"
 LABEL_JOB_NAME = f"{GROUP}/job-name"
@@ -45,6 +46,8 @@ LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGED_BY = "trainingjob-operator"
 LABEL_SPEC_HASH = f"{GROUP}/spec-hash"
 LABEL_ATTEMPT = f"{GROUP}/attempt"
+# The gang a worker belongs to (scheduling/gang.py), whichever scheduler's gang API declares it.
+LABEL_GANG = f"{GROUP}/gang"
 CONFIG_MOUNT_PATH = "/etc/trainingjob"
 SHM_MOUNT_PATH = "/dev/shm"
 HYPERPARAMETERS_FILE = "hyperparameters.json"

@@ -164,6 +164,40 @@ def _toleration() -> Schema:
     )
 
 
+def _gang() -> Schema:
+    return obj(
+        "Gang scheduling: the scheduler places all workers of an attempt together or none of them, so two jobs can "
+        "never each hold part of the GPUs they both need and wait forever. The operator creates one gang object per "
+        "attempt (owned by the job) before the workers, and each worker joins it. Without this field the provider "
+        "is Auto.",
+        {
+            "provider": string(
+                "Which scheduler's gang API to use. Auto (default): a job of 2 or more workers is ganged with the API "
+                "its scheduler reads, when the cluster serves it: Kubernetes' own Workload API (scheduling.k8s.io, "
+                "alpha in 1.35, v1alpha2 PodGroups in 1.36) for the default scheduler, Volcano's PodGroup for "
+                "schedulerName volcano, scheduler-plugins' coscheduling PodGroup for any other scheduler; "
+                "otherwise workers are placed one by one. Native, Coscheduling, Volcano: that API, and the job waits "
+                "(condition Blocked, GangSchedulingUnavailable) while the cluster does not serve it; with no "
+                "schedulerName, Volcano sets volcano and Coscheduling scheduler-plugins-scheduler. Disabled: never.",
+                enum=list(c.GANG_PROVIDERS),
+                default="Auto",
+            ),
+            "minCount": integer(
+                "Workers that must be placeable together before any is bound. Defaults to workers (all of them); "
+                "larger values count as workers. Lower it only for launchers that start with fewer workers "
+                "(elastic training).",
+                minimum=1,
+                maximum=c.MAX_WORKERS,
+            ),
+            "queue": string(
+                "Volcano only: the Volcano Queue of the job's PodGroup (default: the queue named default).",
+                max_length=63,
+                pattern=LABEL_VALUE,
+            ),
+        },
+    )
+
+
 def _scheduling() -> Schema:
     return obj(
         "Where the workers may run: applied to every worker pod.",
@@ -186,6 +220,7 @@ def _scheduling() -> Schema:
             "schedulerName": string(
                 "Scheduler that places the worker pods; the default scheduler when empty.", max_length=MAX_NAME_LENGTH
             ),
+            "gang": _gang(),
         },
     )
 

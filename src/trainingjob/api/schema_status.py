@@ -26,9 +26,10 @@ def _condition() -> Schema:
         "One aspect of the job's state, in the standard metav1.Condition shape.",
         {
             "type": string(
-                "Condition type in CamelCase: Running, Blocked (something keeps the workers from running: a worker "
-                "that cannot start or be scheduled, admission refusing them, a pod stuck Terminating, a Pending "
-                "checkpoint PVC), Restarting, Suspended, Succeeded, Failed.",
+                "Condition type in CamelCase: Running, GangScheduled (the current gang is placed; only for a gang, "
+                "see status.gang), Blocked (something keeps the workers from running: a worker that cannot start "
+                "or be scheduled, admission refusing them, a pod stuck Terminating, a Pending checkpoint PVC, a gang "
+                "API the cluster does not serve), Restarting, Suspended, Succeeded, Failed.",
                 pattern=CONDITION_TYPE,
                 max_length=316,
             ),
@@ -37,7 +38,8 @@ def _condition() -> Schema:
                 "Machine-readable CamelCase reason for the last transition, e.g. InvalidSpec, BackoffLimitExceeded, "
                 "DeadlineExceeded, StartupTimeout or JobSuspended; for Blocked the kubelet's waiting reason "
                 "(ImagePullBackOff, CreateContainerConfigError, InvalidImageName, ...), Unschedulable, "
-                "AdmissionDenied, PodStuckTerminating or CheckpointVolumePending.",
+                "AdmissionDenied, PodStuckTerminating, CheckpointVolumePending or GangSchedulingUnavailable; for "
+                "GangScheduled the reason of status.gang.",
                 pattern=CONDITION_REASON,
                 min_length=1,
                 max_length=1024,
@@ -157,6 +159,30 @@ def _progress() -> Schema:
     )
 
 
+def _gang() -> Schema:
+    return obj(
+        "The gang the current workers form (spec.scheduling.gang): absent when they are placed one by one.",
+        {
+            "provider": string("Native, Coscheduling or Volcano."),
+            "apiVersion": string("API version of the gang object, e.g. scheduling.k8s.io/v1alpha1."),
+            "kind": string("Kind of the gang object: Workload or PodGroup."),
+            "name": string("Name of the gang object, <job>-gang-<attempt that formed it>; a child of the job."),
+            "minCount": integer("Workers that must fit together before the scheduler binds any.", minimum=0),
+            "placed": integer("Workers of this gang bound to a node.", minimum=0),
+            "state": string(
+                "Scheduled (minCount workers are placed) or Waiting (see reason and message).",
+                enum=["Scheduled", "Waiting"],
+            ),
+            "reason": string(
+                "Why, in CamelCase: GangScheduled; while Waiting WorkersPending (not all workers exist yet), "
+                "Scheduling, Unschedulable (a worker does not fit: the scheduler's message), GangPending, "
+                "GangSchedulingUnavailable, or the gang object's own reason (a PodGroup's status)."
+            ),
+            "message": string("Human-readable details: how many workers are placed, and why the rest are not."),
+        },
+    )
+
+
 def _lifecycle() -> dict[str, Schema]:
     return {
         "attemptStartTime": _timestamp(
@@ -195,6 +221,7 @@ def _lifecycle() -> dict[str, Schema]:
         ),
         "lastCheckpoint": _last_checkpoint(),
         "progress": _progress(),
+        "gang": _gang(),
     }
 
 

@@ -24,12 +24,28 @@ class DataVolume:
 
 
 @dataclass(frozen=True)
+class GangSpec:
+    """spec.scheduling.gang: which gang API places the workers all at once (see scheduling/gang.py)."""
+
+    provider: str = "Auto"
+    min_count: int | None = None
+    queue: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> GangSpec:
+        data = data or {}
+        min_count = data.get("minCount")
+        return cls(data.get("provider", "Auto"), None if min_count is None else int(min_count), data.get("queue"))
+
+
+@dataclass(frozen=True)
 class Scheduling:
     node_selector: dict[str, str] = field(default_factory=dict)
     tolerations: list[dict[str, Any]] = field(default_factory=list)
     affinity: dict[str, Any] | None = None
     priority_class_name: str | None = None
     scheduler_name: str | None = None
+    gang: GangSpec = field(default_factory=GangSpec)
 
 
 @dataclass(frozen=True)
@@ -199,6 +215,7 @@ class JobSpec:
                 affinity=scheduling.get("affinity"),
                 priority_class_name=scheduling.get("priorityClassName"),
                 scheduler_name=scheduling.get("schedulerName"),
+                gang=GangSpec.from_dict(scheduling.get("gang")),
             ),
             service_account_name=spec.get("serviceAccountName"),
             image_pull_secrets=[dict(s) for s in spec.get("imagePullSecrets") or []],

@@ -16,6 +16,7 @@ from trainingjob.builders.common import child_metadata, spec_hash
 from trainingjob.builders.env import worker_env
 from trainingjob.builders.pvc import checkpoint_claim_name
 from trainingjob.config import OperatorConfig
+from trainingjob.scheduling.gang import LABEL_GANG, Membership
 
 # What PodSecurity `restricted` asks of a container that stock images (which often run as root) also tolerate.
 BASE_CONTAINER_SECURITY = {
@@ -125,14 +126,19 @@ def desired_worker_pod(
     config: OperatorConfig,
     spec_label: str | None = None,
     restricted: bool = True,
+    gang: Membership | None = None,
 ) -> dict[str, Any]:
     """Worker `index` of `attempt`. `spec_label` marks the spec it is built from (default: its fingerprint, see
-    reconcile/spec_version.py); `restricted`: the namespace enforces PodSecurity `restricted` (default_security)."""
+    reconcile/spec_version.py); `restricted`: the namespace enforces PodSecurity `restricted` (default_security);
+    `gang`: the gang it joins (scheduling/gang.py), marked by the ml.example.com/gang label besides what its
+    scheduler reads (a label, an annotation or spec.workloadRef; the job's own schedulerName wins)."""
     spec = job.spec
     volumes, mounts = worker_volumes(job, config)
     labels = worker_labels(job, index, attempt, spec_label or spec_hash(job))
+    if gang is not None:
+        labels.update({**gang.labels, LABEL_GANG: gang.gang})
     metadata = child_metadata(job, worker_pod_name(job.name, index), labels)
-    metadata["annotations"] = dict(spec.pod_annotations)
+    metadata["annotations"] = {**spec.pod_annotations, **(gang.annotations if gang is not None else {})}
     pod_security, container_security = default_security(restricted)
     container: dict[str, Any] = {
         "name": "trainer",
@@ -164,6 +170,7 @@ def desired_worker_pod(
             **({"securityContext": pod_security} if spec.security_context is None else {}),
             "containers": [container],
             "volumes": volumes,
+            **(dict(gang.spec) if gang is not None else {}),
             **worker_placement(job, config),
         },
     }

@@ -56,7 +56,16 @@ def cluster() -> None:
     default=None,
     help="Port of kube-apiserver on 127.0.0.1 (default: any free port).",
 )
-def up(name: str, nodes: int, local_nodes: int, images_file: Path | None, apiserver_port: int | None) -> None:
+@click.option(
+    "--gang-scheduling/--no-gang-scheduling",
+    default=True,
+    show_default=True,
+    help="Kubernetes' native gang scheduling (alpha in 1.35): the Workload API (scheduling.k8s.io/v1alpha1) and "
+    "kube-scheduler's GangScheduling plugin, through the GenericWorkload and GangScheduling feature gates.",
+)
+def up(
+    name: str, nodes: int, local_nodes: int, images_file: Path | None, apiserver_port: int | None, gang_scheduling: bool
+) -> None:
     """Build components on first use, start the cluster and wait until it is ready (no-op if running; restarts
     node agents that stopped)."""
     try:
@@ -67,6 +76,7 @@ def up(name: str, nodes: int, local_nodes: int, images_file: Path | None, apiser
             say=say,
             local_nodes=local_nodes,
             images_file=images_file,
+            gang_scheduling=gang_scheduling,
         )
     except ClusterError as error:
         fail(error)

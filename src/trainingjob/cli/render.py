@@ -286,6 +286,10 @@ def _summary_rows(job: dict[str, Any], now: datetime) -> list[tuple[str, str]]:
         rows.append(("Next restart", status["nextRestartTime"]))
     if status.get("lastFailure"):
         rows.append(("Last failure", describe_failure(status["lastFailure"])))
+    gang = status.get("gang") or {}
+    if gang:
+        where = f"{gang.get('kind', '')} {gang.get('name', '')}: {gang.get('state', '?')}"
+        rows.append(("Gang", f"{where} ({gang.get('placed', 0)}/{gang.get('minCount', '?')} placed)"))
     checkpoint = status.get("lastCheckpoint") or {}
     if checkpoint:
         where = f"epoch {checkpoint.get('epoch', '?')} step {checkpoint.get('step', '?')}"

@@ -56,6 +56,8 @@ class ClusterState:
     local_nodes: int = 0
     network: dict[str, str] | None = None
     images_file: str | None = None
+    # Native gang scheduling (Workload API + GangScheduling plugin) enabled in the API server and scheduler.
+    gang_scheduling: bool = True
 
     @property
     def layout(self) -> c.Layout:
@@ -144,10 +146,10 @@ def component_command(name: str, state: ClusterState, audit_policy: Path | None)
     builders = {
         "etcd": lambda: c.etcd_command(binary, layout),
         "kube-apiserver": lambda: c.apiserver_command(
-            binary, layout, audit_policy, "0.0.0.0" if state.network else "127.0.0.1"
+            binary, layout, audit_policy, "0.0.0.0" if state.network else "127.0.0.1", state.gang_scheduling
         ),
         "kube-controller-manager": lambda: c.controller_manager_command(binary, layout),
-        "kube-scheduler": lambda: c.scheduler_command(binary, layout),
+        "kube-scheduler": lambda: c.scheduler_command(binary, layout, state.gang_scheduling),
         "kwok": lambda: c.kwok_command(binary, layout),
     }
     return builders[name]()
@@ -247,9 +249,10 @@ def up(
     say: Callable[[str], None] = print,
     local_nodes: int = 1,
     images_file: Path | None = None,
+    gang_scheduling: bool = True,
 ) -> ClusterState:
     """Start a cluster, or return the running one unchanged (idempotent; node agents that stopped are restarted);
-    clean up stale state first."""
+    clean up stale state first. `gang_scheduling`: enable Kubernetes' native gang scheduling (alpha in 1.35)."""
     existing = ClusterState.load(name)
     if existing is not None and is_up(existing):
         _restart_dead_agents(existing, say)
@@ -270,6 +273,7 @@ def up(
     if network is None:
         ports.update({agent: free_port() for agent in localnodes.node_names(local_nodes)})
     state = ClusterState(name, root, ports, binaries, {}, nodes, pinned_versions(), local_nodes)
+    state.gang_scheduling = gang_scheduling
     state.network = network.to_dict() if network else None
     state.images_file = str((images_file or DEFAULT_IMAGES_FILE).resolve())
     write_configuration(state)

@@ -33,6 +33,7 @@ from trainingjob.reconcile.actions import (
     ReplaceChild,
 )
 from trainingjob.reconcile.surroundings import Refusal
+from trainingjob.scheduling.gang import provider_for
 
 logger = logging.getLogger(__name__)
 MERGE_PATCH = "application/merge-patch+json"
@@ -161,11 +162,20 @@ class Applier:
             result.created += 1
         if isinstance(action, CreateChild) and action.kind == "Pod" and outcome in (DONE, EXISTED):
             result.claimed_pods.append(action.name)
-        if isinstance(action, DeleteChild) and action.uid and outcome in (DONE, GONE):
+        if isinstance(action, DeleteChild) and action.kind == "Pod" and action.uid and outcome in (DONE, GONE):
             result.released_pods.append(action.uid)
 
     async def report_created_workers(self, job: TrainingJob, actions: list, outcomes: list[str]) -> None:
-        """One Event per batch of pods this call really created (a create that met AlreadyExists is not news)."""
+        """One Event per batch of pods this call really created (a create that met AlreadyExists is not news), and
+        one per gang object."""
+        for action, outcome in zip(actions, outcomes, strict=True):
+            if (
+                isinstance(action, CreateChild)
+                and outcome == DONE
+                and provider_for(action.manifest["apiVersion"], action.kind)
+            ):
+                message = f"created {action.kind} {action.name} ({action.manifest['apiVersion']}): {gang_size(action)}"
+                await self.record_event(job, Event("Normal", "GangCreated", message))
         created = [
             a
             for a, o in zip(actions, outcomes, strict=True)
@@ -270,7 +280,11 @@ class Applier:
 
     async def _apply_child(self, job: TrainingJob, action: Any) -> None:
         ns = job.namespace
-        if isinstance(action, CreateChild):
+        api_version = action.api_version if isinstance(action, DeleteChild) else action.manifest["apiVersion"]
+        provider = provider_for(api_version, action.kind) if api_version != "v1" else None
+        if provider is not None:
+            await self._apply_gang_object(ns, provider.api, action)
+        elif isinstance(action, CreateChild):
             create = {
                 "Pod": self.core.create_namespaced_pod,
                 "Service": self.core.create_namespaced_service,
@@ -291,6 +305,19 @@ class Applier:
         elif isinstance(action, ReplaceChild):
             await unread(self.core.replace_namespaced_config_map, action.name, ns, action.manifest)
 
+    async def _apply_gang_object(self, ns: str, api: Any, action: Any) -> None:
+        """Create or delete a gang object (scheduling/gang.py) through its group's API."""
+        group, version, plural = api.group, api.version, api.plural
+        if isinstance(action, CreateChild):
+            await unread(self.custom.create_namespaced_custom_object, group, version, ns, plural, action.manifest)
+        elif isinstance(action, DeleteChild):
+            options = client.V1DeleteOptions(
+                preconditions=client.V1Preconditions(uid=action.uid) if action.uid else None
+            )
+            await unread(
+                self.custom.delete_namespaced_custom_object, group, version, ns, plural, action.name, body=options
+            )
+
 
 async def unread(call: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> None:
     """Make a core/v1 write whose answer we never read, without turning that answer into model objects.
@@ -302,6 +329,13 @@ async def unread(call: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any)
     data = await response.read()
     if not 200 <= response.status <= 299:
         raise ApiException(http_resp=RESTResponse(response, data))
+
+
+def gang_size(action: CreateChild) -> str:
+    spec = action.manifest.get("spec") or {}
+    provider = provider_for(action.manifest["apiVersion"], action.kind)
+    count = provider.min_count(spec) if provider is not None else 0
+    return f"the scheduler binds none of its workers before {count} of them fit"
 
 
 def _api_message(error: ApiException) -> str:

@@ -32,6 +32,7 @@ from trainingjob.progress.server import ProgressEndpoint, serve
 from trainingjob.progress.tls import ensure_tls
 from trainingjob.reconcile.observed import pod_view
 from trainingjob.reconcile.surroundings import claim_view
+from trainingjob.scheduling.gang import GangApi, watched
 from trainingjob.webhooks import PortUnavailable, start_webhooks
 
 OURS = {k.LABEL_MANAGED_BY: k.MANAGED_BY}
@@ -82,6 +83,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: An
         except PortUnavailable as error:
             raise kopf.PermanentError(str(error)) from None  # stop at once: a retry would meet the same port
     indexes = {name: kwargs[name] for name in INDEX_NAMES}
+    indexes.update({provider.index: kwargs[provider.index] for provider in watched(memo.gang_apis)})
     material = None
     if memo.progress_port:
         material = await ensure_tls(memo.api, memo.operator_namespace, SERVICE_NAME)
@@ -92,6 +94,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: An
         memo.config,
         metrics=memo.metrics,
         lookups=Lookups(client.CoreV1Api(memo.api)),
+        gang_apis=memo.gang_apis,
     )
     memo.metrics.register_cache(cache_collector(indexes, memo.reconciler))
     memo.http_runner = None
@@ -223,3 +226,20 @@ async def child_changed(namespace: str, labels: kopf.Labels, memo: kopf.Memo, **
     job = labels.get(k.LABEL_JOB_NAME)
     if job:
         memo.reconciler.enqueue((namespace, job))
+
+
+def watch_gang_objects(served: frozenset[GangApi]) -> None:
+    """Cache and watch the gang objects of every gang API the cluster serves (found by discovery before Kopf
+    starts), with the label selector of the other children; each provider's objects get an index of their own."""
+    for provider in watched(served):
+        api = provider.api
+        trim = provider.view
+
+        async def gang_objects(
+            namespace: str, labels: kopf.Labels, body: kopf.Body, trim=trim, **_: Any
+        ) -> dict | None:
+            job = labels.get(k.LABEL_JOB_NAME)
+            return {(namespace, job): trim(body)} if job else None
+
+        kopf.index(api.group, api.version, api.plural, labels=OURS, id=provider.index)(gang_objects)
+        kopf.on.event(api.group, api.version, api.plural, labels=OURS, id=f"{provider.index}_changed")(child_changed)

@@ -1,10 +1,12 @@
-"""Reads of objects outside a job that the planner needs now and then: a namespace's PodSecurity level and the
-readiness of a node holding a pod stuck Terminating.
+"""Reads of objects outside a job that the planner needs now and then: a namespace's PodSecurity level, the
+readiness of a node holding a pod stuck Terminating, and a namespace's ResourceQuotas while a job has workers to
+create.
 
-Why GETs with a short cache, not watches: both are needed rarely (a namespace once per few minutes however many
-jobs it holds; a node only while a pod on it is stuck), and a GET needs only `get` on the object itself, which a
-Role in a watched namespace can grant for that namespace; a watch of all namespaces or nodes would need
-cluster-wide list and watch and would keep every one of them in memory. Every lookup is bounded in time and
+Why reads with a short cache, not watches: each is needed rarely (a namespace once per few minutes however many
+jobs it holds; a node only while a pod on it is stuck; quotas only while workers wait to be created), and a read
+needs only `get` (or `list` in one namespace), which a Role in a watched namespace can grant for that namespace; a
+watch of all namespaces, nodes or quotas would need cluster-wide list and watch and would keep every one of them in
+memory. Every lookup is bounded in time and
 concurrent lookups of one key share one request.
 """
 
@@ -19,11 +21,14 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Generic, TypeVar
 
 from trainingjob.reconcile.surroundings import NodeView, enforces_restricted, node_view
+from trainingjob.scheduling.quota import NamespaceQuotas, container_defaults
 
 logger = logging.getLogger(__name__)
 V = TypeVar("V")
 NAMESPACE_TTL = 120.0
 NODE_TTL = 15.0
+# Quota usage moves with every pod created or finished: short, so a job waiting for room sees it soon.
+QUOTA_TTL = 2.0
 MAX_ENTRIES = 10_000
 REQUEST_TIMEOUT = 10
 
@@ -40,6 +45,10 @@ class TtlCache(Generic[V]):
         self.clock = clock
         self.entries: OrderedDict[str, tuple[float, V]] = OrderedDict()
         self.inflight: dict[str, asyncio.Future[V]] = {}
+
+    def forget(self, key: str) -> None:
+        """The next get() asks again."""
+        self.entries.pop(key, None)
 
     def put(self, key: str, value: V) -> None:
         self.entries[key] = (self.clock(), value)
@@ -83,6 +92,7 @@ class Lookups:
         self.core = core
         self.namespaces: TtlCache[bool] = TtlCache(self._namespace_restricted, NAMESPACE_TTL, clock=clock)
         self.nodes: TtlCache[NodeView | None] = TtlCache(self._node, NODE_TTL, clock=clock)
+        self.quotas: TtlCache[NamespaceQuotas] = TtlCache(self._quotas, QUOTA_TTL, clock=clock)
         self.warned: set[str] = set()
 
     async def namespace_restricted(self, namespace: str) -> bool:
@@ -113,6 +123,34 @@ class Lookups:
                 "get runAsNonRoot only after PodSecurity refuses a pod without it",
             )
         return enforces_restricted(body)
+
+    async def resource_quotas(self, namespace: str) -> NamespaceQuotas:
+        return await self.quotas.get(namespace)
+
+    async def _quotas(self, namespace: str) -> NamespaceQuotas:
+        """The namespace's ResourceQuotas and, when it has any, its LimitRanges' container defaults (they fill what
+        a worker leaves unset before quota counts it); none known when they cannot be read (admission still
+        enforces them)."""
+        quotas = await self._items(self.core.list_namespaced_resource_quota, namespace, "ResourceQuotas")
+        if not quotas:
+            return NamespaceQuotas()
+        ranges = await self._items(self.core.list_namespaced_limit_range, namespace, "LimitRanges")
+        return NamespaceQuotas(tuple(quotas), tuple(container_defaults(ranges)))
+
+    async def _items(self, call: Callable[..., Awaitable[Any]], namespace: str, kind: str) -> list[dict[str, Any]]:
+        try:
+            status, body = await read_json(call, namespace)
+        except Exception as error:  # a failed lookup must never fail a reconcile: the answer is "unknown"
+            self._warn_once(f"{kind} {namespace}", f"cannot list {kind} in {namespace}: {error!r}")
+            return []
+        if body is None:
+            self._warn_once(
+                f"{kind} {namespace}",
+                f"cannot list {kind} in {namespace} (HTTP {status}): gangs are created without checking quota "
+                "first, and admission refusing part of one makes it give back what it got",
+            )
+            return []
+        return list(body.get("items") or [])
 
     async def _node(self, name: str) -> NodeView | None:
         try:

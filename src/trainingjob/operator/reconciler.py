@@ -16,6 +16,7 @@ from trainingjob.operator.apply import Applier, ApplyResult
 from trainingjob.operator.logs import reconcile_context
 from trainingjob.operator.lookups import Lookups
 from trainingjob.operator.metrics import OperatorMetrics
+from trainingjob.operator.quota_gate import QuotaGate, creates_workers
 from trainingjob.operator.workqueue import WorkQueue
 from trainingjob.progress.report import Report, merge_reports
 from trainingjob.reconcile.actions import Plan
@@ -24,6 +25,8 @@ from trainingjob.reconcile.observed import ObservedChildren, PodView
 from trainingjob.reconcile.planner import plan
 from trainingjob.reconcile.status import TERMINAL_PHASES, only_details_changed
 from trainingjob.reconcile.surroundings import AdmissionDenial, is_pod_security_denial
+from trainingjob.scheduling.gang import GangApi, GangView, watched
+from trainingjob.scheduling.quota import NamespaceQuotas
 
 logger = logging.getLogger(__name__)
 JobKey = tuple[str, str]
@@ -54,9 +57,13 @@ class Reconciler:
         metrics: OperatorMetrics | None = None,
         monotonic: Callable[[], float] = time.monotonic,
         lookups: Lookups | None = None,
+        gang_apis: frozenset[GangApi] = frozenset(),
     ) -> None:
         """`lookups` reads namespaces and nodes (None: every namespace counts as not enforcing `restricted` until
-        PodSecurity says otherwise, and no node is known)."""
+        PodSecurity says otherwise, and no node is known). `gang_apis`: the gang APIs the cluster serves, whose
+        objects are cached in `indexes` under each provider's index name (scheduling/gang.py)."""
+        self.gang_apis = gang_apis
+        self.quota_gate = QuotaGate(lookups)
         self.metrics = metrics
         self.lookups = lookups
         self.indexes = indexes
@@ -199,7 +206,12 @@ class Reconciler:
             ),
             claims=_values(self.indexes["job_claims"], key),
             progress=progress,
+            gang_apis=self.gang_apis,
+            gangs=self.gang_objects(key),
         )
+
+    def gang_objects(self, key: JobKey) -> list[GangView]:
+        return [view for p in watched(self.gang_apis) for view in _values(self.indexes.get(p.index) or {}, key)]
 
     @staticmethod
     def pending(
@@ -236,9 +248,11 @@ class Reconciler:
             return  # our own write is on its way through the watch; its event will bring us back
         job = TrainingJob.from_body(body)
         now = self.clock()
-        observed = await self.surroundings(key, job, self.observed(key, job.uid, self.due_progress(key)), now)
-        result = self.defer_details(key, job, plan(job, observed, now, self.config))
-        outcome = await self.applier.apply(job, body, result)
+        observed = self.observed(key, job.uid, self.due_progress(key))
+        async with self.quota_gate.turn(job.namespace, creates_workers(job, observed)):
+            observed = await self.surroundings(key, job, observed, now)
+            result = self.defer_details(key, job, plan(job, observed, now, self.config))
+            outcome = await self.applier.apply(job, body, result)
         self.remember(key, resource_version, outcome)
         self.remember_admission(key, job, observed, outcome, now)
         if self.metrics is not None and outcome.job_changed and not outcome.stale and result.status != job.status:
@@ -262,16 +276,19 @@ class Reconciler:
         self, key: JobKey, job: TrainingJob, observed: ObservedChildren, now: datetime.datetime
     ) -> ObservedChildren:
         """What a job that still runs needs from outside itself: its namespace's PodSecurity level, the state of
-        nodes holding its pods stuck Terminating, and admission's latest refusals."""
+        nodes holding its pods stuck Terminating, admission's latest refusals, and its namespace's quotas while it
+        has workers to create."""
         if job.deleting or job.status.get("phase") in TERMINAL_PHASES:
             return observed
-        restricted, nodes = False, {}
+        restricted, nodes, quotas = False, {}, NamespaceQuotas()
         if self.lookups is not None:
             restricted = await self.lookups.namespace_restricted(job.namespace)
             stuck = stuck_pods(observed.pods, now, self.config.stuck_after_seconds)
             nodes = await self.lookups.node_views(p.node_name or "" for p in stuck) if stuck else {}
+            if creates_workers(job, observed):
+                quotas = await self.lookups.resource_quotas(job.namespace)  # is there room for them?
         return dataclasses.replace(
-            observed, namespace_restricted=restricted, admission=self.denials.get(key), nodes=nodes
+            observed, namespace_restricted=restricted, admission=self.denials.get(key), nodes=nodes, quotas=quotas
         )
 
     def remember_admission(

@@ -13,6 +13,7 @@ from kubernetes_asyncio import config as k8s_config
 from trainingjob.config import OperatorConfig
 from trainingjob.operator.logs import install as install_log_context
 from trainingjob.operator.preflight import PreflightError, check_operator_namespace
+from trainingjob.scheduling.discovery import api_client_fetch, served_gang_apis
 from trainingjob.webhooks.component import WebhookSettings
 
 LOG_FORMATS = {"json": kopf.LogFormat.JSON, "text": kopf.LogFormat.FULL}
@@ -42,6 +43,8 @@ def run_operator(
             print(f"error: {error}", file=sys.stderr)
             sys.exit(1)
 
+    gang_apis = asyncio.run(discover_gang_apis(handlers.in_cluster()))
+    handlers.watch_gang_objects(gang_apis)
     level = getattr(logging, log_level.upper())
     kopf.configure(
         debug=level <= logging.DEBUG,
@@ -66,6 +69,7 @@ def run_operator(
                 progress_bind=progress_bind,
                 metrics_port=metrics_port,
                 metrics_bind=metrics_bind,
+                gang_apis=gang_apis,
                 webhook_settings=webhooks,
             ),
             liveness_endpoint=liveness_endpoint,
@@ -80,3 +84,13 @@ async def preflight(in_cluster: bool, namespace: str, lease_name: str | None) ->
         await k8s_config.load_kube_config()
     async with client.ApiClient() as api:
         await check_operator_namespace(api, namespace, lease_name)
+
+
+async def discover_gang_apis(in_cluster: bool) -> frozenset:
+    """The gang scheduling APIs the cluster serves (scheduling/discovery.py), read once before watching starts."""
+    if in_cluster:
+        k8s_config.load_incluster_config()
+    else:
+        await k8s_config.load_kube_config()
+    async with client.ApiClient() as api:
+        return await served_gang_apis(api_client_fetch(api))

@@ -27,12 +27,14 @@ class CreateChild(_ManifestAction):
 @dataclass(frozen=True)
 class DeleteChild:
     """Delete a child; NotFound counts as success. `uid` guards against deleting a newer namesake. `force` deletes
-    with gracePeriodSeconds 0: the object goes at once, without waiting for a kubelet that is gone."""
+    with gracePeriodSeconds 0: the object goes at once, without waiting for a kubelet that is gone. `api_version`
+    of a child outside the core API (a gang object)."""
 
     kind: str
     name: str
     uid: str | None = None
     force: bool = False
+    api_version: str = "v1"
 
 
 @dataclass(frozen=True)

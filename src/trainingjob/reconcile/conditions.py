@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-CONDITION_ORDER = ("Running", "Blocked", "Restarting", "Suspended", "Succeeded", "Failed")
+CONDITION_ORDER = ("Running", "GangScheduled", "Blocked", "Restarting", "Suspended", "Succeeded", "Failed")
 
 
 @dataclass(frozen=True)

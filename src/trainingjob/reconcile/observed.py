@@ -12,6 +12,8 @@ from typing import Any
 
 from trainingjob.api import constants as k
 from trainingjob.reconcile.surroundings import AdmissionDenial, ClaimView, NodeView
+from trainingjob.scheduling.gang import GangApi, GangView
+from trainingjob.scheduling.quota import NamespaceQuotas
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,11 @@ class PodView:
     uid: str = ""
     # uid of the controller ownerReference: labels anyone may copy, only the job's own pods are controlled by it.
     controller_uid: str = ""
+    # The gang it joined (label ml.example.com/gang; None: placed on its own).
+    gang: str | None = None
+    # The DisruptionTarget condition's reason and message while True (e.g. PreemptionByScheduler).
+    disruption_reason: str | None = None
+    disruption_message: str | None = None
 
     @property
     def live(self) -> bool:
@@ -80,6 +87,7 @@ def pod_view(body: Mapping[str, Any]) -> PodView:
     terminated = _terminated_state(status)
     waiting = _waiting_state(status)
     disruption = _condition(status, "DisruptionTarget")
+    disrupted = bool(disruption and disruption.get("status") == "True")
     scheduled = _condition(status, "PodScheduled")
     unschedulable = (
         scheduled.get("message")
@@ -98,13 +106,16 @@ def pod_view(body: Mapping[str, Any]) -> PodView:
         reason=terminated.get("reason") or status.get("reason"),
         message=terminated.get("message") or status.get("message"),
         restart_count=sum(c.get("restartCount", 0) for c in status.get("containerStatuses") or []),
-        disrupted=bool(disruption and disruption.get("status") == "True") or status.get("reason") == "Evicted",
+        disrupted=disrupted or status.get("reason") == "Evicted",
         unschedulable_message=unschedulable,
         waiting_reason=waiting.get("reason"),
         waiting_message=waiting.get("message"),
         deletion_timestamp=metadata.get("deletionTimestamp"),
         uid=metadata.get("uid", ""),
         controller_uid=_controller_uid(metadata),
+        gang=labels.get(k.LABEL_GANG),
+        disruption_reason=(disruption or {}).get("reason") if disrupted else None,
+        disruption_message=(disruption or {}).get("message") if disrupted else None,
     )
 
 
@@ -138,6 +149,11 @@ class ObservedChildren:
     admission: AdmissionDenial | None = None
     # Nodes holding pods stuck Terminating, by name (only those: nobody else needs a node's state).
     nodes: Mapping[str, NodeView] = field(default_factory=dict)
+    # The gang APIs the cluster serves (scheduling/discovery.py), and the job's gang objects by name.
+    gang_apis: frozenset[GangApi] = frozenset()
+    gangs: Mapping[str, GangView] = field(default_factory=dict)
+    # The namespace's ResourceQuotas, read while the job has workers to create (scheduling/quota.py).
+    quotas: NamespaceQuotas = field(default_factory=NamespaceQuotas)
 
     @classmethod
     def from_cache(
@@ -150,6 +166,8 @@ class ObservedChildren:
         released_pods: Iterable[str] = (),
         claims: Iterable[ClaimView | str] = (),
         progress: Any = None,
+        gang_apis: frozenset[GangApi] = frozenset(),
+        gangs: Iterable[GangView] = (),
     ) -> ObservedChildren:
         config_maps, services = list(config_maps), list(services)
         return cls(
@@ -162,4 +180,6 @@ class ObservedChildren:
             released_pods=frozenset(released_pods),
             claims={view.name: view for view in (c if isinstance(c, ClaimView) else ClaimView(c) for c in claims)},
             progress=progress,
+            gang_apis=gang_apis,
+            gangs={view.name: view for view in gangs},
         )

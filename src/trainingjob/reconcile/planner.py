@@ -26,6 +26,7 @@ from trainingjob.reconcile.actions import (
     RemoveFinalizer,
     ReplaceChild,
 )
+from trainingjob.reconcile.gangs import release_gangs
 from trainingjob.reconcile.observed import ObservedChildren, PodView
 from trainingjob.reconcile.status import TERMINAL_PHASES, Outcome, build_status
 from trainingjob.reconcile.validation import spec_errors
@@ -87,6 +88,7 @@ def plan_finished(
     )
     already = {a.name for a in result.actions if isinstance(a, DeleteChild)}
     result.actions += delete_pods(p for p in pods_to_clean(job, live, bool(rank0)) if p.name not in already)
+    result.actions += [a for a in release_gangs(job, observed) if a.name not in already]
     ttl = job.spec.ttl_seconds_after_finished
     finished_at = parse_time(status.get("completionTime"))
     if ttl is None or finished_at is None:
@@ -102,6 +104,7 @@ def plan_finished(
 def fail_invalid(job: TrainingJob, observed: ObservedChildren, result: Plan, message: str, now: str) -> Plan:
     outcome = Outcome("Failed", "InvalidSpec", message)
     result.actions += delete_pods(p for p in observed.pods if p.live)
+    result.actions += release_gangs(job, observed)
     result.status = build_status(job, outcome, {}, counters(job), now)
     result.events.append(Event("Warning", "InvalidSpec", message))
     return result
@@ -133,8 +136,14 @@ def repair_shared_children(
 def plan_suspended(job: TrainingJob, observed: ObservedChildren, now: str, result: Plan) -> None:
     """No workers while suspended; everything else stays. The deadline clock stops (suspendTime)."""
     result.actions += delete_pods(p for p in observed.pods if p.live)
+    result.actions += release_gangs(job, observed)
     outcome = Outcome("Suspended", "JobSuspended", "the job is suspended (spec.suspend)")
-    changes = {"suspendTime": job.status.get("suspendTime") or now, "nextRestartTime": None, "attemptStartTime": None}
+    changes = {
+        "suspendTime": job.status.get("suspendTime") or now,
+        "nextRestartTime": None,
+        "attemptStartTime": None,
+        "gang": None,
+    }
     result.status = build_status(job, outcome, {}, counters(job), now, changes)
     if job.status.get("phase") != "Suspended":
         result.events.append(Event("Normal", "Suspended", "workers deleted; set spec.suspend=false to resume"))

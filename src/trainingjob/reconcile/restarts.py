@@ -26,6 +26,8 @@ class Gang:
     spec: WorkerSpec
     # Pods a recorded restart replaces that are not deleted yet: counted already, only to be deleted.
     replaced: list[PodView] = field(default_factory=list)
+    # Pods being deleted, by name: what a worker that went last looked like (e.g. preempted by the scheduler).
+    leaving: dict[str, PodView] = field(default_factory=dict)
 
 
 @dataclass
@@ -79,26 +81,45 @@ def failure_restart(job: TrainingJob, gang: Gang, failed: list[PodView]) -> Rest
     return Restart("WorkerFailed", message, replace, {"attempt": 1, "restartCount": 1}, delay, first, tuple(failed))
 
 
+PREEMPTED = "PreemptionByScheduler"
+
+
+def disruption_message(pod: PodView, fallback: str) -> str:
+    """How a disrupted worker went: the DisruptionTarget condition says it best (preemption, eviction, taint)."""
+    who = f"worker {pod.index} (pod {pod.name})"
+    if pod.disruption_reason == PREEMPTED:
+        return f"{who} was preempted by the scheduler for a higher-priority pod ({PREEMPTED})"
+    if pod.disruption_reason:
+        detail = f": {pod.disruption_message}" if pod.disruption_message else ""
+        return f"{who} was disrupted ({pod.disruption_reason}{detail})"
+    return f"{who} {fallback}"
+
+
 def disruption(job: TrainingJob, gang: Gang, started: bool) -> Restart | None:
-    """An evicted/preempted worker, or one deleted by someone else after training started: always retried."""
+    """An evicted/preempted worker, or one deleted by someone else after training started: always retried.
+
+    A worker marked DisruptionTarget (preempted by the scheduler, evicted) is going: its gang restarts now, so
+    the whole gang's resources go back together instead of the rest holding them for a gang that cannot run."""
     gang_wide = job.spec.failure_policy.restart_strategy == "Gang"
+    counted = {"attempt": 1, "disruptionCount": 1}
     disrupted = next((p for p in gang.current.values() if p.disrupted and p.phase == "Failed"), None)
     if disrupted is not None:
-        message = f"worker {disrupted.index} was disrupted ({disrupted.reason or 'evicted'})"
-        return Restart(
-            "WorkerDisrupted", message, gang.live if gang_wide else [disrupted], {"attempt": 1, "disruptionCount": 1}
-        )
+        message = disruption_message(disrupted, f"was disrupted ({disrupted.reason or 'evicted'})")
+        return Restart("WorkerDisrupted", message, gang.live if gang_wide else [disrupted], counted)
+    going = next((p for p in gang.current.values() if p.disruption_reason and p.active), None)
+    if going is not None:
+        return Restart("WorkerDisrupted", disruption_message(going, ""), gang.live if gang_wide else [going], counted)
     if not started:
         return None
     present = {p.name for p in gang.live}
     for worker in job.status.get("workerStatuses") or []:
         name, index = worker.get("podName"), worker.get("workerId", 0)
         if worker.get("phase") in ("Pending", "Running") and name not in present and index < job.spec.workers:
+            leaving = gang.leaving.get(name) or PodView(
+                name=name or "", index=index, attempt=-1, spec_hash="", phase=""
+            )
             return Restart(
-                "WorkerDisrupted",
-                f"worker {index} (pod {name}) was deleted",
-                gang.live if gang_wide else [],
-                {"attempt": 1, "disruptionCount": 1},
+                "WorkerDisrupted", disruption_message(leaving, "was deleted"), gang.live if gang_wide else [], counted
             )
     return None
 

@@ -25,6 +25,7 @@ CARRIED_FIELDS = (
     "progress",
     "replacedPods",
     "workerSpec",
+    "gang",
 )
 
 
@@ -103,12 +104,21 @@ def pods_outcome(
 
 
 def desired_conditions(
-    outcome: Outcome, ever_restarted: bool, ever_suspended: bool, blocked: tuple[str, str] | None = None
+    outcome: Outcome,
+    ever_restarted: bool,
+    ever_suspended: bool,
+    blocked: tuple[str, str] | None = None,
+    gang: Mapping[str, Any] | None = None,
 ) -> list[DesiredCondition]:
     """`blocked` is the Blocked condition's (reason, message) while something keeps the workers from running; ""
-    as reason adds Blocked=False (it was True before); None leaves it out."""
+    as reason adds Blocked=False (it was True before); None leaves it out. `gang` is status.gang (reason "" for a
+    job whose gang was released: GangScheduled turns False)."""
     phase = outcome.phase
     conditions = [DesiredCondition("Running", phase == "Running", outcome.reason, outcome.message)]
+    if gang is not None:
+        scheduled = gang.get("state") == "Scheduled"
+        reason, message = (gang.get("reason"), gang.get("message")) if gang else (outcome.reason, outcome.message)
+        conditions.append(DesiredCondition("GangScheduled", scheduled, reason or outcome.reason, message or ""))
     if ever_restarted or phase == "Restarting":
         conditions.append(DesiredCondition("Restarting", phase == "Restarting", outcome.reason, outcome.message))
     if ever_suspended or phase == "Suspended":
@@ -143,12 +153,15 @@ def build_status(
     ever_suspended = any(c.get("type") == "Suspended" for c in previous.get("conditions") or [])
     if blocked is None and any(c.get("type") == "Blocked" for c in previous.get("conditions") or []):
         blocked = ("", "")
+    gang = (changes or {})["gang"] if "gang" in (changes or {}) else previous.get("gang")
+    if gang is None and any(c.get("type") == "GangScheduled" for c in previous.get("conditions") or []):
+        gang = {}
     status: dict[str, Any] = {
         "phase": outcome.phase,
         "message": outcome.message,
         "conditions": merge_conditions(
             previous.get("conditions") or [],
-            desired_conditions(outcome, counters.get("attempt", 0) > 0, ever_suspended, blocked),
+            desired_conditions(outcome, counters.get("attempt", 0) > 0, ever_suspended, blocked, gang),
             now,
             job.generation,
         ),

@@ -24,7 +24,7 @@ from trainingjob.api.types import TrainingJob, format_time, parse_time
 from trainingjob.builders.pod import desired_worker_pod
 from trainingjob.config import OperatorConfig
 from trainingjob.progress.report import checkpoint_status, progress_status
-from trainingjob.reconcile import blockers, policies
+from trainingjob.reconcile import blockers, gangs, policies
 from trainingjob.reconcile.actions import CreateChild, DeleteChild, Event, Plan
 from trainingjob.reconcile.observed import ObservedChildren, PodView
 from trainingjob.reconcile.restarts import Gang, Restart, decide, failure_record, worker_failed_events
@@ -64,7 +64,8 @@ def observe_gang(job: TrainingJob, observed: ObservedChildren) -> Gang:
     spec = current_worker_spec(job, live)
     current = {p.index: p for p in live if p.spec_hash == spec.pod_hash and 0 <= p.index < job.spec.workers}
     stale = [p for p in live if current.get(p.index) is not p]
-    return Gang(current, stale, live, spec, replaced)
+    leaving = {p.name: p for p in observed.pods if p.deleting}
+    return Gang(current, stale, live, spec, replaced, leaving)
 
 
 def plan_workers(
@@ -167,7 +168,9 @@ def run_gang(
     result.actions += delete_pods(gang.stale)
     ignored = {i for i, p in gang.current.items() if p.phase == "Failed" and not p.disrupted}
     retry_at = admission_retry_time(job, observed)
-    changes = changes + create_missing(job, observed, gang, now, config, result, changes, retry_at)
+    team = gangs.plan_gang(job, observed, gang.current, counters(job, **changes.counters)["attempt"])
+    changes = changes + create_missing(job, observed, gang, now, config, result, changes, retry_at, team)
+    result.actions += gangs.release_gangs(job, observed, keep=[team.name])
     restarting = job.status.get("phase") == "Restarting"
     current = dict(gang.current)
     outcome = pods_outcome(job, current, restarting, ignored)
@@ -179,7 +182,11 @@ def run_gang(
         found = blockers.find_blockers(
             job, current, observed, now, config.stuck_after_seconds, config.force_delete_after_seconds
         )
+        found = team.blockers + found
         outcome = Outcome(outcome.phase, outcome.reason, outcome.message + blockers.blocked_summary(found))
+    record = gangs.gang_record(job, team, observed, current)
+    changes = changes + Changes({"gang": record})
+    result.events += gangs.gang_events(job, record)
     force_delete_stuck(observed, now, config, result)
     outcome = check_timeouts(job, outcome, now, changes, result) or outcome
     if outcome.phase == "Running":
@@ -269,8 +276,10 @@ def create_missing(
     result: Plan,
     changes: Changes,
     retry_at: datetime.datetime | None,
+    team: gangs.GangPlan,
 ) -> Changes:
-    """Create workers whose names are free, unless a restart's backoff delay or an admission retry is pending."""
+    """Create workers whose names are free, unless a restart's backoff delay or an admission retry is pending; a
+    gang's object comes first, and its workers once the cache shows it (`team`, see gangs.py)."""
     waits = [t for t in (parse_time(job.status.get("nextRestartTime")), retry_at) if t is not None and t > now]
     if waits:
         requeue(result, (max(waits) - now).total_seconds())
@@ -278,10 +287,20 @@ def create_missing(
     attempt = counters(job, **changes.counters)["attempt"]
     taken = {p.name for p in observed.pods} | observed.claimed_pods
     missing = [i for i in range(job.spec.workers) if worker_pod_name(job.name, i) not in taken]
-    result.actions += [
-        CreateChild(desired_worker_pod(job, i, attempt, config, gang.spec.pod_hash, observed.namespace_restricted))
-        for i in missing
-    ]
+    team.quota = gangs.quota_blocker(job, observed, len(missing)) if missing else None
+    if team.quota is not None:
+        requeue(result, gangs.QUOTA_RECHECK_SECONDS)
+    elif missing and not team.ready:
+        result.actions += team.actions
+    else:
+        result.actions += [
+            CreateChild(
+                desired_worker_pod(
+                    job, i, attempt, config, gang.spec.pod_hash, observed.namespace_restricted, team.membership
+                )
+            )
+            for i in missing
+        ]
     if missing and not job.status.get("attemptStartTime"):
         return Changes({"attemptStartTime": format_time(now)})
     return Changes()

@@ -27,9 +27,9 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from trainingjob.api.types import TrainingJob
 from trainingjob.builders.pod import desired_worker_pod
 from trainingjob.config import OperatorConfig
+from trainingjob.scheduling.quota import container_defaults, describe, pod_demand, shortfalls
 from trainingjob.webhooks.admission import AdmissionRequest, Verdict
 from trainingjob.webhooks.defaulting import derive_image
-from trainingjob.webhooks.quota import Shortfall, format_quantity, pod_demand, shortfalls
 
 logger = logging.getLogger(__name__)
 Body = dict[str, Any]
@@ -109,28 +109,6 @@ async def _check_service_account(view: ClusterView, verdict: Verdict, job: Train
         )
 
 
-def _shortfall_text(shortfall: Shortfall, workers: int) -> str:
-    resource, quota = shortfall.resource, shortfall.quota
-    if shortfall.missing:
-        name = resource.partition(".")[2] or resource
-        kind = "limits" if resource.startswith("limits.") else "requests"
-        return (
-            f"ResourceQuota {quota} constrains {resource}, so every pod must set it: set "
-            f"spec.resources.{kind}.{name} (the API server would refuse the workers)"
-        )
-    amount = format_quantity(shortfall.needed, resource)
-    hard, free = format_quantity(shortfall.hard, resource), format_quantity(shortfall.hard - shortfall.used, resource)
-    if shortfall.never_fits:
-        return (
-            f"ResourceQuota {quota} allows {resource} {hard} in this namespace, and the gang of {workers} workers "
-            f"needs {amount}: it could never start; use fewer workers or smaller ones, or raise the quota"
-        )
-    return (
-        f"ResourceQuota {quota}: {free} of {hard} {resource} free now and the gang needs {amount}; the workers are "
-        "created once enough is free"
-    )
-
-
 async def _check_quotas(
     view: ClusterView, verdict: Verdict, job: TrainingJob, request: AdmissionRequest, config: OperatorConfig
 ) -> None:
@@ -141,16 +119,14 @@ async def _check_quotas(
     quotas, ranges = await asyncio.gather(view.quotas(job.namespace), view.limit_ranges(job.namespace))
     if not quotas:
         return
-    defaults = [
-        item for r in ranges for item in (r.get("spec") or {}).get("limits") or [] if item.get("type") == "Container"
-    ]
+    defaults = container_defaults(ranges)
     try:
         demand = pod_demand(desired_worker_pod(job, 0, 0, config), defaults)
     except (ValueError, KeyError, TypeError) as error:
         logger.info("no quota check for %s/%s: %s", job.namespace, job.name, error)
         return
     for shortfall in shortfalls(quotas, demand, job.spec.workers):
-        text = _shortfall_text(shortfall, job.spec.workers)
+        text = describe(shortfall, job.spec.workers)
         if shortfall.never_fits:
             verdict.deny(text)
         elif request.old_object is None:  # on UPDATE, `used` counts this job's own pods

@@ -1,8 +1,11 @@
-"""Can a job's gang ever fit the namespace's ResourceQuotas? Pure arithmetic over the worker pod and the quotas.
+"""Does a job's gang fit the namespace's ResourceQuotas? Pure arithmetic over the worker pod and the quotas.
 
 The API server checks each pod against the quotas when the operator creates it; a gang whose total exceeds a
 quota's hard limit can never start, and pods that omit a resource a quota constrains are refused outright. Both
 are known at admission, so the validating webhook says so then instead of leaving the job Pending for ever.
+The planner asks the same question before it creates a gang's workers (reconcile/gangs.py): quota admission judges
+pods one by one, so a gang created pod by pod into a quota without room for all of it would get part in, and that
+part would hold quota another job needs; the operator creates none of them until all fit.
 Quotas with scopes are matched as the quota controller matches pods (BestEffort, NotBestEffort, Terminating,
 NotTerminating, PriorityClass); CrossNamespacePodAffinity and VolumeAttributesClass scopes never apply to ours.
 """
@@ -178,3 +181,44 @@ def shortfalls(quotas: Iterable[Mapping[str, Any]], pod: PodDemand, workers: int
             if needed > hard_amount - used_amount:
                 found.append(Shortfall(name, resource, hard_amount, used_amount, needed))
     return found
+
+
+def describe(shortfall: Shortfall, workers: int) -> str:
+    """The shortfall in words: what to set, or how much the gang needs against what the quota has."""
+    resource, quota = shortfall.resource, shortfall.quota
+    if shortfall.missing:
+        name = resource.partition(".")[2] or resource
+        kind = "limits" if resource.startswith("limits.") else "requests"
+        return (
+            f"ResourceQuota {quota} constrains {resource}, so every pod must set it: set "
+            f"spec.resources.{kind}.{name} (the API server would refuse the workers)"
+        )
+    amount = format_quantity(shortfall.needed, resource)
+    hard, free = format_quantity(shortfall.hard, resource), format_quantity(shortfall.hard - shortfall.used, resource)
+    if shortfall.never_fits:
+        return (
+            f"ResourceQuota {quota} allows {resource} {hard} in this namespace, and the gang of {workers} workers "
+            f"needs {amount}: it could never start; use fewer workers or smaller ones, or raise the quota"
+        )
+    return (
+        f"ResourceQuota {quota}: {free} of {hard} {resource} free now and the gang needs {amount}; the workers are "
+        "created once enough is free"
+    )
+
+
+def container_defaults(limit_ranges: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The LimitRange items that fill a container's unset requests and limits (type Container)."""
+    return [
+        item
+        for limit_range in limit_ranges
+        for item in (limit_range.get("spec") or {}).get("limits") or []
+        if item.get("type") == "Container"
+    ]
+
+
+@dataclass(frozen=True)
+class NamespaceQuotas:
+    """A namespace's ResourceQuotas (as the API serves them) and its LimitRanges' container defaults."""
+
+    quotas: tuple[Mapping[str, Any], ...] = ()
+    defaults: tuple[Mapping[str, Any], ...] = ()

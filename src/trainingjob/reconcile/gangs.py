@@ -1,0 +1,196 @@
+"""Planning a job's gang object: which gang its workers join, creating it before them, deleting the ones no worker
+needs any more, and whether the scheduler placed it (status.gang, condition GangScheduled, Events).
+
+Which gang a missing worker joins is read from the workers that exist, never remembered: while current workers
+are alive, a replacement joins their gang (restartStrategy Worker: the survivors are bound, so the replacement
+alone completes the gang's minCount); when none is alive, the attempt that creates them forms a new gang,
+`<job>-gang-<attempt>`. A restart of the whole gang (failure, preemption, spec change, scaling, resume) is a new
+attempt, so a new gang object with the new size; the old one goes once no live worker refers to it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from trainingjob.api.types import TrainingJob
+from trainingjob.builders.pod import worker_resources
+from trainingjob.node.quantity import QuantityError, parse_quantity
+from trainingjob.reconcile.actions import CreateChild, DeleteChild, Event
+from trainingjob.reconcile.blockers import Blocker
+from trainingjob.reconcile.observed import ObservedChildren, PodView
+from trainingjob.scheduling.gang import GangChoice, GangView, Membership, choose, gang_name
+from trainingjob.scheduling.quota import describe, pod_demand, shortfalls
+
+UNAVAILABLE = "GangSchedulingUnavailable"
+QUOTA = "QuotaExceeded"
+# While quota keeps a gang from being created, how often to look again (quota usage changes without an event of
+# ours: another job's workers finish).
+QUOTA_RECHECK_SECONDS = 10.0
+SCHEDULED = "Scheduled"
+WAITING = "Waiting"
+
+
+@dataclass
+class GangPlan:
+    """The gang the missing workers join now: `membership` None means they join none; `ready` that its object
+    exists, so they may be created; `blocker` that the gang the spec asks for cannot be had here; `quota` that
+    the namespace's quota has no room for all the missing workers (none is created then)."""
+
+    choice: GangChoice
+    name: str | None = None
+    membership: Membership | None = None
+    ready: bool = True
+    actions: list = field(default_factory=list)
+    blocker: Blocker | None = None
+    quota: Blocker | None = None
+
+    @property
+    def blockers(self) -> list[Blocker]:
+        return [b for b in (self.blocker, self.quota) if b is not None]
+
+
+def own_gangs(job: TrainingJob, observed: ObservedChildren) -> dict[str, GangView]:
+    """Gang objects this job controls (a namesake of an earlier job of the same name is not its own)."""
+    return {name: view for name, view in observed.gangs.items() if view.controller_uid in ("", job.uid)}
+
+
+def joined_gang(current: Mapping[int, PodView]) -> tuple[bool, str | None]:
+    """(whether current workers exist, the gang most of them joined)."""
+    labels = [p.gang for p in current.values() if p.live]
+    if not labels:
+        return False, None
+    return True, Counter(labels).most_common(1)[0][0]
+
+
+def gang_requests(job: TrainingJob, min_count: int) -> dict[str, str]:
+    """What `min_count` workers request together: coscheduling's and Volcano's minResources."""
+    requests = worker_resources(job).get("requests") or {}
+    total: dict[str, str] = {}
+    for resource, value in requests.items():
+        try:
+            amount = parse_quantity(value) * min_count
+        except QuantityError:
+            continue  # the API server refuses such a pod anyway, and says why
+        total[resource] = format(amount.normalize() if amount != amount.to_integral() else Decimal(int(amount)), "f")
+    return total
+
+
+def plan_gang(job: TrainingJob, observed: ObservedChildren, current: Mapping[int, PodView], attempt: int) -> GangPlan:
+    """The gang for workers created now, and its object created first (workers wait until the cache shows it)."""
+    choice = choose(job, observed.gang_apis)
+    if choice.unavailable is not None:
+        blocker = Blocker(UNAVAILABLE, "gang scheduling", f"is not possible here: {choice.unavailable}")
+        return GangPlan(choice, ready=False, blocker=blocker)
+    provider = choice.provider
+    exists, joined = joined_gang(current)
+    if provider is None or (exists and joined is None):
+        return GangPlan(choice)  # no gang, or replacements of workers placed one by one stay so
+    name = joined if joined is not None else gang_name(job.name, attempt)
+    view = own_gangs(job, observed).get(name)
+    plan = GangPlan(choice, name, provider.membership(name), ready=view is not None and not view.deleting)
+    if view is None:
+        manifest = provider.manifest(job, name, choice.min_count, gang_requests(job, choice.min_count))
+        plan.actions.append(CreateChild(manifest))
+    return plan
+
+
+def quota_blocker(job: TrainingJob, observed: ObservedChildren, missing: int) -> Blocker | None:
+    """The first quota without room for all `missing` workers (scheduling/quota.py), as a blocker."""
+    if not observed.quotas.quotas:
+        return None
+    container = {"name": "trainer", "resources": worker_resources(job)}
+    pod = {"spec": {"containers": [container], "priorityClassName": job.spec.scheduling.priority_class_name}}
+    try:
+        demand = pod_demand(pod, observed.quotas.defaults)
+    except (ValueError, KeyError, TypeError):
+        return None  # a quantity the API server refuses anyway, and says why
+    found = shortfalls(observed.quotas.quotas, demand, missing)
+    return Blocker(QUOTA, "creating the workers", f"waits for quota: {describe(found[0], missing)}") if found else None
+
+
+def release_gangs(job: TrainingJob, observed: ObservedChildren, keep: Iterable[str | None] = ()) -> list[DeleteChild]:
+    """Delete the job's gang objects except `keep` and those a worker the scheduler still places refers to (a
+    finished pod needs its gang no more)."""
+    kept = set(keep) | {p.gang for p in observed.pods if p.active and p.gang}
+    return [
+        DeleteChild(view.kind, view.name, view.uid or None, api_version=view.api_version)
+        for view in own_gangs(job, observed).values()
+        if view.name not in kept and not view.deleting
+    ]
+
+
+def gang_record(
+    job: TrainingJob, plan: GangPlan, observed: ObservedChildren, current: Mapping[int, PodView]
+) -> dict[str, Any] | None:
+    """status.gang: the current gang, how many of its workers are placed, and whether it is scheduled or why not."""
+    if plan.blocker is not None:
+        return {"state": WAITING, "reason": UNAVAILABLE, "message": plan.blocker.message}
+    if plan.name is None or plan.choice.provider is None:
+        return None
+    provider = plan.choice.provider
+    view = own_gangs(job, observed).get(plan.name)
+    min_count = (view.min_count if view is not None else 0) or plan.choice.min_count
+    members = [p for p in current.values() if p.gang == plan.name and p.live]
+    placed = sum(1 for p in members if p.node_name)
+    state, reason, message = _placement(view, members, placed, min_count)
+    if plan.quota is not None and state == WAITING:
+        reason, message = QUOTA, plan.quota.message
+    record = {
+        "provider": provider.name,
+        "apiVersion": provider.api.api_version,
+        "kind": provider.api.kind,
+        "name": plan.name,
+        "minCount": min_count,
+        "placed": placed,
+        "state": state,
+        "reason": reason,
+        "message": message,
+    }
+    previous = job.status.get("gang") or {}
+    restated = {key: previous.get(key) for key in ("name", "state", "reason")} == {
+        key: record[key] for key in ("name", "state", "reason")
+    }
+    if restated and state == WAITING and placed == previous.get("placed"):
+        record["message"] = previous.get("message", message)  # the scheduler recounting nodes is not news
+    return record
+
+
+def _placement(view: GangView | None, members: list[PodView], placed: int, min_count: int) -> tuple[str, str, str]:
+    if placed >= min_count:
+        return SCHEDULED, "GangScheduled", f"{placed} workers placed together (minCount {min_count})"
+    if view is None:
+        return WAITING, "GangPending", "creating the gang object before the workers"
+    if view.state.scheduled is False:
+        detail = f": {view.state.message}" if view.state.message else ""
+        return WAITING, view.state.reason or "Unschedulable", f"{placed}/{min_count} workers placed{detail}"
+    if len(members) < min_count:
+        return WAITING, "WorkersPending", f"{len(members)}/{min_count} workers created; none is bound before all are"
+    refused = next((p for p in sorted(members, key=lambda p: p.index) if p.unschedulable_message), None)
+    if refused is not None:
+        return (
+            WAITING,
+            "Unschedulable",
+            f"{placed}/{min_count} workers placed; worker {refused.index} cannot schedule: "
+            f"{refused.unschedulable_message}",
+        )
+    return WAITING, "Scheduling", f"{placed}/{min_count} workers placed; none is bound before all fit"
+
+
+def gang_events(job: TrainingJob, record: Mapping[str, Any] | None) -> list[Event]:
+    """A Normal Event when a gang becomes scheduled (once per gang)."""
+    previous = job.status.get("gang") or {}
+    if record is None or record.get("state") != SCHEDULED:
+        return []
+    if previous.get("name") == record["name"] and previous.get("state") == SCHEDULED:
+        return []
+    return [
+        Event(
+            "Normal",
+            "GangScheduled",
+            f"{record['kind']} {record['name']}: {record['message']}",
+        )
+    ]
