@@ -63,7 +63,7 @@ def arguments(argv: list[str]) -> argparse.Namespace:
     add("--steady-contenders", default="ours,kubeflow-tuned")
     add("--idle-seconds", type=float, default=60)
     add("--gang-jobs", type=int, default=16, help="GPU jobs of the gang scenario (0: skip it), bench/gang.py")
-    add("--gang-workers", type=int, default=4)
+    add("--gang-workers", type=int, default=3, help="workers per gang job: 3 does not divide the 8-GPU nodes")
     add("--gang-nodes", type=int, default=4, help="8-GPU nodes of the gang scenario")
     add("--timeout", type=float, default=3600, help="seconds one run may take before it is recorded unfinished")
     add("--docs", type=Path, default=REPO / "docs", help="where benchmarks.md/.json/-running.png go")

@@ -119,28 +119,28 @@ async def gang_run(
 
 
 def gang_section(records: list[dict[str, Any]]) -> str:
-    """The report's table: the latest run with gangs on and off, side by side."""
-    latest = {r["gang_scheduling"]: r for r in records if r.get("kind") == "gang"}
+    """The report's table: for each shape measured (jobs x workers on GPUs), the latest run with gangs on and off."""
+    latest: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for r in (r for r in records if r.get("kind") == "gang"):
+        latest[(r["jobs"], r["workers"], r["gpus"], r["gang_scheduling"])] = r
     if not latest:
         return ""
     any_run = next(iter(latest.values()))
     lines = [
-        "## Gang scheduling (GPUs oversubscribed 2x)\n\n",
-        f"{any_run['jobs']} jobs x {any_run['workers']} one-GPU workers on {any_run['gpus']} GPUs "
-        f"({any_run['nodes']} kwok nodes), pods complete {any_run['complete_after']} after they start; "
-        "`python -m bench --gang-jobs N` (bench/gang.py). GPU-seconds held in part: GPUs bound to unfinished "
-        "workers of jobs not all bound, summed over time — what a real distributed job would waste waiting for "
-        "its missing workers (or deadlock on).\n\n",
-        "| gang scheduling | all Succeeded | GPU-seconds held in part | most jobs bound in part | writes/job "
-        "(no events) | operator CPU s |\n|---|---|---|---|---|---|\n",
+        "## Gang scheduling (GPUs oversubscribed)\n\n",
+        f"One-GPU workers on {any_run['gpus']} GPUs ({any_run['nodes']} kwok nodes), pods complete "
+        f"{any_run['complete_after']} after they start; `python -m bench --gang-jobs N --gang-workers W` "
+        "(bench/gang.py). GPU-seconds held in part: GPUs bound to unfinished workers of jobs not all bound, summed "
+        "over time — what a real distributed job would waste waiting for its missing workers (or deadlock on). "
+        "When the GPUs are a multiple of the job size, one-by-one placement rarely splits a job and gangs have "
+        "little to win; a job size that does not divide them shows the difference.\n\n",
+        "| jobs x workers | gang scheduling | all Succeeded | GPU-seconds held in part | most jobs bound in part "
+        "| writes/job (no events) | operator CPU s |\n|---|---|---|---|---|---|---|\n",
     ]
-    for gang in (True, False):
-        r = latest.get(gang)
-        if r is None:
-            continue
+    for (jobs, workers, _gpus, gang), r in sorted(latest.items(), key=lambda item: (item[0][:3], not item[0][3])):
         operator_cpu = (r.get("cpu_seconds") or {}).get("operator")
         lines.append(
-            f"| {'on (native Workload API)' if gang else 'off'} | {r['all_succeeded_s']} s | "
+            f"| {jobs} x {workers} | {'on (native Workload API)' if gang else 'off'} | {r['all_succeeded_s']} s | "
             f"{r['partial_gpu_seconds']} | {r['most_jobs_bound_in_part']} | "
             f"{r['writes_per_job_without_events']} | {operator_cpu} |\n"
         )
