@@ -73,9 +73,10 @@ def _operator_labels_rule() -> Schema:
     )
 
 
-def _env() -> Schema:
+def env_schema(description: str, item: str = "An environment variable for every worker's container.") -> Schema:
+    """A list of environment variables (merged by name), with the reserved names refused."""
     variable = obj(
-        "An environment variable for every worker's container.",
+        item,
         {
             "name": string(
                 "Variable name, a C identifier. Names the operator injects are reserved (see env).",
@@ -93,14 +94,14 @@ def _env() -> Schema:
         },
         required=["name"],
     )
-    return array(
+    return array(description, variable, max_items=MAX_ENV, list_type="map", list_map_keys=["name"])
+
+
+def _env() -> Schema:
+    return env_schema(
         "Extra environment variables for every worker, merged by name. Names the operator injects are reserved "
         f"and rejected: any starting with {' or '.join(c.RESERVED_ENV_PREFIXES)}, and "
-        f"{', '.join(RESERVED_ENV_NAMES)}. At most {MAX_ENV} entries.",
-        variable,
-        max_items=MAX_ENV,
-        list_type="map",
-        list_map_keys=["name"],
+        f"{', '.join(RESERVED_ENV_NAMES)}. At most {MAX_ENV} entries."
     )
 
 

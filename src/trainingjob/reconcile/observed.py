@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainingjob.api import constants as k
+from trainingjob.api.replicas import Replica, replica_order
 from trainingjob.reconcile.surroundings import AdmissionDenial, ClaimView, NodeView
 
 
@@ -37,6 +38,12 @@ class PodView:
     uid: str = ""
     # uid of the controller ownerReference: labels anyone may copy, only the job's own pods are controlled by it.
     controller_uid: str = ""
+    # The pod's role (worker, chief, ps, evaluator, launcher); `index` counts within it.
+    role: str = k.WORKER
+
+    @property
+    def replica(self) -> Replica:
+        return Replica(self.role, self.index)
 
     @property
     def live(self) -> bool:
@@ -105,6 +112,7 @@ def pod_view(body: Mapping[str, Any]) -> PodView:
         deletion_timestamp=metadata.get("deletionTimestamp"),
         uid=metadata.get("uid", ""),
         controller_uid=_controller_uid(metadata),
+        role=labels.get(k.LABEL_ROLE) or k.WORKER,
     )
 
 
@@ -153,7 +161,7 @@ class ObservedChildren:
     ) -> ObservedChildren:
         config_maps, services = list(config_maps), list(services)
         return cls(
-            pods=tuple(sorted(pods, key=lambda p: (p.index, p.name))),
+            pods=tuple(sorted(pods, key=lambda p: (*replica_order(p.replica), p.name))),
             service_exists=bool(services),
             service_ports=services[0] if services else None,
             config_data=config_maps[0] if config_maps else None,

@@ -8,19 +8,22 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from trainingjob.api import constants as k
+from trainingjob.api.replicas import Replica, is_desired, replica_order
 from trainingjob.api.types import TrainingJob
 from trainingjob.reconcile import policies
 from trainingjob.reconcile.actions import Event
 from trainingjob.reconcile.observed import PodView
+from trainingjob.reconcile.roles import restarts_alone, tolerated
 from trainingjob.reconcile.spec_version import WorkerSpec
 from trainingjob.reconcile.status import Outcome, failure_message
 
 
 @dataclass
 class Gang:
-    """The job's live workers split by whether they were built from the spec in force (`spec`)."""
+    """The job's live pods split by whether they were built from the spec in force (`spec`)."""
 
-    current: dict[int, PodView]
+    current: dict[Replica, PodView]
     stale: list[PodView]
     live: list[PodView]
     spec: WorkerSpec
@@ -43,19 +46,23 @@ class Restart:
 
 
 def decide(job: TrainingJob, gang: Gang, started: bool) -> Restart | Outcome | None:
-    """Failures first (they may end the job), then disruptions, then spec changes."""
+    """Failures first (they may end the job), then disruptions, then spec changes. A failure the job outlives (an
+    evaluator's, reconcile/roles.py) is restarted while the policy allows and left Failed otherwise."""
     failed = sorted(
-        (p for p in gang.current.values() if p.phase == "Failed" and not p.disrupted), key=lambda p: p.index
+        (p for p in gang.current.values() if p.phase == "Failed" and not p.disrupted),
+        key=lambda p: replica_order(p.replica),
     )
     restart_for_failure: list[PodView] = []
     for pod in failed:
         decision = policies.decide_failure(job.spec, pod)
-        if decision.action == "Fail":
+        if decision.action == "Fail" and not tolerated(pod):
             return Outcome("Failed", decision.reason, failure_message(pod))
         if decision.action == "Restart":
             restart_for_failure.append(pod)
     if restart_for_failure:
-        return failure_restart(job, gang, restart_for_failure)
+        restart = failure_restart(job, gang, restart_for_failure)
+        if restart is not None:
+            return restart
     disrupted = disruption(job, gang, started)
     if disrupted is not None:
         return disrupted
@@ -66,38 +73,43 @@ def decide(job: TrainingJob, gang: Gang, started: bool) -> Restart | Outcome | N
     return None
 
 
-def failure_restart(job: TrainingJob, gang: Gang, failed: list[PodView]) -> Restart | Outcome:
+def failure_restart(job: TrainingJob, gang: Gang, failed: list[PodView]) -> Restart | Outcome | None:
+    """The restart for these failures; BackoffLimitExceeded once the limit is reached (None when every failure is
+    one the job outlives: those pods stay Failed)."""
     restarts = int(job.status.get("restartCount", 0))
-    first = failed[0]
+    first = next((p for p in failed if not tolerated(p)), failed[0])
     if policies.backoff_limit_reached(job.spec, restarts):
+        if all(tolerated(p) for p in failed):
+            return None
         return Outcome(
             "Failed", "BackoffLimitExceeded", f"{failure_message(first)}; backoffLimit {job.spec.backoff_limit} reached"
         )
     delay = policies.backoff_seconds(job.spec, restarts + 1)
     message = f"{failure_message(first)}; restart {restarts + 1}/{job.spec.backoff_limit} in {delay}s"
-    replace = gang.live if job.spec.failure_policy.restart_strategy == "Gang" else failed
+    alone = all(restarts_alone(job.spec, p) for p in failed)
+    replace = failed if alone else gang.live
     return Restart("WorkerFailed", message, replace, {"attempt": 1, "restartCount": 1}, delay, first, tuple(failed))
 
 
 def disruption(job: TrainingJob, gang: Gang, started: bool) -> Restart | None:
     """An evicted/preempted worker, or one deleted by someone else after training started: always retried."""
-    gang_wide = job.spec.failure_policy.restart_strategy == "Gang"
     disrupted = next((p for p in gang.current.values() if p.disrupted and p.phase == "Failed"), None)
     if disrupted is not None:
-        message = f"worker {disrupted.index} was disrupted ({disrupted.reason or 'evicted'})"
-        return Restart(
-            "WorkerDisrupted", message, gang.live if gang_wide else [disrupted], {"attempt": 1, "disruptionCount": 1}
-        )
+        message = f"{disrupted.role} {disrupted.index} was disrupted ({disrupted.reason or 'evicted'})"
+        replace = [disrupted] if restarts_alone(job.spec, disrupted) else gang.live
+        return Restart("WorkerDisrupted", message, replace, {"attempt": 1, "disruptionCount": 1})
     if not started:
         return None
     present = {p.name for p in gang.live}
     for worker in job.status.get("workerStatuses") or []:
-        name, index = worker.get("podName"), worker.get("workerId", 0)
-        if worker.get("phase") in ("Pending", "Running") and name not in present and index < job.spec.workers:
+        name, role = worker.get("podName"), worker.get("role") or k.WORKER
+        replica = Replica(role, worker.get("workerId", 0))
+        if worker.get("phase") in ("Pending", "Running") and name not in present and is_desired(job.spec, replica):
+            gone = PodView(name or "", replica.index, -1, "", "Failed", role=role)
             return Restart(
                 "WorkerDisrupted",
-                f"worker {index} (pod {name}) was deleted",
-                gang.live if gang_wide else [],
+                f"{role} {replica.index} (pod {name}) was deleted",
+                [] if restarts_alone(job.spec, gone) else gang.live,
                 {"attempt": 1, "disruptionCount": 1},
             )
     return None
@@ -108,6 +120,7 @@ def failure_record(pod: PodView, now: str) -> dict:
     optional = {"exitCode": pod.exit_code, "reason": pod.reason, "message": pod.message}
     return {
         "workerId": pod.index,
+        **({"role": pod.role} if pod.role != k.WORKER else {}),
         "podName": pod.name,
         "time": now,
         **{key: value for key, value in optional.items() if value is not None},
