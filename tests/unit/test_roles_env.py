@@ -185,6 +185,10 @@ def test_elastic_pytorch_gets_torchruns_c10d_rendezvous_and_no_static_ranks() ->
         "PET_MAX_RESTARTS": "7",
     }
     assert not {"MASTER_ADDR", "RANK", "WORLD_SIZE", "PET_NODE_RANK"} & set(env)
+    # Rank 0 publishes the round's master address in every round, so a worker that joins later is not stuck.
+    assert env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1"
+    # Worker 0 hosts the store, whether or not its own DNS name resolves yet.
+    assert env_of(pod_of(make_job("pytorch", **ELASTIC), "worker", 0))["PET_RDZV_ENDPOINT"] == "localhost:29500"
 
 
 @pytest.mark.parametrize(

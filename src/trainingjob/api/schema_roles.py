@@ -135,7 +135,9 @@ def _roles() -> Schema:
 def _elastic(shape: VersionShape) -> Schema:
     return obj(
         "Elastic PyTorch training: torchrun's elastic agent in every worker meets the others through a c10d "
-        "rendezvous hosted by worker 0 (PET_RDZV_BACKEND=c10d, PET_RDZV_ENDPOINT, PET_RDZV_ID) and trains with "
+        "rendezvous hosted by worker 0 (PET_RDZV_BACKEND=c10d, PET_RDZV_ENDPOINT, PET_RDZV_ID; and "
+        "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1, so that a worker joining a running job learns each round's master "
+        "address) and trains with "
         "whatever number of workers between minWorkers and maxWorkers is there (PET_NNODES=min:max), restarting "
         f"its training processes at every membership change. Changing {shape.workers} (kubectl scale) within the "
         "bounds adds or removes workers without restarting the others; a failed or disrupted worker is replaced "
