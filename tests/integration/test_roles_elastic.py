@@ -1,6 +1,7 @@
 """Elastic PyTorch for real on the local process nodes: torchrun's elastic agents train on 2 workers, a third joins
 when the job is scaled up, it leaves when the job is scaled down, and the job finishes; no worker is restarted by
-the operator along the way, and every (re)start of the training resumes from the newest checkpoint.
+the operator along the way, and every (re)start of the training resumes from the newest checkpoint. An evicted
+worker (a drain, a preemption) is replaced alone, and worker 0's agent meets its replacement in a new round.
 
 What torchrun did is read from worker 0's log (worker 0 hosts the rendezvous, so it is in every round): one
 `round` line per rendezvous with the world size torchrun gave it, one `epoch` line per epoch.
@@ -95,3 +96,51 @@ def test_elastic_torchrun_scales_2_3_2_without_restarts_and_resumes_from_checkpo
     assert rounds[0]["startEpoch"] == 1 and all(r["startEpoch"] > 1 for r in rounds[1:]), rounds
     trained = [e["epoch"] for e in history if e["event"] == "epoch"]
     assert trained == sorted(trained) and set(trained) == set(range(1, epochs + 1)), trained
+
+
+def next_round(kube: Kube, namespace: str, job: str, after: int) -> int:
+    """Wait until worker 0 started a new round (torchrun restarted the training) after event `after`; the index
+    just past that round's event."""
+
+    def reached() -> int | None:
+        seen = events(kube, namespace, f"{job}-worker-0")
+        return next((i + 1 for i in range(after, len(seen)) if seen[i]["event"] == "round"), None)
+
+    try:
+        return wait_until(reached, RUN_TIMEOUT, "a new rendezvous round", interval=1.0)
+    except AssertionError as error:
+        raise AssertionError(f"{error}\n{log_tails(kube, namespace, job)}") from None
+
+
+def evict(kube: Kube, namespace: str, pod: str) -> None:
+    """What a drain or a preemption does: the Eviction API, which marks the pod DisruptionTarget and deletes it."""
+    body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pod, "namespace": namespace}}
+    kube.core.create_namespaced_pod_eviction(pod, namespace, body)
+
+
+def test_an_evicted_elastic_worker_is_replaced_alone_and_the_training_goes_on_from_its_checkpoint(
+    kube: Kube, namespace: str
+) -> None:
+    body = yaml.safe_load(MANIFEST.read_text())
+    job = body["metadata"]["name"]
+    create_job(kube, namespace, body)
+
+    seen = trained_with(kube, namespace, job, world=2, after=0)
+    before = worker_uids(kube, namespace, job)
+    evict(kube, namespace, f"{job}-worker-1")
+    # torchrun's agent on worker 0 loses its peer, restarts the training and meets the replacement in a new round.
+    seen = next_round(kube, namespace, job, after=seen)
+    seen = trained_with(kube, namespace, job, world=2, after=seen)
+    after = worker_uids(kube, namespace, job)
+    assert after[f"{job}-worker-0"] == before[f"{job}-worker-0"], "the eviction of worker 1 restarted worker 0"
+    assert after[f"{job}-worker-1"] != before[f"{job}-worker-1"], "worker 1 was not replaced"
+
+    status = wait_status(kube, namespace, job, lambda s: s.get("phase") == "Succeeded", "Succeeded")
+    assert (status.get("disruptionCount", 0), status.get("restartCount", 0)) == (1, 0)
+    assert [c["reason"] for c in status["conditions"] if c["type"] == "Succeeded"] == ["Rank0Succeeded"]
+    history = events(kube, namespace, f"{job}-worker-0")
+    rounds = [e for e in history if e["event"] == "round"]
+    assert len(rounds) >= 2 and rounds[-1]["worldSize"] == 2, rounds
+    assert all(r["startEpoch"] > 1 for r in rounds[1:]), rounds
+    trained = [e["epoch"] for e in history if e["event"] == "epoch"]
+    assert trained == sorted(trained) and set(trained) == set(range(1, body["spec"]["hyperparameters"]["epochs"] + 1))
