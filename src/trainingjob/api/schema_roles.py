@@ -21,8 +21,8 @@ ROLE_TEXTS = {
         "TensorFlow's chief: the coordinator of ParameterServerStrategy (it runs the training loop, dispatches "
         "steps to the workers, writes checkpoints), or Estimator's chief. Listed as `chief` in every TF_CONFIG "
         "cluster spec. When the job has a chief, the chief judges success: the job has Succeeded once it exited "
-        "0, and the other pods (parameter servers, workers, the evaluator) are then deleted; it is also the pod "
-        "the operator takes progress reports from. At most 1."
+        "0, and the other pods still running (parameter servers, workers, the evaluator) are then deleted; it is "
+        "also the pod the operator takes progress reports from. At most 1."
     ),
     c.PS: (
         "TensorFlow's parameter servers (`ps` in TF_CONFIG): they hold the variables and serve the workers until "
@@ -35,7 +35,7 @@ ROLE_TEXTS = {
         "workers and ps with task type evaluator, and no other task's cluster spec lists it. Its failure never "
         "fails or restarts the training: it is replaced alone (counted in restartCount, after the backoff delay) "
         "while backoffLimit and the restart policy allow, and otherwise left Failed while the training goes on. It "
-        "does not count for success and is deleted once the job has Succeeded. At most 1."
+        "does not count for success and, if still running, is deleted once the job has Succeeded. At most 1."
     ),
     c.LAUNCHER: (
         "MPI's launcher: one pod that runs mpirun (command and args; spec.command when unset) and judges the job: it "
