@@ -1,7 +1,8 @@
 """Elastic PyTorch for real on the local process nodes: torchrun's elastic agents train on 2 workers, a third joins
-when the job is scaled up, it leaves when the job is scaled down, and the job finishes; no worker is restarted by
-the operator along the way, and every (re)start of the training resumes from the newest checkpoint. An evicted
-worker (a drain, a preemption) is replaced alone, and worker 0's agent meets its replacement in a new round.
+when the job is scaled up (into the running gang), it leaves when the job is scaled down, and the job finishes; no
+worker is restarted by the operator along the way, and every (re)start of the training resumes from the newest
+checkpoint. An evicted worker (a drain, a preemption) is replaced alone, and worker 0's agent meets its replacement
+in a new round.
 
 What torchrun did is read from worker 0's log (worker 0 hosts the rendezvous, so it is in every round): one
 `round` line per rendezvous with the world size torchrun gave it, one `epoch` line per epoch.
@@ -70,6 +71,9 @@ def test_elastic_torchrun_scales_2_3_2_without_restarts_and_resumes_from_checkpo
     body = yaml.safe_load(MANIFEST.read_text())
     job = body["metadata"]["name"]
     epochs = body["spec"]["hyperparameters"]["epochs"]
+    # A minimum of 2 workers makes the local cluster gang them (a minimum of 1 needs no gang): the gang holds the
+    # minimum, and the third worker joins the running gang instead of a new one.
+    body["spec"]["elastic"]["minWorkers"] = 2
     create_job(kube, namespace, body)
 
     seen = trained_with(kube, namespace, job, world=2, after=0)
@@ -79,6 +83,8 @@ def test_elastic_torchrun_scales_2_3_2_without_restarts_and_resumes_from_checkpo
     seen = trained_with(kube, namespace, job, world=3, after=seen)
     grown = worker_uids(kube, namespace, job)
     assert {name: grown[name] for name in before} == before, "scaling up replaced a worker"
+    gangs = {p.metadata.name: p.metadata.labels.get(k.LABEL_GANG) for p in job_pods(kube, namespace, job)}
+    assert gangs == {name: f"{job}-gang-0" for name in grown}, gangs
 
     scale(kube, namespace, job, 2)
     seen = trained_with(kube, namespace, job, world=2, after=seen)
@@ -87,6 +93,7 @@ def test_elastic_torchrun_scales_2_3_2_without_restarts_and_resumes_from_checkpo
     status = wait_status(kube, namespace, job, lambda s: s.get("phase") == "Succeeded", "Succeeded")
     assert (status.get("restartCount", 0), status.get("disruptionCount", 0), status.get("attempt", 0)) == (0, 0, 0)
     assert [c["reason"] for c in status["conditions"] if c["type"] == "Succeeded"] == ["Rank0Succeeded"]
+    assert (status["gang"]["name"], status["gang"]["minCount"]) == (f"{job}-gang-0", 2)
 
     history = events(kube, namespace, f"{job}-worker-0")
     rounds = [e for e in history if e["event"] == "round"]

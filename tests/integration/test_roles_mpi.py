@@ -17,6 +17,7 @@ from tests.jobs import create_job, job_pods
 from tests.kube import Kube, wait_until
 from tests.operator_harness import REPO
 from tests.real_roles import RUN_TIMEOUT, log_of, status_of, wait_status
+from trainingjob.api import constants as k
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("operator")]
 
@@ -68,3 +69,11 @@ def test_mpirun_in_the_launcher_starts_a_rank_on_every_worker_and_the_launcher_j
     assert status_of(kube, namespace, name)["phase"] == "Succeeded"
     secret = kube.core.read_namespaced_secret(f"{name}-mpi-key", namespace)
     assert secret.metadata.owner_references[0].name == name
+    # The local cluster gangs the job (Workload API): the launcher is one of the gang's pods, counted in minCount.
+    assert {key: status["gang"][key] for key in ("name", "minCount", "state")} == {
+        "name": f"{name}-gang-0",
+        "minCount": workers + 1,
+        "state": "Scheduled",
+    }
+    launcher = kube.core.read_namespaced_pod(f"{name}-launcher-0", namespace)
+    assert launcher.metadata.labels[k.LABEL_GANG] == f"{name}-gang-0"

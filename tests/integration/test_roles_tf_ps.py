@@ -20,6 +20,7 @@ from tests.jobs import create_job, job_pods
 from tests.kube import Kube, wait_until
 from tests.operator_harness import REPO
 from tests.real_roles import RUN_TIMEOUT, log_of, log_tails, status_of
+from trainingjob.api import constants as k
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("operator")]
 
@@ -68,6 +69,14 @@ def test_parameter_server_strategy_with_chief_ps_workers_and_evaluator_is_judged
     assert status["roleStatuses"]["chief"] == {"replicas": 1, "pending": 0, "running": 0, "succeeded": 1, "failed": 0}
     assert {role: s["replicas"] for role, s in status["roleStatuses"].items()} == counts
     assert status.get("restartCount", 0) == 0
+    # The local cluster gangs the job (Workload API): every role's pods are the gang's, all counted in minCount.
+    assert {key: status["gang"][key] for key in ("name", "minCount", "state")} == {
+        "name": f"{name}-gang-0",
+        "minCount": len(pods),
+        "state": "Scheduled",
+    }
+    chief = kube.core.read_namespaced_pod(f"{name}-chief-0", namespace)
+    assert chief.metadata.labels[k.LABEL_GANG] == f"{name}-gang-0"
 
     # The cluster spec TensorFlow resolved: chief, workers and ps at their DNS names on one port; never the evaluator.
     chief_task = first(logs[f"{name}-chief-0"], "task")
