@@ -61,7 +61,7 @@ def missing(expected: Any, actual: Any, path: str = "") -> list[str]:
 
 def test_the_examples_are_all_found() -> None:
     frameworks = {path.parent.name for path in MANIFESTS if path.parent != EXAMPLES}
-    assert frameworks == {"pytorch", "tensorflow", "xgboost", "jax"}
+    assert frameworks == {"pytorch", "tensorflow", "xgboost", "jax", "mpi"}
     assert len(MANIFESTS) >= 8
 
 

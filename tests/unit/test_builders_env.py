@@ -96,6 +96,8 @@ def test_identity_env_at_attempt_zero_is_exact() -> None:
         "TRAININGJOB_NAME": "mnist",
         "TRAININGJOB_NAMESPACE": "ml",
         "TRAININGJOB_FRAMEWORK": "pytorch",
+        "TRAININGJOB_ROLE": "worker",
+        "TRAININGJOB_IS_CHIEF": "false",
         "TRAININGJOB_WORKER_INDEX": "1",
         "TRAININGJOB_WORLD_SIZE": "2",
         "TRAININGJOB_RESTART_COUNT": "0",

@@ -55,6 +55,19 @@ def checkpoints(draw: st.DrawFn, defaulted: bool) -> dict[str, Any]:
     return checkpoint
 
 
+role = st.fixed_dictionaries(
+    {},
+    optional={
+        "replicas": st.integers(1, 4),
+        "gpus": st.integers(0, 8),
+        "command": st.lists(names, min_size=1, max_size=2),
+        "env": st.lists(st.fixed_dictionaries({"name": st.just("ROLE_LEVEL"), "value": names}), max_size=1),
+        "restartPolicy": st.sampled_from(c.RESTART_POLICIES),
+    },
+)
+roles = st.fixed_dictionaries({}, optional={name: role for name in (c.CHIEF, c.PS, c.EVALUATOR, c.LAUNCHER)})
+
+
 @st.composite
 def v1alpha1_specs(draw: st.DrawFn, defaulted: bool = True) -> dict[str, Any]:
     """Specs as the API server hands them to a conversion (defaulted: fields whose default differs between the
@@ -92,7 +105,11 @@ def v1alpha1_specs(draw: st.DrawFn, defaulted: bool = True) -> dict[str, Any]:
             },
         ),
         "failurePolicy": st.fixed_dictionaries({"restartStrategy": st.sampled_from(c.RESTART_STRATEGIES)}),
-        "roles": json_values,  # a field added to both versions later is converted without code for it
+        "roles": roles,
+        "elastic": st.fixed_dictionaries(
+            {"minWorkers": st.integers(1, 4), "maxWorkers": st.integers(4, 8)}, optional={"maxRestarts": st.just(3)}
+        ),
+        "futureField": json_values,  # a field added to both versions later is converted without code for it
     }
     for key, strategy in optional.items():
         if draw(st.booleans()):

@@ -260,10 +260,18 @@ def test_only_user_env_is_unreserved_in_a_full_worker_env(framework: str) -> Non
     assert [e["name"] for e in env if not is_reserved(e["name"])] == ["USER_VAR"]
 
 
+def _job_with(framework: str, **extra: object) -> TrainingJob:
+    body = _full_job(framework)
+    return TrainingJob.from_body({"metadata": {"name": "mnist", "namespace": "ml"}, "spec": {**body.raw_spec, **extra}})
+
+
 def test_every_reserved_name_is_injected_for_some_framework_and_spec() -> None:
     """The other direction: a reserved name nobody injects only stops users from setting a variable for nothing."""
     injected = {e["name"] for f in k.FRAMEWORKS for index in (0, 1) for e in worker_env(_full_job(f), index, 1)}
     injected |= set(identity_env(_full_job_with_keep_last(), 0, 0))
+    launcher = _job_with("mpi", roles={"launcher": {}})
+    elastic = _job_with("pytorch", elastic={"minWorkers": 1, "maxWorkers": 4})
+    injected |= {e["name"] for job in (launcher, elastic) for e in worker_env(job, 0, 0)}
     assert sorted(set(RESERVED_ENV_NAMES) - injected) == []
     assert len(RESERVED_ENV_NAMES) == len(set(RESERVED_ENV_NAMES))
 

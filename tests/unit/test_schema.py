@@ -277,7 +277,15 @@ def test_lifecycle_status_fields_are_typed_all_the_way_down() -> None:
         for path, schema in [(name, status[name]), *walk(status[name], name)]:
             assert "type" in schema, f"status.{path} is untyped"
             assert "x-kubernetes-preserve-unknown-fields" not in schema, f"status.{path} keeps unknown fields"
-    assert set(status["lastFailure"]["properties"]) == {"workerId", "podName", "exitCode", "reason", "message", "time"}
+    assert set(status["lastFailure"]["properties"]) == {
+        "workerId",
+        "role",
+        "podName",
+        "exitCode",
+        "reason",
+        "message",
+        "time",
+    }
     assert set(status["lastCheckpoint"]["properties"]) == {"epoch", "step", "path", "time"}
 
 

@@ -37,6 +37,14 @@ RESTART_STRATEGIES = ("Gang", "Worker")
 FAILURE_ACTIONS = ("Restart", "Fail", "Ignore")
 ACCESS_MODES = ("ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod")
 GANG_PROVIDERS = ("Auto", "Native", "Coscheduling", "Volcano", "Disabled")
+# Roles of a job's pods, in the order they are created and listed. `worker` is spec.workers; the others come from
+# spec.roles and belong to one framework each (api/schema_roles.py, builders/replicas.py).
+WORKER = "worker"
+CHIEF, PS, EVALUATOR, LAUNCHER = "chief", "ps", "evaluator", "launcher"
+ROLES = (CHIEF, LAUNCHER, PS, WORKER, EVALUATOR)
+FRAMEWORK_ROLES = {CHIEF: "tensorflow", PS: "tensorflow", EVALUATOR: "tensorflow", LAUNCHER: "mpi"}
+# At most this many pods of a role: TensorFlow allows one chief and one evaluator, MPI has one launcher.
+SINGLE_ROLES = (CHIEF, EVALUATOR, LAUNCHER)
 
 FINALIZER = f"{GROUP}/finalizer"
 LABEL_JOB_NAME = f"{GROUP}/job-name"
@@ -56,9 +64,10 @@ PROGRESS_CA_FILE = "progress-ca.crt"
 PROGRESS_AUDIENCE = "trainingjob-progress"
 PROGRESS_TOKEN_DIR = "/var/run/secrets/trainingjob/progress"
 
-# Child names are `<job>-worker-<index>` (a pod hostname: DNS-1123 label, 63 characters), `<job>-workers`
-# (a Service: DNS-1035 label), `<job>-config`, `<job>-hostfile`, `<job>-checkpoints`. With at most 1024 workers
-# the longest suffix is "-worker-1023" (12 characters), so 63 - 12 = 51 characters keep every child valid.
+# Child names are `<job>-<role>-<index>` (a pod hostname: DNS-1123 label, 63 characters), `<job>-workers`
+# (a Service: DNS-1035 label), `<job>-config`, `<job>-mpi-key`, `<job>-checkpoints`. With at most 1024 workers or
+# parameter servers the longest suffixes are "-worker-1023" and "-evaluator-0" (12 characters), so 63 - 12 = 51
+# characters keep every child valid.
 MAX_JOB_NAME_LENGTH = 51
 MAX_WORKERS = 1024
 MAX_GPUS_PER_WORKER = 8
@@ -87,4 +96,4 @@ IDENTITY_ENV_NAMES = (
 RESERVED_ENV_PREFIXES = ("HYPERPARAM_", "TRAININGJOB_")
 
 # Volumes and mount paths the operator adds to every worker; user volumes may not reuse these names.
-RESERVED_VOLUME_NAMES = ("dshm", "tj-config", "tj-hostfile", "data", "checkpoints", "tj-progress-token")
+RESERVED_VOLUME_NAMES = ("dshm", "tj-config", "tj-hostfile", "data", "checkpoints", "tj-progress-token", "tj-mpi-key")

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from trainingjob.api.constants import LABEL_JOB_NAME
+from trainingjob.api.constants import LABEL_JOB_NAME, WORKER
+
+
+def pod_name(job_name: str, role: str, index: int) -> str:
+    """`<job>-<role>-<index>`: `<job>-worker-<i>`, `<job>-chief-0`, `<job>-ps-<i>`, `<job>-launcher-0`, ..."""
+    return f"{job_name}-{role}-{index}"
 
 
 def worker_pod_name(job_name: str, index: int) -> str:
-    return f"{job_name}-worker-{index}"
+    return pod_name(job_name, WORKER, index)
 
 
 def service_name(job_name: str) -> str:
@@ -17,9 +22,19 @@ def config_map_name(job_name: str) -> str:
     return f"{job_name}-config"
 
 
+def mpi_key_secret_name(job_name: str) -> str:
+    """The Secret with the key the MPI launcher's remote-start agent and the workers' agents share."""
+    return f"{job_name}-mpi-key"
+
+
+def pod_host(job_name: str, namespace: str, role: str, index: int) -> str:
+    """DNS name of a pod of any role through the headless Service (pod hostname + subdomain)."""
+    return f"{pod_name(job_name, role, index)}.{service_name(job_name)}.{namespace}.svc"
+
+
 def worker_host(job_name: str, namespace: str, index: int) -> str:
     """DNS name of a worker through the headless Service (pod hostname + subdomain)."""
-    return f"{worker_pod_name(job_name, index)}.{service_name(job_name)}.{namespace}.svc"
+    return pod_host(job_name, namespace, WORKER, index)
 
 
 def job_selector(job_name: str) -> str:

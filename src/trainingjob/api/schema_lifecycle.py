@@ -66,14 +66,16 @@ def _completion_fields() -> dict[str, Schema]:
         "cleanPodPolicy": string(
             "Which worker pods are deleted when the job finishes, however it finishes (succeeded, failed, "
             "deadline or startup timeout exceeded). Running (default): the pods still pending or running; finished "
-            "pods stay for their logs. All: every worker pod. None: no pod. With successPolicy Rank0 the "
-            "unfinished workers are deleted in any case.",
+            "pods stay for their logs. All: every worker pod. None: no pod. Once the job has Succeeded, pods still "
+            "running have nothing left to do and are deleted in any case (workers after successPolicy Rank0; "
+            "parameter servers, an evaluator, MPI workers after the chief or launcher).",
             enum=list(c.CLEAN_POD_POLICIES),
             default="Running",
         ),
         "successPolicy": string(
             "When the job has Succeeded. AllWorkers (default): once every worker succeeded. Rank0: as soon as "
-            "worker 0 succeeded; the other workers are then deleted.",
+            "worker 0 succeeded; the other workers are then deleted. A job with roles.chief or roles.launcher, or "
+            "with elastic, is judged by that pod (chief 0, launcher 0, worker 0) whatever this says.",
             enum=list(c.SUCCESS_POLICIES),
             default="AllWorkers",
         ),

@@ -73,9 +73,10 @@ def _operator_labels_rule() -> Schema:
     )
 
 
-def _env() -> Schema:
+def env_schema(description: str, item: str = "An environment variable for every worker's container.") -> Schema:
+    """A list of environment variables (merged by name), with the reserved names refused."""
     variable = obj(
-        "An environment variable for every worker's container.",
+        item,
         {
             "name": string(
                 "Variable name, a C identifier. Names the operator injects are reserved (see env).",
@@ -93,14 +94,14 @@ def _env() -> Schema:
         },
         required=["name"],
     )
-    return array(
+    return array(description, variable, max_items=MAX_ENV, list_type="map", list_map_keys=["name"])
+
+
+def _env() -> Schema:
+    return env_schema(
         "Extra environment variables for every worker, merged by name. Names the operator injects are reserved "
         f"and rejected: any starting with {' or '.join(c.RESERVED_ENV_PREFIXES)}, and "
-        f"{', '.join(RESERVED_ENV_NAMES)}. At most {MAX_ENV} entries.",
-        variable,
-        max_items=MAX_ENV,
-        list_type="map",
-        list_map_keys=["name"],
+        f"{', '.join(RESERVED_ENV_NAMES)}. At most {MAX_ENV} entries."
     )
 
 
@@ -172,20 +173,22 @@ def _gang() -> Schema:
         "is Auto.",
         {
             "provider": string(
-                "Which scheduler's gang API to use. Auto (default): a job of 2 or more workers is ganged with the API "
-                "its scheduler reads, when the cluster serves it: Kubernetes' own Workload API (scheduling.k8s.io, "
-                "alpha in 1.35, v1alpha2 PodGroups in 1.36) for the default scheduler, Volcano's PodGroup for "
-                "schedulerName volcano, scheduler-plugins' coscheduling PodGroup for any other scheduler; "
-                "otherwise workers are placed one by one. Native, Coscheduling, Volcano: that API, and the job waits "
-                "(condition Blocked, GangSchedulingUnavailable) while the cluster does not serve it; with no "
-                "schedulerName, Volcano sets volcano and Coscheduling scheduler-plugins-scheduler. Disabled: never.",
+                "Which scheduler's gang API to use. Auto (default): a job whose gang has 2 or more pods is ganged "
+                "with the API its scheduler reads, when the cluster serves it: Kubernetes' own Workload API "
+                "(scheduling.k8s.io, alpha in 1.35, v1alpha2 PodGroups in 1.36) for the default scheduler, "
+                "Volcano's PodGroup for schedulerName volcano, scheduler-plugins' coscheduling PodGroup for any "
+                "other scheduler; otherwise pods are placed one by one. Native, Coscheduling, Volcano: that API, "
+                "and the job waits (condition Blocked, GangSchedulingUnavailable) while the cluster does not serve "
+                "it; with no schedulerName, Volcano sets volcano and Coscheduling scheduler-plugins-scheduler. "
+                "Disabled: never.",
                 enum=list(c.GANG_PROVIDERS),
                 default="Auto",
             ),
             "minCount": integer(
-                "Workers that must be placeable together before any is bound. Defaults to workers (all of them); "
-                "larger values count as workers. Lower it only for launchers that start with fewer workers "
-                "(elastic training).",
+                "Workers that must be placeable together before any is bound. Defaults to workers (all of them), "
+                "or elastic.minWorkers for elastic training; larger values count as workers. Lower it only for "
+                "launchers that start with fewer workers (elastic training). The gang's own minCount adds every "
+                "pod of the other roles (chief, ps, evaluator, launcher) to it.",
                 minimum=1,
                 maximum=c.MAX_WORKERS,
             ),

@@ -11,6 +11,7 @@ from trainingjob.api import constants as c
 from trainingjob.api.schema_builders import Schema, array, boolean, cel_list, integer, node, obj, rule, string
 from trainingjob.api.schema_lifecycle import immutability_rules, lifecycle_fields, lifecycle_rules
 from trainingjob.api.schema_pod import ABSOLUTE_PATH, MAX_PATH_LENGTH, OPERATOR_MOUNTS, pod_fields
+from trainingjob.api.schema_roles import role_fields, role_rules, role_transition_rules
 from trainingjob.api.versions import VersionShape
 
 HYPERPARAMETER_KEY = r"^[A-Za-z_][A-Za-z0-9_.-]*$"
@@ -92,7 +93,9 @@ def _scale_fields(shape: VersionShape) -> dict[str, Schema]:
     return {
         shape.workers: integer(
             f"Number of worker pods, started and restarted together as one gang (1 to {c.MAX_WORKERS}). Also "
-            "changed by `kubectl scale`; changing it restarts the gang with the new size. Defaults to 1.",
+            "changed by `kubectl scale`; changing it restarts the gang with the new size, except with elastic, where "
+            "workers are added or removed within elastic.minWorkers and maxWorkers while the others go on. "
+            "Defaults to 1.",
             minimum=1,
             maximum=c.MAX_WORKERS,
             default=1,
@@ -248,7 +251,9 @@ def _cross_field_rules(shape: VersionShape) -> list[Schema]:
         ),
         *_mount_rules(),
         *lifecycle_rules(),
+        *role_rules(shape),
         *immutability_rules(),
+        *role_transition_rules(),
         *([] if "image" in shape.required else [_image_rule()]),
     ]
 
@@ -266,6 +271,7 @@ def spec_schema(shape: VersionShape) -> Schema:
             **lifecycle_fields(shape),
             "networking": _networking(shape),
             **pod_fields(shape),
+            **role_fields(shape),
         },
         required=list(shape.required) or None,
         rules=_cross_field_rules(shape),

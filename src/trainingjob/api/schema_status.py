@@ -54,11 +54,23 @@ def _condition() -> Schema:
     )
 
 
+def _role_field(what: str) -> Schema:
+    return string(
+        f"Role of the {what} when it is not a worker: chief, ps, evaluator or launcher (spec.roles); absent for "
+        "workers.",
+        enum=[role for role in c.ROLES if role != c.WORKER],
+    )
+
+
 def _worker_status() -> Schema:
     return obj(
-        "The observed state of one worker pod.",
+        "The observed state of one pod of the job (a worker unless role says otherwise).",
         {
-            "workerId": integer("Index of the worker, 0 to workers-1 (its RANK); worker 0 is the master.", minimum=0),
+            "workerId": integer(
+                "Index of the pod within its role: for workers 0 to workers-1 (its RANK); worker 0 is the master.",
+                minimum=0,
+            ),
+            "role": _role_field("pod"),
             "podName": string("Name of the worker's current pod."),
             "phase": string(
                 "Phase of the pod: Pending, Running, Succeeded, Failed or Unknown; NotCreated when admission "
@@ -74,6 +86,27 @@ def _worker_status() -> Schema:
             "nodeName": string("Node the pod is bound to."),
         },
         required=["workerId"],
+    )
+
+
+def _role_statuses() -> Schema:
+    def count(what: str) -> Schema:
+        return integer(what, minimum=0)
+
+    role = obj(
+        "The pods of one role.",
+        {
+            "replicas": count("Pods of this role the job wants (the worker count, or spec.roles.<role>.replicas)."),
+            "pending": count("Pods of this role that are Pending."),
+            "running": count("Pods of this role that are Running."),
+            "succeeded": count("Pods of this role that Succeeded."),
+            "failed": count("Pods of this role that Failed and were not replaced yet."),
+        },
+    )
+    return obj(
+        "Per role, how many pods the job wants and in which phase its current pods are; present for jobs with "
+        "spec.roles or spec.elastic.",
+        {name: role for name in c.ROLES},
     )
 
 
@@ -100,7 +133,8 @@ def _last_failure() -> Schema:
         "The most recent worker failure that made the operator restart the workers or fail the job; kept after "
         "the pod is gone so the cause stays visible.",
         {
-            "workerId": integer("Index of the worker that failed (its RANK).", minimum=0),
+            "workerId": integer("Index of the pod that failed within its role (a worker's RANK).", minimum=0),
+            "role": _role_field("pod that failed"),
             "podName": string("Name of the pod that failed."),
             "exitCode": integer("Exit code of the worker's container, when it terminated with one."),
             "reason": string("Why the pod or its container failed, e.g. Error or OOMKilled."),
@@ -244,7 +278,11 @@ def status_schema() -> Schema:
                 "When the job first reached Running (all workers running); spec.activeDeadlineSeconds counts from here."
             ),
             "completionTime": _timestamp("When the job reached Succeeded or Failed."),
-            "workerStatuses": array("The observed state of each worker, by workerId.", _worker_status()),
+            "workerStatuses": array(
+                "The observed state of each pod, by role (chief, launcher, ps, worker, evaluator) and workerId.",
+                _worker_status(),
+            ),
+            "roleStatuses": _role_statuses(),
             "selector": string(
                 "Label selector of the job's worker pods, in string form (the scale subresource's selector)."
             ),

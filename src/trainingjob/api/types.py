@@ -123,6 +123,64 @@ class Checkpoint:
 
 
 @dataclass(frozen=True)
+class RoleSpec:
+    """spec.roles.<role>: how many pods of a role other than worker, and what they do differently from workers.
+
+    None means "as the workers": command, args and resources fall back to spec's; env is added to spec.env."""
+
+    replicas: int = 1
+    gpus: int = 0
+    resources: dict[str, dict[str, Any]] | None = None
+    command: list[str] | None = None
+    args: list[str] | None = None
+    env: list[dict[str, Any]] = field(default_factory=list)
+    restart_policy: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RoleSpec:
+        resources = data.get("resources")
+        return cls(
+            replicas=int(data.get("replicas", 1)),
+            gpus=int(data.get("gpus", 0)),
+            resources=None if resources is None else {key: dict(value) for key, value in resources.items()},
+            command=None if data.get("command") is None else list(data["command"]),
+            args=None if data.get("args") is None else list(data["args"]),
+            env=[dict(e) for e in data.get("env") or []],
+            restart_policy=data.get("restartPolicy"),
+        )
+
+
+def _roles(data: Any) -> dict[str, RoleSpec]:
+    """spec.roles by role name; anything the schema would not have let through is left out."""
+    if not isinstance(data, Mapping):
+        return {}
+    return {
+        role: RoleSpec.from_dict(value)
+        for role, value in data.items()
+        if role in k.ROLES and role != k.WORKER and isinstance(value, Mapping)
+    }
+
+
+@dataclass(frozen=True)
+class Elastic:
+    """spec.elastic: PyTorch elastic training (torchrun's c10d rendezvous) between minWorkers and maxWorkers."""
+
+    min_workers: int
+    max_workers: int
+    max_restarts: int = 10
+
+    @classmethod
+    def from_dict(cls, data: Any, workers: int) -> Elastic | None:
+        if not isinstance(data, Mapping):
+            return None
+        return cls(
+            min_workers=int(data.get("minWorkers", 1)),
+            max_workers=int(data.get("maxWorkers", workers)),
+            max_restarts=int(data.get("maxRestarts", 10)),
+        )
+
+
+@dataclass(frozen=True)
 class JobSpec:
     """spec of a TrainingJob; field names follow the CRD (snake_case here)."""
 
@@ -160,6 +218,26 @@ class JobSpec:
     success_policy: str = "AllWorkers"
     failure_policy: FailurePolicy = field(default_factory=FailurePolicy)
     checkpoint: Checkpoint = field(default_factory=Checkpoint)
+    roles: dict[str, RoleSpec] = field(default_factory=dict)
+    elastic: Elastic | None = None
+
+    def replicas_of(self, role: str) -> int:
+        """How many pods of `role` the job wants (0 for a role it does not have)."""
+        if role == k.WORKER:
+            return self.workers
+        spec = self.roles.get(role)
+        return spec.replicas if spec is not None else 0
+
+    @property
+    def has_roles(self) -> bool:
+        """Whether the job has pods of a role other than worker (a multi-role topology)."""
+        return any(spec.replicas > 0 for spec in self.roles.values())
+
+    def gpus_of(self, role: str) -> int:
+        if role == k.WORKER:
+            return self.gpu_per_worker
+        spec = self.roles.get(role)
+        return spec.gpus if spec is not None else 0
 
     @property
     def checkpoint_path(self) -> str:
@@ -232,6 +310,8 @@ class JobSpec:
             success_policy=spec.get("successPolicy", "AllWorkers"),
             failure_policy=FailurePolicy.from_dict(spec.get("failurePolicy")),
             checkpoint=Checkpoint.from_dict(spec.get("checkpoint")),
+            roles=_roles(spec.get("roles")),
+            elastic=Elastic.from_dict(spec.get("elastic"), int(spec.get("workers", 1))),
         )
 
 

@@ -90,11 +90,28 @@ def without_defaults(value: Any, schema: dict[str, Any]) -> Any:
     return result
 
 
+def _shaping_fields(spec: Any) -> dict[str, Any]:
+    """spec without the fields that do not shape the pods: the policy fields, each role's restartPolicy, and the
+    worker count of an elastic job (scaled without restarting anyone)."""
+    relevant = {key: value for key, value in spec.items() if key not in POLICY_FIELDS}
+    if isinstance(relevant.get("elastic"), dict):
+        relevant.pop("workers", None)
+    roles = relevant.get("roles")
+    if isinstance(roles, dict):
+        relevant["roles"] = {
+            role: {key: value for key, value in entry.items() if key != "restartPolicy"}
+            if isinstance(entry, dict)
+            else entry
+            for role, entry in roles.items()
+        }
+    return relevant
+
+
 def spec_hash(job: TrainingJob) -> str:
     """Fingerprint of everything in spec that shapes the workers, as this operator's schema reads it (defaults and
     unknown fields left out, see without_defaults); a different fingerprint after a spec edit (a new
     metadata.generation) means a coordinated restart."""
-    relevant = {key: value for key, value in job.raw_spec.items() if key not in POLICY_FIELDS}
+    relevant = _shaping_fields(job.raw_spec)
     canonical = json.dumps(
         without_defaults(relevant, _spec_schema()), sort_keys=True, separators=(",", ":"), default=str
     )

@@ -7,25 +7,36 @@ import re
 from typing import Any
 
 from trainingjob.api import constants as k
-from trainingjob.api.names import worker_host
+from trainingjob.api.names import pod_host
+from trainingjob.api.replicas import chief_replica, role_counts
 from trainingjob.api.types import TrainingJob
 from trainingjob.config import OperatorConfig
-from trainingjob.frameworks.base import WorkerContext
+from trainingjob.frameworks.base import ElasticRendezvous, WorkerContext
 from trainingjob.frameworks.registry import framework_for
 
 
-def worker_context(job: TrainingJob, index: int) -> WorkerContext:
+def worker_context(job: TrainingJob, index: int, role: str = k.WORKER) -> WorkerContext:
+    """What the framework needs to know about pod `index` of `role` and its peers."""
     spec = job.spec
-    hosts = tuple(worker_host(job.name, job.namespace, i) for i in range(spec.workers))
+    hosts = {
+        name: tuple(pod_host(job.name, job.namespace, name, i) for i in range(count))
+        for name, count in role_counts(spec).items()
+    }
+    elastic = spec.elastic
     return WorkerContext(
         job_name=job.name,
         namespace=job.namespace,
         index=index,
         workers=spec.workers,
-        hosts=hosts,
+        hosts=hosts[k.WORKER],
         port=spec.master_port,
         processes_per_worker=spec.processes_per_worker,
         backend=spec.backend,
+        role=role,
+        role_hosts=hosts if spec.has_roles else {},
+        elastic=None
+        if elastic is None
+        else ElasticRendezvous(elastic.min_workers, elastic.max_workers, elastic.max_restarts, job.name),
     )
 
 
@@ -48,12 +59,15 @@ def hyperparameter_env(hyperparameters: dict[str, Any]) -> dict[str, str]:
     return {hyperparameter_env_name(key): hyperparameter_value(hyperparameters[key]) for key in sorted(hyperparameters)}
 
 
-def identity_env(job: TrainingJob, index: int, attempt: int) -> dict[str, str]:
+def identity_env(job: TrainingJob, index: int, attempt: int, role: str = k.WORKER) -> dict[str, str]:
     spec = job.spec
+    chief = chief_replica(spec)
     env = {
         "TRAININGJOB_NAME": job.name,
         "TRAININGJOB_NAMESPACE": job.namespace,
         "TRAININGJOB_FRAMEWORK": spec.framework,
+        "TRAININGJOB_ROLE": role,
+        "TRAININGJOB_IS_CHIEF": "true" if (role, index) == (chief.role, chief.index) else "false",
         "TRAININGJOB_WORKER_INDEX": str(index),
         "TRAININGJOB_WORLD_SIZE": str(spec.workers),
         "TRAININGJOB_RESTART_COUNT": str(attempt),
@@ -88,15 +102,24 @@ def progress_env(config: OperatorConfig | None) -> dict[str, str]:
     }
 
 
+def user_env(job: TrainingJob, role: str) -> list[dict[str, Any]]:
+    """spec.env, with a role's own env (spec.roles.<role>.env) over it by name."""
+    role_spec = job.spec.roles.get(role)
+    if role_spec is None or not role_spec.env:
+        return list(job.spec.env)
+    overridden = {entry.get("name") for entry in role_spec.env}
+    return [entry for entry in job.spec.env if entry.get("name") not in overridden] + list(role_spec.env)
+
+
 def worker_env(
-    job: TrainingJob, index: int, attempt: int, config: OperatorConfig | None = None
+    job: TrainingJob, index: int, attempt: int, config: OperatorConfig | None = None, role: str = k.WORKER
 ) -> list[dict[str, Any]]:
     """Ours first, the user's last: user values may then refer to ours with $(NAME) expansion."""
     framework = framework_for(job.spec.framework)
     ours = {
-        **framework.worker_env(worker_context(job, index)),
-        **identity_env(job, index, attempt),
+        **framework.worker_env(worker_context(job, index, role)),
+        **identity_env(job, index, attempt, role),
         **progress_env(config),
         **hyperparameter_env(job.spec.hyperparameters),
     }
-    return [{"name": name, "value": value} for name, value in ours.items()] + list(job.spec.env)
+    return [{"name": name, "value": value} for name, value in ours.items()] + user_env(job, role)

@@ -10,12 +10,13 @@ import copy
 from typing import Any
 
 from trainingjob.api import constants as k
-from trainingjob.api.names import config_map_name, service_name, worker_pod_name
+from trainingjob.api.names import config_map_name, mpi_key_secret_name, pod_name, service_name
 from trainingjob.api.types import TrainingJob
 from trainingjob.builders.common import child_metadata, spec_hash
 from trainingjob.builders.env import worker_env
 from trainingjob.builders.pvc import checkpoint_claim_name
 from trainingjob.config import OperatorConfig
+from trainingjob.frameworks import mpi
 from trainingjob.scheduling.gang import LABEL_GANG, Membership
 
 # What PodSecurity `restricted` asks of a container that stock images (which often run as root) also tolerate.
@@ -40,22 +41,27 @@ def default_security(restricted: bool) -> tuple[dict[str, Any], dict[str, Any]]:
     return copy.deepcopy(BASE_POD_SECURITY), copy.deepcopy(BASE_CONTAINER_SECURITY)
 
 
-def worker_labels(job: TrainingJob, index: int, attempt: int, fingerprint: str) -> dict[str, str]:
+def worker_labels(job: TrainingJob, index: int, attempt: int, fingerprint: str, role: str = k.WORKER) -> dict[str, str]:
     return {
         **job.spec.pod_labels,
-        k.LABEL_ROLE: "worker",
+        k.LABEL_ROLE: role,
         k.LABEL_WORKER_INDEX: str(index),
         k.LABEL_ATTEMPT: str(attempt),
         k.LABEL_SPEC_HASH: fingerprint,
     }
 
 
-def worker_resources(job: TrainingJob) -> dict[str, dict[str, Any]]:
-    """The user's requests/limits plus `nvidia.com/gpu` in both (extended resources need limits == requests)."""
-    requests = dict(job.spec.resources.get("requests") or {})
-    limits = dict(job.spec.resources.get("limits") or {})
-    if job.spec.gpu_per_worker > 0:
-        requests[k.GPU_RESOURCE] = limits[k.GPU_RESOURCE] = str(job.spec.gpu_per_worker)
+def worker_resources(job: TrainingJob, role: str = k.WORKER) -> dict[str, dict[str, Any]]:
+    """The user's requests/limits (a role's own, else the workers') plus `nvidia.com/gpu` in both (extended
+    resources need limits == requests)."""
+    role_spec = job.spec.roles.get(role)
+    declared = role_spec.resources if role_spec is not None and role_spec.resources is not None else None
+    resources = job.spec.resources if declared is None else declared
+    requests = dict(resources.get("requests") or {})
+    limits = dict(resources.get("limits") or {})
+    gpus = job.spec.gpus_of(role)
+    if gpus > 0:
+        requests[k.GPU_RESOURCE] = limits[k.GPU_RESOURCE] = str(gpus)
     return {key: value for key, value in (("requests", requests), ("limits", limits)) if value}
 
 
@@ -94,13 +100,34 @@ def worker_volumes(
     if claim is not None:
         volumes.append({"name": "checkpoints", "persistentVolumeClaim": {"claimName": claim}})
         mounts.append({"name": "checkpoints", "mountPath": job.spec.checkpoint_path})
+    if has_mpi_launcher(job):
+        secret = {"secretName": mpi_key_secret_name(job.name), "defaultMode": 0o444}
+        volumes.append({"name": "tj-mpi-key", "secret": secret})
+        mounts.append({"name": "tj-mpi-key", "mountPath": mpi.KEY_DIR, "readOnly": True})
     return volumes + job.spec.volumes, mounts + job.spec.volume_mounts
 
 
-def worker_placement(job: TrainingJob, config: OperatorConfig) -> dict[str, Any]:
-    """Node selection: cluster GPU defaults when GPUs are requested, the job's own settings on top."""
+def has_mpi_launcher(job: TrainingJob) -> bool:
+    return job.spec.framework == "mpi" and job.spec.replicas_of(k.LAUNCHER) > 0
+
+
+def container_command(job: TrainingJob, role: str) -> tuple[list[str], list[str]]:
+    """(command, args) of a pod of `role`: the role's own, else the workers'; the workers of an MPI job with a
+    launcher run the remote-start agent (frameworks/mpi.py) instead."""
+    spec = job.spec
+    if role == k.WORKER and has_mpi_launcher(job):
+        return list(mpi.AGENT_COMMAND), []
+    role_spec = spec.roles.get(role)
+    if role_spec is None or (role_spec.command is None and role_spec.args is None):
+        return list(spec.command), list(spec.args)
+    command = spec.command if role_spec.command is None else role_spec.command
+    return list(command), list(role_spec.args or [])
+
+
+def worker_placement(job: TrainingJob, config: OperatorConfig, role: str = k.WORKER) -> dict[str, Any]:
+    """Node selection: cluster GPU defaults when the pod requests GPUs, the job's own settings on top."""
     scheduling = job.spec.scheduling
-    wants_gpus = job.spec.gpu_per_worker > 0
+    wants_gpus = job.spec.gpus_of(role) > 0
     node_selector = {**(config.gpu_node_selector if wants_gpus else {}), **scheduling.node_selector}
     tolerations = (config.gpu_tolerations if wants_gpus else []) + scheduling.tolerations
     placement: dict[str, Any] = {}
@@ -126,34 +153,38 @@ def desired_worker_pod(
     config: OperatorConfig,
     spec_label: str | None = None,
     restricted: bool = True,
+    role: str = k.WORKER,
     gang: Membership | None = None,
 ) -> dict[str, Any]:
-    """Worker `index` of `attempt`. `spec_label` marks the spec it is built from (default: its fingerprint, see
-    reconcile/spec_version.py); `restricted`: the namespace enforces PodSecurity `restricted` (default_security);
-    `gang`: the gang it joins (scheduling/gang.py), marked by the ml.example.com/gang label besides what its
-    scheduler reads (a label, an annotation or spec.workloadRef; the job's own schedulerName wins)."""
+    """Pod `index` of `role` (a worker unless told) of `attempt`. `spec_label` marks the spec it is built from
+    (default: its fingerprint, see reconcile/spec_version.py); `restricted`: the namespace enforces PodSecurity
+    `restricted` (default_security); `gang`: the gang it joins (scheduling/gang.py), marked by the ml.example.com/gang
+    label besides what its scheduler reads (a label, an annotation or spec.workloadRef; the job's own schedulerName
+    wins)."""
     spec = job.spec
     volumes, mounts = worker_volumes(job, config)
-    labels = worker_labels(job, index, attempt, spec_label or spec_hash(job))
+    labels = worker_labels(job, index, attempt, spec_label or spec_hash(job), role)
     if gang is not None:
         labels.update({**gang.labels, LABEL_GANG: gang.gang})
-    metadata = child_metadata(job, worker_pod_name(job.name, index), labels)
+    name = pod_name(job.name, role, index)
+    metadata = child_metadata(job, name, labels)
     metadata["annotations"] = {**spec.pod_annotations, **(gang.annotations if gang is not None else {})}
     pod_security, container_security = default_security(restricted)
+    command, args = container_command(job, role)
     container: dict[str, Any] = {
         "name": "trainer",
         "image": spec.image,
-        "command": list(spec.command),
-        "env": worker_env(job, index, attempt, config),
+        "command": command,
+        "env": worker_env(job, index, attempt, config, role),
         "ports": [{"name": "dist", "containerPort": spec.master_port, "protocol": "TCP"}],
         "volumeMounts": mounts,
         "securityContext": container_security
         if spec.security_context is None
         else copy.deepcopy(spec.security_context),
     }
-    if spec.args:
-        container["args"] = list(spec.args)
-    resources = worker_resources(job)
+    if args:
+        container["args"] = args
+    resources = worker_resources(job, role)
     if resources:
         container["resources"] = resources
     return {
@@ -163,7 +194,7 @@ def desired_worker_pod(
         "spec": {
             # Restarts are the operator's decision (gang semantics, backoff, exit codes), never the kubelet's.
             "restartPolicy": "Never",
-            "hostname": worker_pod_name(job.name, index),
+            "hostname": name,
             "subdomain": service_name(job.name),
             # Service links would add env vars for every Service in the namespace to thousands of pods.
             "enableServiceLinks": False,
@@ -171,6 +202,6 @@ def desired_worker_pod(
             "containers": [container],
             "volumes": volumes,
             **(dict(gang.spec) if gang is not None else {}),
-            **worker_placement(job, config),
+            **worker_placement(job, config, role),
         },
     }

@@ -1,4 +1,9 @@
-"""The headless Service that gives every worker a stable DNS name (`<pod>.<job>-workers.<ns>.svc`)."""
+"""The headless Service that gives every pod a stable DNS name (`<pod>.<job>-workers.<ns>.svc`).
+
+It selects the workers (`ml.example.com/role: worker`), or every pod of the job when it has other roles (chief,
+ps, evaluator, launcher). A Service's selector is not compared with the spec afterwards, so jobs keep the selector
+they were created with: spec.roles cannot be added to or removed from an existing job (a CEL rule says so).
+"""
 
 from __future__ import annotations
 
@@ -20,6 +25,12 @@ def service_ports(ports: list[dict[str, Any]] | None) -> ServicePorts:
     )
 
 
+def service_selector(job: TrainingJob) -> dict[str, str]:
+    if job.spec.has_roles:
+        return {k.LABEL_JOB_NAME: job.name}
+    return {k.LABEL_JOB_NAME: job.name, k.LABEL_ROLE: k.WORKER}
+
+
 def desired_service(job: TrainingJob) -> dict[str, Any]:
     port = job.spec.master_port
     return {
@@ -30,7 +41,7 @@ def desired_service(job: TrainingJob) -> dict[str, Any]:
             "clusterIP": "None",
             # Rendezvous happens before any worker is Ready; peers must resolve each other from the start.
             "publishNotReadyAddresses": True,
-            "selector": {k.LABEL_JOB_NAME: job.name, k.LABEL_ROLE: "worker"},
+            "selector": service_selector(job),
             "ports": [{"name": "dist", "port": port, "targetPort": port, "protocol": "TCP"}],
         },
     }

@@ -6,13 +6,30 @@ framework, builder or the planner changes (Kubeflow Trainer's plugin idea, witho
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Protocol
+
+WORKER = "worker"
+
+
+@dataclass(frozen=True)
+class ElasticRendezvous:
+    """torchrun's elastic settings: the node count range, the agents' restart budget, the rendezvous run id."""
+
+    min_nodes: int
+    max_nodes: int
+    max_restarts: int
+    run_id: str
 
 
 @dataclass(frozen=True)
 class WorkerContext:
-    """Everything a framework may need to know about one worker and its peers."""
+    """Everything a framework may need to know about one pod and its peers.
+
+    `index` is the pod's index within its `role`; `workers` and `hosts` are the worker role's. `role_hosts` has the
+    hosts of every role the job has (worker included) when it has more than workers; empty, the job is one gang
+    of workers (the contract every framework started with)."""
 
     job_name: str
     namespace: str
@@ -22,10 +39,18 @@ class WorkerContext:
     port: int
     processes_per_worker: int
     backend: str
+    role: str = WORKER
+    role_hosts: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    elastic: ElasticRendezvous | None = None
 
     @property
     def master_host(self) -> str:
         return self.hosts[0]
+
+    def hosts_of(self, role: str) -> tuple[str, ...]:
+        if role == WORKER:
+            return self.hosts
+        return tuple(self.role_hosts.get(role, ()))
 
 
 class Framework(Protocol):

@@ -1,29 +1,67 @@
 """MPI (Open MPI): a hostfile with `<host> slots=N` per worker, and the OMPI variables that point at it.
 
-Worker 0 is expected to run `mpirun` (the user's command); the other workers only need to be reachable. How
-mpirun reaches them (ssh keys baked into the image, or a PMIx launcher) is the image's business: the operator
-provides names, slots and the hostfile.
+Without a launcher, worker 0 is expected to run `mpirun` (the user's command) and how it reaches the other workers
+(ssh keys baked into the image, or a PMIx launcher) is the image's business.
+
+With spec.roles.launcher, the operator makes it work: the launcher pod runs the user's command (mpirun ...), the
+workers run the remote-start agent from the job's ConfigMap (trainingjob/sdk/mpi_agent.py, Python's standard library
+only), and Open MPI's rsh launcher (`OMPI_MCA_plm_rsh_agent`) starts its daemons on the workers through that agent
+instead of ssh: no sshd, no keys in the image. Every request carries an HMAC of a per-connection challenge made
+with a key only this job's pods mount (the Secret `<job>-mpi-key`, created by the operator), so nothing else can
+run commands in the workers. The hostfile lists the workers only: the launcher runs no ranks.
 """
 
 from __future__ import annotations
 
-from trainingjob.api.constants import CONFIG_MOUNT_PATH, HOSTFILE
+import functools
+from pathlib import Path
+
+from trainingjob.api.constants import CONFIG_MOUNT_PATH, HOSTFILE, LAUNCHER
 from trainingjob.frameworks.base import WorkerContext
 
 HOSTFILE_PATH = f"{CONFIG_MOUNT_PATH}/{HOSTFILE}"
+AGENT_FILE = "mpi-agent.py"
+AGENT_PATH = f"{CONFIG_MOUNT_PATH}/{AGENT_FILE}"
+KEY_DIR = "/var/run/secrets/trainingjob/mpi"
+KEY_FILE = "key"
+# What the workers of a launcher job run: the agent, serving the launcher's requests until the job ends.
+AGENT_COMMAND = ("python3", AGENT_PATH, "serve")
+
+
+@functools.cache
+def agent_source() -> str:
+    """The agent script shipped in the job's ConfigMap (one self-contained file of the SDK)."""
+    return (Path(__file__).resolve().parent.parent / "sdk" / "mpi_agent.py").read_text()
+
+
+def has_launcher(context: WorkerContext) -> bool:
+    return bool(context.hosts_of(LAUNCHER))
 
 
 class Mpi:
     name = "mpi"
 
     def worker_env(self, context: WorkerContext) -> dict[str, str]:
-        return {
+        env = {
             "OMPI_MCA_orte_default_hostfile": HOSTFILE_PATH,
             "OMPI_MCA_orte_keep_fqdn_hostnames": "true",
             "OMPI_MCA_orte_set_default_slots": str(context.processes_per_worker),
             "MPI_HOSTFILE": HOSTFILE_PATH,
         }
+        if has_launcher(context):
+            env.update(
+                {
+                    # mpirun (and orted, which spawns further daemons as a tree) start remote daemons with this.
+                    "OMPI_MCA_plm_rsh_agent": f"python3 {AGENT_PATH}",
+                    "TRAININGJOB_MPI_AGENT_PORT": str(context.port),
+                    "TRAININGJOB_MPI_KEY_FILE": f"{KEY_DIR}/{KEY_FILE}",
+                }
+            )
+        return env
 
     def config_files(self, context: WorkerContext) -> dict[str, str]:
         lines = [f"{host} slots={context.processes_per_worker}" for host in context.hosts]
-        return {HOSTFILE: "\n".join(lines) + "\n"}
+        files = {HOSTFILE: "\n".join(lines) + "\n"}
+        if has_launcher(context):
+            files[AGENT_FILE] = agent_source()
+        return files

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from trainingjob.api import constants as k
-from trainingjob.frameworks.base import Framework, WorkerContext
+from trainingjob.frameworks.base import ElasticRendezvous, Framework, WorkerContext
 from trainingjob.frameworks.jax import Jax
 from trainingjob.frameworks.mpi import Mpi
 from trainingjob.frameworks.pytorch import PyTorch
@@ -19,11 +19,16 @@ def framework_for(name: str) -> Framework:
 
 
 def _sample_contexts() -> tuple[WorkerContext, ...]:
-    """A single CPU worker and a multi-GPU gang: between them every variable a framework ever sets appears."""
+    """A single CPU worker, a multi-GPU gang, a pod of every other role and an elastic worker: between them every
+    variable a framework ever sets appears."""
     hosts = ("w-0.svc", "w-1.svc")
+    roles = {k.WORKER: hosts, **{role: (f"{role}-0.svc",) for role in k.ROLES if role != k.WORKER}}
+    elastic = ElasticRendezvous(1, 2, 3, "j")
     return (
         WorkerContext("j", "ns", 0, 1, hosts[:1], k.DEFAULT_MASTER_PORT, 1, "gloo"),
         WorkerContext("j", "ns", 1, 2, hosts, k.DEFAULT_MASTER_PORT, 2, "nccl"),
+        *(WorkerContext("j", "ns", 0, 2, hosts, k.DEFAULT_MASTER_PORT, 1, "gloo", role, roles) for role in roles),
+        WorkerContext("j", "ns", 0, 2, hosts, k.DEFAULT_MASTER_PORT, 1, "gloo", elastic=elastic),
     )
 
 

@@ -1,4 +1,12 @@
-"""TensorFlow: TF_CONFIG for MultiWorkerMirroredStrategy (every pod is a `worker`; worker 0 acts as chief)."""
+"""TensorFlow: TF_CONFIG, the cluster spec and this pod's task, as `TFConfigClusterResolver` reads it.
+
+Workers only (MultiWorkerMirroredStrategy): every pod is a `worker` and worker 0 acts as chief. With spec.roles the
+cluster also has a `chief` (the coordinator of ParameterServerStrategy, or Estimator's chief) and `ps` tasks, each
+pod reachable at its own DNS name on the job's port. An `evaluator` is not part of the training cluster (TensorFlow
+allows at most one; it evaluates the checkpoints the chief writes, as tf.keras.utils.SidecarEvaluator does): its
+TF_CONFIG carries the training cluster with task type evaluator, and no other task's cluster lists it, so nobody
+waits for it.
+"""
 
 from __future__ import annotations
 
@@ -6,14 +14,26 @@ import json
 
 from trainingjob.frameworks.base import NoConfigFiles, WorkerContext
 
+# The task types of the training cluster, in the order TensorFlow's own examples list them.
+CLUSTER_ROLES = ("chief", "worker", "ps")
+
+
+def cluster_spec(context: WorkerContext) -> dict[str, list[str]]:
+    """{task type: ["host:port", ...]} for every role of the training cluster the job has."""
+    return {
+        role: [f"{host}:{context.port}" for host in context.hosts_of(role)]
+        for role in CLUSTER_ROLES
+        if context.hosts_of(role)
+    }
+
 
 class TensorFlow(NoConfigFiles):
     name = "tensorflow"
 
     def worker_env(self, context: WorkerContext) -> dict[str, str]:
         tf_config = {
-            "cluster": {"worker": [f"{host}:{context.port}" for host in context.hosts]},
-            "task": {"type": "worker", "index": context.index},
+            "cluster": cluster_spec(context),
+            "task": {"type": context.role, "index": context.index},
             "environment": "cloud",
         }
         return {"TF_CONFIG": json.dumps(tf_config, separators=(",", ":"))}

@@ -16,6 +16,8 @@ Shape (relative paths are relative to `root`, itself relative to the file; defau
         env: {PYTHONPATH: /app}
         entrypoint: []        # optional, Docker's ENTRYPOINT
         cmd: []               # optional, Docker's CMD
+        systemSitePackages: true  # optional: the venv also sees the base Python's packages (an image built FROM
+                                  # Debian with `apt-get install python3-mpi4py` and the like)
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import yaml
 from trainingjob.cluster.paths import REPO_ROOT
 
 DEFAULT_IMAGES_FILE = REPO_ROOT / "examples" / "images.yaml"
-_KEYS = {"requirements", "files", "workingDir", "user", "env", "entrypoint", "cmd"}
+_KEYS = {"requirements", "files", "workingDir", "user", "env", "entrypoint", "cmd", "systemSitePackages"}
 
 
 class ImageError(Exception):
@@ -51,14 +53,18 @@ class ImageSpec:
     env: dict[str, str] = field(default_factory=dict)
     entrypoint: tuple[str, ...] = ()
     cmd: tuple[str, ...] = ()
+    system_site_packages: bool = False
 
     def runtime_key(self, python_identity: str) -> str:
-        """Content hash of what goes into the venv: the base Python and every requirement file's bytes.
+        """Content hash of what goes into the venv: the base Python, every requirement file's bytes, and whether it
+        sees the base Python's packages.
 
         Two images with the same requirements share one venv; editing a requirements file builds a new one."""
         digest = hashlib.sha256(python_identity.encode())
         for path in self.requirements:
             digest.update(b"\0" + path.read_bytes())
+        if self.system_site_packages:
+            digest.update(b"\0--system-site-packages")
         return digest.hexdigest()[:16]
 
 
@@ -108,6 +114,7 @@ def parse_image(name: str, entry: dict[str, Any], base: Path) -> ImageSpec:
         env={str(k): str(v) for k, v in (entry.get("env") or {}).items()},
         entrypoint=tuple(str(w) for w in entry.get("entrypoint") or []),
         cmd=tuple(str(w) for w in entry.get("cmd") or []),
+        system_site_packages=bool(entry.get("systemSitePackages", False)),
     )
 
 

@@ -134,7 +134,8 @@ def ensure_runtime(image: ImageSpec, echo: Callable[[str], None] | None = None) 
         directory.mkdir(parents=True)
         log = directory / "build.log"
         started = time.monotonic()
-        _run([str(python), "-m", "venv", "--without-pip", str(runtime.venv)], log, echo)
+        system = ["--system-site-packages"] if image.system_site_packages else []
+        _run([str(python), "-m", "venv", "--without-pip", *system, str(runtime.venv)], log, echo)
         if image.requirements:
             requirements = [arg for path in image.requirements for arg in ("-r", str(path))]
             pip = [sys.executable, "-m", "pip", "--python", str(runtime.venv / "bin" / "python"), "install"]

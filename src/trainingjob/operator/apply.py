@@ -290,7 +290,7 @@ class Applier:
                 "Service": self.core.create_namespaced_service,
                 "ConfigMap": self.core.create_namespaced_config_map,
                 "PersistentVolumeClaim": self.core.create_namespaced_persistent_volume_claim,
-            }[action.kind]
+            }.get(action.kind) or self.core.create_namespaced_secret  # the MPI launcher's key (builders/secret.py)
             await unread(create, ns, action.manifest)
         elif isinstance(action, DeleteChild):
             # A body with gracePeriodSeconds 0 forces the delete (the client's keyword is ignored with a body).

@@ -1,5 +1,6 @@
 """Who may report progress for which job: TokenReview with our audience, then the token's pod must be a
-worker of that very job (a pod of job A can never write job B) and one allowed to report (worker 0 by default).
+worker of that very job (a pod of job A can never write job B) and one allowed to report (worker 0 by default; the
+chief 0 in a TensorFlow job with a chief).
 
 "A worker of that job" means controlled by it (an ownerReference with controller=true and the job's uid), not
 merely labelled like one: anyone who may create pods in the namespace can copy our labels onto a pod of theirs."""
@@ -13,6 +14,7 @@ import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from trainingjob.api.constants import CHIEF, WORKER
 from trainingjob.progress.report import ReportError
 from trainingjob.reconcile.observed import PodView
 
@@ -50,6 +52,7 @@ def authorize(
     otherwise."""
     if caller.namespace != namespace:
         raise ReportError(403, "the token's pod is not in this job's namespace")
+    job_pods = list(job_pods)
     pod = next(
         (p for p in job_pods if p.name == caller.pod_name and (not caller.pod_uid or p.uid == caller.pod_uid)), None
     )
@@ -59,9 +62,16 @@ def authorize(
         raise ReportError(403, f"pod {caller.pod_name} is not controlled by this job")
     if pod.deleting:
         raise ReportError(403, f"pod {caller.pod_name} is being deleted")
-    if pod.index not in reporters:
-        raise ReportError(403, f"worker {pod.index} may not report progress (allowed: {sorted(reporters)})")
+    role = reporting_role(job_pods)
+    if pod.role != role or pod.index not in reporters:
+        allowed = ", ".join(f"{role} {index}" for index in sorted(reporters))
+        raise ReportError(403, f"{pod.role} {pod.index} may not report progress (allowed: {allowed})")
     return pod
+
+
+def reporting_role(job_pods: Iterable[PodView]) -> str:
+    """Whose reports count: TensorFlow's chief when the job has one (it runs the training loop), else the workers."""
+    return CHIEF if any(p.role == CHIEF for p in job_pods) else WORKER
 
 
 async def review_token(api: client.ApiClient, token: str) -> client.V1TokenReviewStatus | None:

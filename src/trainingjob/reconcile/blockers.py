@@ -2,7 +2,7 @@
 Warning Event, and which pods the stuck-pod policy force-deletes.
 
 Every finding is a Blocker: the reason (the condition's and the Event's), the worker or child it is about, and a
-sentence for people. The first one (by worker index) becomes the condition; status.message counts the others.
+sentence for people. The first one (by role and index) becomes the condition; status.message counts the others.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from trainingjob.api.replicas import Replica, replica_order
 from trainingjob.api.types import TrainingJob, parse_time
 from trainingjob.reconcile.actions import Event
 from trainingjob.reconcile.observed import ObservedChildren, PodView
@@ -38,14 +39,14 @@ class Blocker:
 
 
 def subject(pod: PodView) -> str:
-    return f"worker {pod.index} (pod {pod.name})"
+    return f"{pod.role} {pod.index} (pod {pod.name})"
 
 
-def worker_blockers(current: Mapping[int, PodView]) -> list[Blocker]:
-    """Workers the kubelet cannot start (image, config, runAsNonRoot...) or the scheduler cannot place."""
+def worker_blockers(current: Mapping[Replica, PodView]) -> list[Blocker]:
+    """Pods the kubelet cannot start (image, config, runAsNonRoot...) or the scheduler cannot place."""
     found = []
-    for index in sorted(current):
-        pod = current[index]
+    for replica in sorted(current, key=replica_order):
+        pod = current[replica]
         if pod.deleting or pod.phase not in ("Pending", "Running"):
             continue
         if pod.waiting_reason:
@@ -149,7 +150,7 @@ def claim_blocker(
 
 def find_blockers(
     job: TrainingJob,
-    current: Mapping[int, PodView],
+    current: Mapping[Replica, PodView],
     observed: ObservedChildren,
     now: datetime.datetime,
     stuck_after: int,

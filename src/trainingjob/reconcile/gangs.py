@@ -11,19 +11,20 @@ attempt, so a new gang object with the new size; the old one goes once no live w
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from trainingjob.api.replicas import Replica, replica_order
 from trainingjob.api.types import TrainingJob
 from trainingjob.builders.pod import worker_resources
 from trainingjob.node.quantity import QuantityError, parse_quantity
 from trainingjob.reconcile.actions import CreateChild, DeleteChild, Event
 from trainingjob.reconcile.blockers import Blocker
 from trainingjob.reconcile.observed import ObservedChildren, PodView
-from trainingjob.scheduling.gang import GangChoice, GangView, Membership, choose, gang_name
-from trainingjob.scheduling.quota import describe, pod_demand, shortfalls
+from trainingjob.scheduling.gang import GangChoice, GangView, Membership, choose, gang_members, gang_name
+from trainingjob.scheduling.quota import describe, gang_shortfalls, pod_demand
 
 UNAVAILABLE = "GangSchedulingUnavailable"
 QUOTA = "QuotaExceeded"
@@ -58,7 +59,7 @@ def own_gangs(job: TrainingJob, observed: ObservedChildren) -> dict[str, GangVie
     return {name: view for name, view in observed.gangs.items() if view.controller_uid in ("", job.uid)}
 
 
-def joined_gang(current: Mapping[int, PodView]) -> tuple[bool, str | None]:
+def joined_gang(current: Mapping[Replica, PodView]) -> tuple[bool, str | None]:
     """(whether current workers exist, the gang most of them joined)."""
     labels = [p.gang for p in current.values() if p.live]
     if not labels:
@@ -66,20 +67,27 @@ def joined_gang(current: Mapping[int, PodView]) -> tuple[bool, str | None]:
     return True, Counter(labels).most_common(1)[0][0]
 
 
-def gang_requests(job: TrainingJob, min_count: int) -> dict[str, str]:
-    """What `min_count` workers request together: coscheduling's and Volcano's minResources."""
-    requests = worker_resources(job).get("requests") or {}
-    total: dict[str, str] = {}
-    for resource, value in requests.items():
-        try:
-            amount = parse_quantity(value) * min_count
-        except QuantityError:
-            continue  # the API server refuses such a pod anyway, and says why
-        total[resource] = format(amount.normalize() if amount != amount.to_integral() else Decimal(int(amount)), "f")
-    return total
+def gang_requests(job: TrainingJob) -> dict[str, str]:
+    """What the gang's members (gang_members: each role's own resources) request together: coscheduling's and
+    Volcano's minResources."""
+    total: dict[str, Decimal] = {}
+    for role, count in gang_members(job.spec).items():
+        for resource, value in (worker_resources(job, role).get("requests") or {}).items():
+            try:
+                amount = parse_quantity(value) * count
+            except QuantityError:
+                continue  # the API server refuses such a pod anyway, and says why
+            total[resource] = total.get(resource, Decimal(0)) + amount
+    return {
+        resource: format(amount.normalize() if amount != amount.to_integral() else Decimal(int(amount)), "f")
+        for resource, amount in total.items()
+        if amount
+    }
 
 
-def plan_gang(job: TrainingJob, observed: ObservedChildren, current: Mapping[int, PodView], attempt: int) -> GangPlan:
+def plan_gang(
+    job: TrainingJob, observed: ObservedChildren, current: Mapping[Replica, PodView], attempt: int
+) -> GangPlan:
     """The gang for workers created now, and its object created first (workers wait until the cache shows it)."""
     choice = choose(job, observed.gang_apis)
     if choice.unavailable is not None:
@@ -93,23 +101,32 @@ def plan_gang(job: TrainingJob, observed: ObservedChildren, current: Mapping[int
     view = own_gangs(job, observed).get(name)
     plan = GangPlan(choice, name, provider.membership(name), ready=view is not None and not view.deleting)
     if view is None:
-        manifest = provider.manifest(job, name, choice.min_count, gang_requests(job, choice.min_count))
+        manifest = provider.manifest(job, name, choice.min_count, gang_requests(job))
         plan.actions.append(CreateChild(manifest))
     return plan
 
 
-def quota_blocker(job: TrainingJob, observed: ObservedChildren, missing: int) -> Blocker | None:
-    """The first quota without room for all `missing` workers (scheduling/quota.py), as a blocker."""
+def quota_blocker(job: TrainingJob, observed: ObservedChildren, missing: Sequence[Replica]) -> Blocker | None:
+    """The first quota without room for all `missing` pods (each role with its own resources, scheduling/quota.py),
+    as a blocker."""
     if not observed.quotas.quotas:
         return None
-    container = {"name": "trainer", "resources": worker_resources(job)}
-    pod = {"spec": {"containers": [container], "priorityClassName": job.spec.scheduling.priority_class_name}}
+    counts = Counter(replica.role for replica in missing)
     try:
-        demand = pod_demand(pod, observed.quotas.defaults)
+        demands = [(pod_demand(_quota_pod(job, role), observed.quotas.defaults), n) for role, n in counts.items()]
     except (ValueError, KeyError, TypeError):
         return None  # a quantity the API server refuses anyway, and says why
-    found = shortfalls(observed.quotas.quotas, demand, missing)
-    return Blocker(QUOTA, "creating the workers", f"waits for quota: {describe(found[0], missing)}") if found else None
+    found = gang_shortfalls(observed.quotas.quotas, demands)
+    if not found:
+        return None
+    unit = _unit(job)
+    return Blocker(QUOTA, f"creating the {unit}", f"waits for quota: {describe(found[0], len(missing), unit)}")
+
+
+def _quota_pod(job: TrainingJob, role: str) -> dict[str, Any]:
+    """What quota admission reads of a pod of `role`: its container's resources and its priority class."""
+    container = {"name": "trainer", "resources": worker_resources(job, role)}
+    return {"spec": {"containers": [container], "priorityClassName": job.spec.scheduling.priority_class_name}}
 
 
 def release_gangs(job: TrainingJob, observed: ObservedChildren, keep: Iterable[str | None] = ()) -> list[DeleteChild]:
@@ -124,7 +141,7 @@ def release_gangs(job: TrainingJob, observed: ObservedChildren, keep: Iterable[s
 
 
 def gang_record(
-    job: TrainingJob, plan: GangPlan, observed: ObservedChildren, current: Mapping[int, PodView]
+    job: TrainingJob, plan: GangPlan, observed: ObservedChildren, current: Mapping[Replica, PodView]
 ) -> dict[str, Any] | None:
     """status.gang: the current gang, how many of its workers are placed, and whether it is scheduled or why not."""
     if plan.blocker is not None:
@@ -136,7 +153,7 @@ def gang_record(
     min_count = (view.min_count if view is not None else 0) or plan.choice.min_count
     members = [p for p in current.values() if p.gang == plan.name and p.live]
     placed = sum(1 for p in members if p.node_name)
-    state, reason, message = _placement(view, members, placed, min_count)
+    state, reason, message = _placement(view, members, placed, min_count, _unit(job))
     if plan.quota is not None and state == WAITING:
         reason, message = QUOTA, plan.quota.message
     record = {
@@ -159,25 +176,34 @@ def gang_record(
     return record
 
 
-def _placement(view: GangView | None, members: list[PodView], placed: int, min_count: int) -> tuple[str, str, str]:
+def _unit(job: TrainingJob) -> str:
+    return "pods" if job.spec.has_roles else "workers"
+
+
+def _placement(
+    view: GangView | None, members: list[PodView], placed: int, min_count: int, unit: str
+) -> tuple[str, str, str]:
+    """(state, reason, message) of the gang; `unit` names its members (workers, or pods with other roles)."""
     if placed >= min_count:
-        return SCHEDULED, "GangScheduled", f"{placed} workers placed together (minCount {min_count})"
+        return SCHEDULED, "GangScheduled", f"{placed} {unit} placed together (minCount {min_count})"
     if view is None:
-        return WAITING, "GangPending", "creating the gang object before the workers"
+        return WAITING, "GangPending", f"creating the gang object before the {unit}"
     if view.state.scheduled is False:
         detail = f": {view.state.message}" if view.state.message else ""
-        return WAITING, view.state.reason or "Unschedulable", f"{placed}/{min_count} workers placed{detail}"
+        return WAITING, view.state.reason or "Unschedulable", f"{placed}/{min_count} {unit} placed{detail}"
     if len(members) < min_count:
-        return WAITING, "WorkersPending", f"{len(members)}/{min_count} workers created; none is bound before all are"
-    refused = next((p for p in sorted(members, key=lambda p: p.index) if p.unschedulable_message), None)
+        return WAITING, "WorkersPending", f"{len(members)}/{min_count} {unit} created; none is bound before all are"
+    refused = next(
+        (p for p in sorted(members, key=lambda p: replica_order(p.replica)) if p.unschedulable_message), None
+    )
     if refused is not None:
         return (
             WAITING,
             "Unschedulable",
-            f"{placed}/{min_count} workers placed; worker {refused.index} cannot schedule: "
+            f"{placed}/{min_count} {unit} placed; {refused.role} {refused.index} cannot schedule: "
             f"{refused.unschedulable_message}",
         )
-    return WAITING, "Scheduling", f"{placed}/{min_count} workers placed; none is bound before all fit"
+    return WAITING, "Scheduling", f"{placed}/{min_count} {unit} placed; none is bound before all fit"
 
 
 def gang_events(job: TrainingJob, record: Mapping[str, Any] | None) -> list[Event]:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainingjob.api import constants as k
+from trainingjob.api.replicas import Replica, replica_order
 from trainingjob.reconcile.surroundings import AdmissionDenial, ClaimView, NodeView
 from trainingjob.scheduling.gang import GangApi, GangView
 from trainingjob.scheduling.quota import NamespaceQuotas
@@ -44,6 +45,12 @@ class PodView:
     # The DisruptionTarget condition's reason and message while True (e.g. PreemptionByScheduler).
     disruption_reason: str | None = None
     disruption_message: str | None = None
+    # The pod's role (worker, chief, ps, evaluator, launcher); `index` counts within it.
+    role: str = k.WORKER
+
+    @property
+    def replica(self) -> Replica:
+        return Replica(self.role, self.index)
 
     @property
     def live(self) -> bool:
@@ -116,6 +123,7 @@ def pod_view(body: Mapping[str, Any]) -> PodView:
         gang=labels.get(k.LABEL_GANG),
         disruption_reason=(disruption or {}).get("reason") if disrupted else None,
         disruption_message=(disruption or {}).get("message") if disrupted else None,
+        role=labels.get(k.LABEL_ROLE) or k.WORKER,
     )
 
 
@@ -171,7 +179,7 @@ class ObservedChildren:
     ) -> ObservedChildren:
         config_maps, services = list(config_maps), list(services)
         return cls(
-            pods=tuple(sorted(pods, key=lambda p: (p.index, p.name))),
+            pods=tuple(sorted(pods, key=lambda p: (*replica_order(p.replica), p.name))),
             service_exists=bool(services),
             service_ports=services[0] if services else None,
             config_data=config_maps[0] if config_maps else None,

@@ -63,15 +63,17 @@ def plan_deletion(job: TrainingJob, observed: ObservedChildren) -> Plan:
     return Plan(actions=actions, status=dict(job.status))
 
 
-def pods_to_clean(job: TrainingJob, pods: list[PodView], succeeded_by_rank0: bool) -> list[PodView]:
-    """cleanPodPolicy: All deletes every worker, Running (default) the unfinished ones, None none.
+def pods_to_clean(job: TrainingJob, pods: list[PodView], succeeded: bool) -> list[PodView]:
+    """cleanPodPolicy: All deletes every pod, Running (default) the unfinished ones, None none.
 
-    With successPolicy Rank0 the other workers have nothing left to do, so unfinished ones go in any case.
+    Once the job has Succeeded, the pods still running have nothing left to do (the workers after successPolicy
+    Rank0, parameter servers and an evaluator after the chief, MPI workers after the launcher), so they go in any
+    case.
     """
     policy = job.spec.clean_pod_policy
     if policy == "All":
         return pods
-    if policy == "Running" or succeeded_by_rank0:
+    if policy == "Running" or succeeded:
         return [p for p in pods if p.active]
     return []
 
@@ -83,11 +85,9 @@ def plan_finished(
     status = result.status if just_finished else dict(job.status)
     result.status = status
     live = [p for p in observed.pods if p.live and p.uid not in observed.released_pods]
-    rank0 = status.get("conditions") and any(
-        c.get("type") == "Succeeded" and c.get("reason") == "Rank0Succeeded" for c in status["conditions"]
-    )
+    succeeded = status.get("phase") == "Succeeded"
     already = {a.name for a in result.actions if isinstance(a, DeleteChild)}
-    result.actions += delete_pods(p for p in pods_to_clean(job, live, bool(rank0)) if p.name not in already)
+    result.actions += delete_pods(p for p in pods_to_clean(job, live, succeeded) if p.name not in already)
     result.actions += [a for a in release_gangs(job, observed) if a.name not in already]
     ttl = job.spec.ttl_seconds_after_finished
     finished_at = parse_time(status.get("completionTime"))

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from trainingjob.api.types import JobSpec, parse_time
 from trainingjob.reconcile.observed import PodView
+from trainingjob.reconcile.roles import restart_policy_of
 
 RETRYABLE_EXIT_CODES = range(128, 256)  # killed by a signal: OOMKilled 137, SIGTERM 143, ...
 
@@ -24,15 +25,17 @@ class FailureDecision:
 
 
 def decide_failure(spec: JobSpec, pod: PodView) -> FailureDecision:
-    """Rules by exit code first, then restartPolicy. Disruptions never get here (they are always retried)."""
+    """Rules by exit code first, then the restart policy of the pod's role (spec.roles.<role>.restartPolicy, else
+    spec.restartPolicy). Disruptions never get here (they are always retried)."""
     code = pod.exit_code
     for rule in spec.failure_policy.rules:
         if code is not None and code in rule.exit_codes:
             reason = {"Restart": "FailurePolicyRule", "Fail": "FailurePolicyRule", "Ignore": "WorkerIgnored"}
             return FailureDecision(rule.action, reason[rule.action])
-    if spec.restart_policy == "Never":
+    policy = restart_policy_of(spec, pod.role)
+    if policy == "Never":
         return FailureDecision("Fail", "WorkerFailed")
-    if spec.restart_policy == "ExitCode" and code is not None and code not in RETRYABLE_EXIT_CODES:
+    if policy == "ExitCode" and code is not None and code not in RETRYABLE_EXIT_CODES:
         return FailureDecision("Fail", "PermanentExitCode")
     return FailureDecision("Restart", "WorkerFailed")
 

@@ -8,19 +8,22 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from trainingjob.api import constants as k
+from trainingjob.api.replicas import Replica, is_desired, replica_order
 from trainingjob.api.types import TrainingJob
 from trainingjob.reconcile import policies
 from trainingjob.reconcile.actions import Event
 from trainingjob.reconcile.observed import PodView
+from trainingjob.reconcile.roles import restarts_alone, tolerated
 from trainingjob.reconcile.spec_version import WorkerSpec
 from trainingjob.reconcile.status import Outcome, failure_message
 
 
 @dataclass
 class Gang:
-    """The job's live workers split by whether they were built from the spec in force (`spec`)."""
+    """The job's live pods split by whether they were built from the spec in force (`spec`)."""
 
-    current: dict[int, PodView]
+    current: dict[Replica, PodView]
     stale: list[PodView]
     live: list[PodView]
     spec: WorkerSpec
@@ -45,19 +48,23 @@ class Restart:
 
 
 def decide(job: TrainingJob, gang: Gang, started: bool) -> Restart | Outcome | None:
-    """Failures first (they may end the job), then disruptions, then spec changes."""
+    """Failures first (they may end the job), then disruptions, then spec changes. A failure the job outlives (an
+    evaluator's, reconcile/roles.py) is restarted while the policy allows and left Failed otherwise."""
     failed = sorted(
-        (p for p in gang.current.values() if p.phase == "Failed" and not p.disrupted), key=lambda p: p.index
+        (p for p in gang.current.values() if p.phase == "Failed" and not p.disrupted),
+        key=lambda p: replica_order(p.replica),
     )
     restart_for_failure: list[PodView] = []
     for pod in failed:
         decision = policies.decide_failure(job.spec, pod)
-        if decision.action == "Fail":
+        if decision.action == "Fail" and not tolerated(pod):
             return Outcome("Failed", decision.reason, failure_message(pod))
         if decision.action == "Restart":
             restart_for_failure.append(pod)
     if restart_for_failure:
-        return failure_restart(job, gang, restart_for_failure)
+        restart = failure_restart(job, gang, restart_for_failure)
+        if restart is not None:
+            return restart
     disrupted = disruption(job, gang, started)
     if disrupted is not None:
         return disrupted
@@ -68,16 +75,21 @@ def decide(job: TrainingJob, gang: Gang, started: bool) -> Restart | Outcome | N
     return None
 
 
-def failure_restart(job: TrainingJob, gang: Gang, failed: list[PodView]) -> Restart | Outcome:
+def failure_restart(job: TrainingJob, gang: Gang, failed: list[PodView]) -> Restart | Outcome | None:
+    """The restart for these failures; BackoffLimitExceeded once the limit is reached (None when every failure is
+    one the job outlives: those pods stay Failed)."""
     restarts = int(job.status.get("restartCount", 0))
-    first = failed[0]
+    first = next((p for p in failed if not tolerated(p)), failed[0])
     if policies.backoff_limit_reached(job.spec, restarts):
+        if all(tolerated(p) for p in failed):
+            return None
         return Outcome(
             "Failed", "BackoffLimitExceeded", f"{failure_message(first)}; backoffLimit {job.spec.backoff_limit} reached"
         )
     delay = policies.backoff_seconds(job.spec, restarts + 1)
     message = f"{failure_message(first)}; restart {restarts + 1}/{job.spec.backoff_limit} in {delay}s"
-    replace = gang.live if job.spec.failure_policy.restart_strategy == "Gang" else failed
+    alone = all(restarts_alone(job.spec, p) for p in failed)
+    replace = failed if alone else gang.live
     return Restart("WorkerFailed", message, replace, {"attempt": 1, "restartCount": 1}, delay, first, tuple(failed))
 
 
@@ -85,8 +97,8 @@ PREEMPTED = "PreemptionByScheduler"
 
 
 def disruption_message(pod: PodView, fallback: str) -> str:
-    """How a disrupted worker went: the DisruptionTarget condition says it best (preemption, eviction, taint)."""
-    who = f"worker {pod.index} (pod {pod.name})"
+    """How a disrupted pod went: the DisruptionTarget condition says it best (preemption, eviction, taint)."""
+    who = f"{pod.role} {pod.index} (pod {pod.name})"
     if pod.disruption_reason == PREEMPTED:
         return f"{who} was preempted by the scheduler for a higher-priority pod ({PREEMPTED})"
     if pod.disruption_reason:
@@ -95,31 +107,41 @@ def disruption_message(pod: PodView, fallback: str) -> str:
     return f"{who} {fallback}"
 
 
-def disruption(job: TrainingJob, gang: Gang, started: bool) -> Restart | None:
-    """An evicted/preempted worker, or one deleted by someone else after training started: always retried.
+def _replaced_with(job: TrainingJob, gang: Gang, pod: PodView, alone: list[PodView]) -> list[PodView]:
+    """What a disruption of `pod` replaces: `alone` when it restarts alone, else every live pod of the gang."""
+    return alone if restarts_alone(job.spec, pod) else gang.live
 
-    A worker marked DisruptionTarget (preempted by the scheduler, evicted) is going: its gang restarts now, so
-    the whole gang's resources go back together instead of the rest holding them for a gang that cannot run."""
-    gang_wide = job.spec.failure_policy.restart_strategy == "Gang"
+
+def disruption(job: TrainingJob, gang: Gang, started: bool) -> Restart | None:
+    """An evicted/preempted pod, or one deleted by someone else after training started: always retried.
+
+    A pod marked DisruptionTarget (preempted by the scheduler, evicted) is going: unless it restarts alone
+    (reconcile/roles.py: restartStrategy Worker, an evaluator, an elastic worker other than 0), its gang restarts
+    now, so the whole gang's resources go back together instead of the rest holding them for a gang that cannot run.
+    """
     counted = {"attempt": 1, "disruptionCount": 1}
     disrupted = next((p for p in gang.current.values() if p.disrupted and p.phase == "Failed"), None)
     if disrupted is not None:
         message = disruption_message(disrupted, f"was disrupted ({disrupted.reason or 'evicted'})")
-        return Restart("WorkerDisrupted", message, gang.live if gang_wide else [disrupted], counted)
+        return Restart("WorkerDisrupted", message, _replaced_with(job, gang, disrupted, [disrupted]), counted)
     going = next((p for p in gang.current.values() if p.disruption_reason and p.active), None)
     if going is not None:
-        return Restart("WorkerDisrupted", disruption_message(going, ""), gang.live if gang_wide else [going], counted)
+        return Restart(
+            "WorkerDisrupted", disruption_message(going, ""), _replaced_with(job, gang, going, [going]), counted
+        )
     if not started:
         return None
     present = {p.name for p in gang.live}
     for worker in job.status.get("workerStatuses") or []:
-        name, index = worker.get("podName"), worker.get("workerId", 0)
-        if worker.get("phase") in ("Pending", "Running") and name not in present and index < job.spec.workers:
-            leaving = gang.leaving.get(name) or PodView(
-                name=name or "", index=index, attempt=-1, spec_hash="", phase=""
-            )
+        name, role = worker.get("podName"), worker.get("role") or k.WORKER
+        replica = Replica(role, worker.get("workerId", 0))
+        if worker.get("phase") in ("Pending", "Running") and name not in present and is_desired(job.spec, replica):
+            leaving = gang.leaving.get(name) or PodView(name or "", replica.index, -1, "", "", role=role)
             return Restart(
-                "WorkerDisrupted", disruption_message(leaving, "was deleted"), gang.live if gang_wide else [], counted
+                "WorkerDisrupted",
+                disruption_message(leaving, "was deleted"),
+                _replaced_with(job, gang, leaving, []),
+                counted,
             )
     return None
 
@@ -129,6 +151,7 @@ def failure_record(pod: PodView, now: str) -> dict:
     optional = {"exitCode": pod.exit_code, "reason": pod.reason, "message": pod.message}
     return {
         "workerId": pod.index,
+        **({"role": pod.role} if pod.role != k.WORKER else {}),
         "podName": pod.name,
         "time": now,
         **{key: value for key, value in optional.items() if value is not None},

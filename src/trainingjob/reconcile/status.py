@@ -6,10 +6,13 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from trainingjob.api import constants as k
 from trainingjob.api.names import job_selector
+from trainingjob.api.replicas import Replica, desired_replicas, replica_order, role_counts
 from trainingjob.api.types import TrainingJob
 from trainingjob.reconcile.conditions import DesiredCondition, merge_conditions
 from trainingjob.reconcile.observed import PodView
+from trainingjob.reconcile.roles import OPTIONAL_ROLES, success_judge
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
 # Status fields that persist from one write to the next unless a plan changes them (None removes one).
@@ -39,8 +42,10 @@ class Outcome:
 
 
 def worker_status(pod: PodView) -> dict[str, Any]:
-    entry: dict[str, Any] = {
-        "workerId": pod.index,
+    entry: dict[str, Any] = {"workerId": pod.index}
+    if pod.role != k.WORKER:
+        entry["role"] = pod.role
+    entry |= {
         "podName": pod.name,
         "phase": pod.phase,
         "restartCount": pod.restart_count,
@@ -60,10 +65,11 @@ def worker_status(pod: PodView) -> dict[str, Any]:
     return entry
 
 
-def refused_worker_status(index: int, pod_name: str, message: str) -> dict[str, Any]:
-    """A worker whose pod admission refused to create: it has no pod, so no pod phase (NotCreated)."""
+def refused_worker_status(replica: Replica, pod_name: str, message: str) -> dict[str, Any]:
+    """A pod admission refused to create: it has no pod, so no pod phase (NotCreated)."""
     return {
-        "workerId": index,
+        "workerId": replica.index,
+        **({"role": replica.role} if replica.role != k.WORKER else {}),
         "podName": pod_name,
         "phase": "NotCreated",
         "reason": "AdmissionDenied",
@@ -74,33 +80,66 @@ def refused_worker_status(index: int, pod_name: str, message: str) -> dict[str, 
 def failure_message(pod: PodView) -> str:
     detail = f"exit code {pod.exit_code}" if pod.exit_code is not None else "no exit code"
     reason = f" ({pod.reason})" if pod.reason else ""
-    return f"worker {pod.index} (pod {pod.name}) failed with {detail}{reason}"
+    return f"{pod.role} {pod.index} (pod {pod.name}) failed with {detail}{reason}"
+
+
+def _running_message(job: TrainingJob, running: int, required: list[Replica]) -> str:
+    """ "3/4 workers running"; with other roles "4/5 pods running (1 chief, 1 ps, 3 workers)"."""
+    if not job.spec.has_roles:
+        return f"{running}/{len(required)} workers running"
+    parts = ", ".join(
+        f"{count} {role}{'s' * (count > 1 and role == k.WORKER)}" for role, count in role_counts(job.spec).items()
+    )
+    return f"{running}/{len(required)} pods running ({parts})"
 
 
 def pods_outcome(
-    job: TrainingJob, current: Mapping[int, PodView], restarting: bool, finished_ok: Collection[int] = ()
+    job: TrainingJob, current: Mapping[Replica, PodView], restarting: bool, finished_ok: Collection[Replica] = ()
 ) -> Outcome:
-    """Phase from the current pods (one per worker index); `finished_ok` are workers whose failure is ignored."""
-    workers = job.spec.workers
+    """Phase from the current pods (one per replica); `finished_ok` are pods whose failure is ignored."""
+    spec = job.spec
 
-    def phase_of(index: int) -> str | None:
-        if index in finished_ok:
+    def phase_of(replica: Replica) -> str | None:
+        if replica in finished_ok:
             return "Succeeded"
-        pod = current.get(index)
+        pod = current.get(replica)
         return pod.phase if pod else None
 
-    phases = {i: phase_of(i) for i in range(workers)}
-    if job.spec.success_policy == "Rank0" and phases.get(0) == "Succeeded":
-        return Outcome("Succeeded", "Rank0Succeeded", "worker 0 succeeded (successPolicy Rank0)")
-    if all(phase == "Succeeded" for phase in phases.values()):
-        return Outcome("Succeeded", "AllWorkersSucceeded", f"all {workers} workers succeeded")
-    running = sum(phase in ("Running", "Succeeded") for phase in phases.values())
-    if running == workers:
-        return Outcome("Running", "AllWorkersRunning", f"{workers}/{workers} workers running")
-    message = f"{running}/{workers} workers running"
+    phases = {replica: phase_of(replica) for replica in desired_replicas(spec)}
+    judge = success_judge(spec)
+    if judge is not None and phases.get(judge[0]) == "Succeeded":
+        return Outcome("Succeeded", judge[1], judge[2])
+    workers = [r for r in phases if r.role == k.WORKER]
+    if judge is None and all(phases[r] == "Succeeded" for r in workers):
+        return Outcome("Succeeded", "AllWorkersSucceeded", f"all {len(workers)} workers succeeded")
+    required = [r for r in phases if r.role not in OPTIONAL_ROLES]
+    running = sum(phases[r] in ("Running", "Succeeded") for r in required)
+    message = _running_message(job, running, required)
+    if spec.elastic is not None:
+        running_workers = sum(phases[r] in ("Running", "Succeeded") for r in workers)
+        if running_workers >= spec.elastic.min_workers and phases.get(Replica(k.WORKER, 0)) == "Running":
+            bounds = f"elastic: {spec.elastic.min_workers} to {spec.elastic.max_workers}"
+            return Outcome("Running", "WorkersRunning", f"{running_workers}/{len(workers)} workers running ({bounds})")
+    elif running == len(required):
+        return Outcome("Running", "AllWorkersRunning", message)
     if restarting:
         return Outcome("Restarting", "Restarting", message)
     return Outcome("Pending", "WorkersPending", message)
+
+
+def role_statuses(job: TrainingJob, current: Mapping[Replica, PodView]) -> dict[str, dict[str, int]]:
+    """status.roleStatuses: per role, the pods wanted and how many are pending, running, succeeded, failed."""
+    result = {}
+    for role, count in role_counts(job.spec).items():
+        phases = [pod.phase for replica, pod in current.items() if replica.role == role]
+        result[role] = {
+            "replicas": count,
+            "pending": phases.count("Pending"),
+            "running": phases.count("Running"),
+            "succeeded": phases.count("Succeeded"),
+            "failed": phases.count("Failed"),
+        }
+    return result
 
 
 def desired_conditions(
@@ -137,18 +176,18 @@ def desired_conditions(
 def build_status(
     job: TrainingJob,
     outcome: Outcome,
-    current: Mapping[int, PodView],
+    current: Mapping[Replica, PodView],
     counters: Mapping[str, int],
     now: str,
     changes: Mapping[str, Any] | None = None,
     blocked: tuple[str, str] | None = None,
-    refused: Mapping[int, tuple[str, str]] | None = None,
+    refused: Mapping[Replica, tuple[str, str]] | None = None,
 ) -> dict[str, Any]:
     """The whole status object; callers compare it with the stored one and write only on a difference.
 
     `blocked`: the Blocked condition's (reason, message) while something keeps the workers from running; without
-    it a Blocked condition the job had turns False. `refused`: workers whose pod admission refused, by index:
-    (pod name, message)."""
+    it a Blocked condition the job had turns False. `refused`: pods admission refused, by replica: (pod name,
+    message)."""
     previous = job.status
     ever_suspended = any(c.get("type") == "Suspended" for c in previous.get("conditions") or [])
     if blocked is None and any(c.get("type") == "Blocked" for c in previous.get("conditions") or []):
@@ -165,16 +204,22 @@ def build_status(
             now,
             job.generation,
         ),
-        "workerStatuses": sorted(
-            [worker_status(pod) for pod in current.values()]
-            + [refused_worker_status(i, name, message) for i, (name, message) in (refused or {}).items()],
-            key=lambda entry: entry["workerId"],
-        ),
+        "workerStatuses": [
+            entry
+            for _, entry in sorted(
+                [(pod.replica, worker_status(pod)) for pod in current.values()]
+                + [(r, refused_worker_status(r, name, message)) for r, (name, message) in (refused or {}).items()],
+                key=lambda item: replica_order(item[0]),
+            )
+        ],
         "observedGeneration": job.generation,
-        "selector": job_selector(job.name),
-        "workers": len(current),
+        # The scale subresource's selector: the workers (what spec.workers counts).
+        "selector": job_selector(job.name) + (f",{k.LABEL_ROLE}={k.WORKER}" if job.spec.has_roles else ""),
+        "workers": sum(1 for replica in current if replica.role == k.WORKER),
         **counters,
     }
+    if job.spec.has_roles or job.spec.elastic is not None:
+        status["roleStatuses"] = role_statuses(job, current)
     carried = {key: previous[key] for key in CARRIED_FIELDS if key in previous}
     if outcome.phase == "Running" and "startTime" not in carried:
         carried["startTime"] = now

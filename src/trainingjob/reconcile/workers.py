@@ -19,9 +19,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainingjob.api.names import worker_pod_name
+from trainingjob.api.names import pod_name
+from trainingjob.api.replicas import Replica, desired_replicas, is_desired
 from trainingjob.api.types import TrainingJob, format_time, parse_time
-from trainingjob.builders.pod import desired_worker_pod
+from trainingjob.builders.pod import desired_worker_pod, has_mpi_launcher
+from trainingjob.builders.secret import desired_mpi_key_secret
 from trainingjob.config import OperatorConfig
 from trainingjob.progress.report import checkpoint_status, progress_status
 from trainingjob.reconcile import blockers, gangs, policies
@@ -62,8 +64,8 @@ def observe_gang(job: TrainingJob, observed: ObservedChildren) -> Gang:
     replaced = [p for p in observed.pods if p.live and p.uid in recorded]
     live = [p for p in observed.pods if p.live and p.uid not in observed.released_pods and p.uid not in recorded]
     spec = current_worker_spec(job, live)
-    current = {p.index: p for p in live if p.spec_hash == spec.pod_hash and 0 <= p.index < job.spec.workers}
-    stale = [p for p in live if current.get(p.index) is not p]
+    current = {p.replica: p for p in live if p.spec_hash == spec.pod_hash and is_desired(job.spec, p.replica)}
+    stale = [p for p in live if current.get(p.replica) is not p]
     leaving = {p.name: p for p in observed.pods if p.deleting}
     return Gang(current, stale, live, spec, replaced, leaving)
 
@@ -166,7 +168,7 @@ def run_gang(
     """No restart is due: create what is missing, and say what keeps the rest from running."""
     now_text = format_time(now)
     result.actions += delete_pods(gang.stale)
-    ignored = {i for i, p in gang.current.items() if p.phase == "Failed" and not p.disrupted}
+    ignored = {r for r, p in gang.current.items() if p.phase == "Failed" and not p.disrupted}
     retry_at = admission_retry_time(job, observed)
     team = gangs.plan_gang(job, observed, gang.current, counters(job, **changes.counters)["attempt"])
     changes = changes + create_missing(job, observed, gang, now, config, result, changes, retry_at, team)
@@ -214,24 +216,26 @@ def admission_retry_time(job: TrainingJob, observed: ObservedChildren) -> dateti
 
 
 def refused_workers(
-    job: TrainingJob, observed: ObservedChildren, current: dict[int, PodView]
-) -> dict[int, tuple[str, str]]:
-    """Workers without a pod because admission refused to create it: (pod name, what admission said), by index."""
+    job: TrainingJob, observed: ObservedChildren, current: dict[Replica, PodView]
+) -> dict[Replica, tuple[str, str]]:
+    """Pods that do not exist because admission refused to create them: (pod name, what admission said)."""
     refusals = {
         r.name: r.message for r in (observed.admission.refusals if observed.admission else ()) if r.kind == "Pod"
     }
     if not refusals:
         return {}
-    names = {worker_pod_name(job.name, i): i for i in range(job.spec.workers)}
+    names = {pod_name(job.name, r.role, r.index): r for r in desired_replicas(job.spec)}
     return {names[n]: (n, message) for n, message in refusals.items() if n in names and names[n] not in current}
 
 
-def release_gang(current: dict[int, PodView], result: Plan, changes: Changes, retry_at: datetime.datetime) -> Changes:
+def release_gang(
+    current: dict[Replica, PodView], result: Plan, changes: Changes, retry_at: datetime.datetime
+) -> Changes:
     """A gang that admission will not let complete gives back what it holds (GPUs, quota) until the retry: its
     unfinished pods are deleted, recorded in replacedPods so their going is neither a failure nor a disruption."""
     released = [p for p in current.values() if p.phase in ("Pending", "Running")]
     for pod in released:
-        del current[pod.index]
+        del current[pod.replica]
     result.actions += delete_pods(released)
     uids = [*(changes.fields.get("replacedPods") or []), *(p.uid for p in released if p.uid)]
     return Changes({"replacedPods": uids or None, "nextRestartTime": format_time(retry_at)})
@@ -286,20 +290,23 @@ def create_missing(
         return Changes()
     attempt = counters(job, **changes.counters)["attempt"]
     taken = {p.name for p in observed.pods} | observed.claimed_pods
-    missing = [i for i in range(job.spec.workers) if worker_pod_name(job.name, i) not in taken]
-    team.quota = gangs.quota_blocker(job, observed, len(missing)) if missing else None
+    missing = [r for r in desired_replicas(job.spec) if pod_name(job.name, r.role, r.index) not in taken]
+    team.quota = gangs.quota_blocker(job, observed, missing) if missing else None
     if team.quota is not None:
         requeue(result, gangs.QUOTA_RECHECK_SECONDS)
     elif missing and not team.ready:
         result.actions += team.actions
     else:
+        if missing and has_mpi_launcher(job):
+            result.actions.append(CreateChild(desired_mpi_key_secret(job)))  # AlreadyExists keeps the first key
+        restricted = observed.namespace_restricted
         result.actions += [
             CreateChild(
                 desired_worker_pod(
-                    job, i, attempt, config, gang.spec.pod_hash, observed.namespace_restricted, team.membership
+                    job, r.index, attempt, config, gang.spec.pod_hash, restricted, r.role, team.membership
                 )
             )
-            for i in missing
+            for r in missing
         ]
     if missing and not job.status.get("attemptStartTime"):
         return Changes({"attemptStartTime": format_time(now)})

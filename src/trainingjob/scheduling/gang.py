@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainingjob.api import constants as k
-from trainingjob.api.types import TrainingJob
+from trainingjob.api.types import JobSpec, TrainingJob
 from trainingjob.builders.common import child_metadata
 
 LABEL_GANG = k.LABEL_GANG
@@ -265,17 +265,30 @@ def _served(name: str, served: frozenset[GangApi]) -> GangProvider | None:
     return next((p for p in PROVIDERS if p.name == name and p.api in served), None)
 
 
+def gang_members(spec: JobSpec) -> dict[str, int]:
+    """Pods of each role the gang must place together (its minCount is their sum): every pod of the other roles
+    (chief, parameter servers, evaluator, MPI launcher: a gang counts pods, not roles, so a role left out could be
+    the pod left unplaced) plus the workers' minimum: spec.scheduling.gang.minCount, else elastic.minWorkers for an
+    elastic job (it starts with fewer, and later workers join the running gang), else all of them; never more than
+    spec.workers."""
+    workers = spec.workers
+    wanted = spec.scheduling.gang.min_count or (spec.elastic.min_workers if spec.elastic is not None else workers)
+    members = {role: spec.replicas_of(role) for role in k.ROLES if role != k.WORKER and spec.replicas_of(role) > 0}
+    return {**members, k.WORKER: min(wanted, workers)}
+
+
 def choose(job: TrainingJob, served: frozenset[GangApi]) -> GangChoice:
     """The provider for `job` on a cluster serving `served` (see docs/trainingjob.md#gang-scheduling).
 
-    Auto (the default) gangs any job of two or more workers with the API its scheduler reads: Volcano's for
-    schedulerName `volcano`, the native Workload API for the default scheduler, coscheduling's for any other
-    scheduler when its API is served; otherwise the workers are placed one by one, as without gang scheduling.
+    Auto (the default) gangs any job whose gang (gang_members) has two or more pods with the API its scheduler
+    reads: Volcano's for schedulerName `volcano`, the native Workload API for the default scheduler, coscheduling's
+    for any other scheduler when its API is served; otherwise the pods are placed one by one, as without gang
+    scheduling.
     A provider named explicitly that the cluster does not serve is `unavailable`: the job waits, Blocked.
     """
     spec = job.spec.scheduling
     wanted = spec.gang.provider
-    min_count = min(spec.gang.min_count or job.spec.workers, job.spec.workers)
+    min_count = sum(gang_members(job.spec).values())
     if wanted == "Disabled":
         return GangChoice()
     if wanted != "Auto":

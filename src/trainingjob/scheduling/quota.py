@@ -12,7 +12,7 @@ NotTerminating, PriorityClass); CrossNamespacePodAffinity and VolumeAttributesCl
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -158,11 +158,18 @@ def _counted_as(resource: str) -> tuple[str, str] | None:
 
 
 def shortfalls(quotas: Iterable[Mapping[str, Any]], pod: PodDemand, workers: int) -> list[Shortfall]:
-    """Every (quota, resource) the gang of `workers` such pods runs into: a pod that omits a compute resource the
-    quota constrains (refused always), or a total above what is free now (`never_fits` when above hard)."""
+    """Every (quota, resource) the gang of `workers` such pods runs into (gang_shortfalls)."""
+    return gang_shortfalls(quotas, [(pod, workers)])
+
+
+def gang_shortfalls(quotas: Iterable[Mapping[str, Any]], pods: Sequence[tuple[PodDemand, int]]) -> list[Shortfall]:
+    """Every (quota, resource) a gang of (pod, how many) groups (one per role) runs into: a pod that omits a
+    compute resource the quota constrains (refused always), or a total above what is free now (`never_fits` when
+    above hard). Each quota counts only the pods its scopes match."""
     found = []
     for quota in quotas:
-        if not quota_applies(quota, pod):
+        matched = [(pod, count) for pod, count in pods if count > 0 and quota_applies(quota, pod)]
+        if not matched:
             continue
         name = (quota.get("metadata") or {}).get("name", "")
         hard = (quota.get("spec") or {}).get("hard") or {}
@@ -173,17 +180,20 @@ def shortfalls(quotas: Iterable[Mapping[str, Any]], pod: PodDemand, workers: int
                 continue
             hard_amount, used_amount = parse_quantity(limit), parse_quantity(used.get(resource, 0))
             kind, key = counted
-            amounts = pod.requests if kind == "requests" else pod.limits
-            if kind != "pods" and key not in amounts and key in COMPUTE:
+            amounts = [(pod.requests if kind == "requests" else pod.limits, count) for pod, count in matched]
+            if kind != "pods" and key in COMPUTE and any(key not in each for each, _ in amounts):
                 found.append(Shortfall(name, resource, hard_amount, used_amount, Decimal(0), missing=True))
                 continue
-            needed = (Decimal(1) if kind == "pods" else amounts.get(key, Decimal(0))) * workers
+            needed = sum(
+                ((Decimal(1) if kind == "pods" else each.get(key, Decimal(0))) * count for each, count in amounts),
+                Decimal(0),
+            )
             if needed > hard_amount - used_amount:
                 found.append(Shortfall(name, resource, hard_amount, used_amount, needed))
     return found
 
 
-def describe(shortfall: Shortfall, workers: int) -> str:
+def describe(shortfall: Shortfall, workers: int, unit: str = "workers") -> str:
     """The shortfall in words: what to set, or how much the gang needs against what the quota has."""
     resource, quota = shortfall.resource, shortfall.quota
     if shortfall.missing:
@@ -197,7 +207,7 @@ def describe(shortfall: Shortfall, workers: int) -> str:
     hard, free = format_quantity(shortfall.hard, resource), format_quantity(shortfall.hard - shortfall.used, resource)
     if shortfall.never_fits:
         return (
-            f"ResourceQuota {quota} allows {resource} {hard} in this namespace, and the gang of {workers} workers "
+            f"ResourceQuota {quota} allows {resource} {hard} in this namespace, and the gang of {workers} {unit} "
             f"needs {amount}: it could never start; use fewer workers or smaller ones, or raise the quota"
         )
     return (

@@ -24,10 +24,11 @@ from typing import Any, Protocol
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from trainingjob.api.replicas import role_counts
 from trainingjob.api.types import TrainingJob
 from trainingjob.builders.pod import desired_worker_pod
 from trainingjob.config import OperatorConfig
-from trainingjob.scheduling.quota import container_defaults, describe, pod_demand, shortfalls
+from trainingjob.scheduling.quota import container_defaults, describe, gang_shortfalls, pod_demand
 from trainingjob.webhooks.admission import AdmissionRequest, Verdict
 from trainingjob.webhooks.defaulting import derive_image
 
@@ -113,20 +114,26 @@ async def _check_quotas(
     view: ClusterView, verdict: Verdict, job: TrainingJob, request: AdmissionRequest, config: OperatorConfig
 ) -> None:
     if request.old_object is not None and not any(
-        _changed(request, *path) for path in (("resources",), ("workers",), ("gpuPerWorker",), ("scheduling",))
+        _changed(request, *path)
+        for path in (("resources",), ("workers",), ("gpuPerWorker",), ("scheduling",), ("roles",))
     ):
         return
     quotas, ranges = await asyncio.gather(view.quotas(job.namespace), view.limit_ranges(job.namespace))
     if not quotas:
         return
     defaults = container_defaults(ranges)
+    counts = role_counts(job.spec)
     try:
-        demand = pod_demand(desired_worker_pod(job, 0, 0, config), defaults)
+        demands = [
+            (pod_demand(desired_worker_pod(job, 0, 0, config, role=role), defaults), count)
+            for role, count in counts.items()
+        ]
     except (ValueError, KeyError, TypeError) as error:
         logger.info("no quota check for %s/%s: %s", job.namespace, job.name, error)
         return
-    for shortfall in shortfalls(quotas, demand, job.spec.workers):
-        text = describe(shortfall, job.spec.workers)
+    pods, unit = sum(counts.values()), "pods" if job.spec.has_roles else "workers"
+    for shortfall in gang_shortfalls(quotas, demands):
+        text = describe(shortfall, pods, unit)
         if shortfall.never_fits:
             verdict.deny(text)
         elif request.old_object is None:  # on UPDATE, `used` counts this job's own pods

@@ -1,0 +1,117 @@
+"""Data-parallel logistic regression with MPI (mpi4py on Open MPI), launched by mpirun from the job's launcher pod.
+
+mpirun (the launcher role's command) starts one rank per slot of the hostfile the operator writes (every worker,
+`slots=N`), reaching the workers through the operator's remote-start agent instead of ssh. Every rank:
+- says where it runs: an allgather of (rank, host) that rank 0 prints as one `MPI world: {...}` JSON line, so
+  the ranks MPI started and the pods they ran in are in the launcher's log (mpirun forwards every rank's output);
+- trains on its own shard of a synthetic, linearly separable data set (generated from `seed`, the same on every
+  rank): each epoch, the gradients of all ranks are summed (an allgather, then the same sum on every rank), so
+  every rank takes the same step and holds the same weights;
+- rank 0 reports progress (epoch, loss, accuracy, ranks) to the operator through trainingjob.sdk.
+
+Plain Python and mpi4py only (no NumPy), so the image is Debian's python3-mpi4py and openmpi-bin. Without mpirun
+(`python3 train_mpi.py`) it runs as a single rank.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import random
+import socket
+import sys
+from typing import Any
+
+try:
+    from trainingjob import sdk
+except ImportError:  # the SDK directory copied into the image on its own
+    import trainingjob_sdk as sdk
+
+log = logging.getLogger("train_mpi")
+
+DEFAULTS: dict[str, Any] = {"epochs": 20, "samples": 4000, "features": 8, "learningRate": 0.5, "seed": 7}
+
+
+def hyperparameters() -> dict[str, Any]:
+    """DEFAULTS with spec.hyperparameters (the file TRAININGJOB_HYPERPARAMETERS_FILE names) over them."""
+    params = dict(DEFAULTS)
+    try:
+        with open(os.environ.get("TRAININGJOB_HYPERPARAMETERS_FILE", "")) as handle:
+            given = json.load(handle)
+    except (OSError, ValueError):
+        given = {}
+    for key, default in DEFAULTS.items():
+        if key in given:
+            params[key] = type(default)(given[key])
+    return params
+
+
+def make_data(samples: int, features: int, seed: int) -> tuple[list[list[float]], list[int]]:
+    """Points labelled by a hidden hyperplane, the same on every rank (same seed)."""
+    rng = random.Random(seed)
+    truth = [rng.uniform(-1, 1) for _ in range(features)]
+    rows, labels = [], []
+    for _ in range(samples):
+        row = [rng.gauss(0, 1) for _ in range(features)]
+        rows.append(row)
+        labels.append(1 if sum(w * x for w, x in zip(truth, row, strict=True)) > 0 else 0)
+    return rows, labels
+
+
+def sigmoid(z: float) -> float:
+    return 1 / (1 + math.exp(-z)) if z >= 0 else math.exp(z) / (1 + math.exp(z))
+
+
+def local_gradient(weights: list[float], rows: list[list[float]], labels: list[int]) -> tuple[list[float], float, int]:
+    """(gradient sum, loss sum, correct predictions) over this rank's shard."""
+    gradient = [0.0] * len(weights)
+    loss, correct = 0.0, 0
+    for row, label in zip(rows, labels, strict=True):
+        p = sigmoid(sum(w * x for w, x in zip(weights, row, strict=True)))
+        for i, x in enumerate(row):
+            gradient[i] += (p - label) * x
+        loss -= math.log(max(p if label else 1 - p, 1e-12))
+        correct += int((p > 0.5) == bool(label))
+    return gradient, loss, correct
+
+
+def train(comm: Any, params: dict[str, Any]) -> dict[str, float]:
+    rank, size = comm.Get_rank(), comm.Get_size()
+    world = comm.allgather({"rank": rank, "host": socket.gethostname()})
+    if rank == 0:
+        print("MPI world: " + json.dumps({"size": size, "ranks": world}, sort_keys=True), flush=True)
+    rows, labels = make_data(params["samples"], params["features"], params["seed"])
+    shard_rows, shard_labels = rows[rank::size], labels[rank::size]
+    weights = [0.0] * params["features"]
+    metrics: dict[str, float] = {}
+    for epoch in range(1, params["epochs"] + 1):
+        gradient, loss, correct = local_gradient(weights, shard_rows, shard_labels)
+        totals = [sum(column) for column in zip(*comm.allgather([*gradient, loss, float(correct)]), strict=True)]
+        count = float(params["samples"])
+        weights = [w - params["learningRate"] * g / count for w, g in zip(weights, totals[:-2], strict=True)]
+        metrics = {"loss": totals[-2] / count, "accuracy": totals[-1] / count, "ranks": float(size)}
+        if rank == 0:
+            loss, accuracy = metrics["loss"], metrics["accuracy"]
+            log.info("epoch %d: loss %.4f accuracy %.4f over %d ranks", epoch, loss, accuracy, size)
+            sdk.report_progress(epoch=epoch, total_epochs=params["epochs"], metrics=metrics)
+    if rank == 0:
+        sdk.flush()
+    return metrics
+
+
+def main() -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    metrics = train(comm, hyperparameters())
+    if comm.Get_rank() == 0:
+        print("final: " + json.dumps(metrics, sort_keys=True), flush=True)
+        return 0 if metrics.get("accuracy", 0) > 0.9 else 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
