@@ -175,6 +175,11 @@ class LearningLookups:
 
 
 def test_the_reconciler_counts_refusals_and_learns_restricted_from_pod_security() -> None:
+    asyncio.run(counts_refusals_and_learns_restricted())
+
+
+async def counts_refusals_and_learns_restricted() -> None:
+    """Async only for the work queue's timers: a refusal requeues the job after a backoff, never at once."""
     lookups = LearningLookups()
     reconciler = Reconciler({}, None, OperatorConfig(), lookups=lookups)  # type: ignore[arg-type]
     job, key = make_job(), ("ns", "job")
@@ -183,6 +188,7 @@ def test_the_reconciler_counts_refusals_and_learns_restricted_from_pod_security(
         refused = ApplyResult(denials=[Refusal("Pod", "job-worker-1", "quota")])
         reconciler.remember_admission(key, job, relaxed, refused, NOW)
     assert reconciler.denials[key].count == 2 and reconciler.denials[key].messages == ("Pod job-worker-1: quota",)
+    assert len(reconciler.queue) == 0 and reconciler.queue.timers == 1, "requeued later, not now"
     reconciler.remember_admission(key, job, relaxed, ApplyResult(created=1), NOW)
     assert key not in reconciler.denials
     refused = 'Pod job-worker-0 was rejected: pods "job-worker-0" is forbidden: violates PodSecurity "restricted"'

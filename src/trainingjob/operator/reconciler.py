@@ -36,6 +36,11 @@ ERROR_BACKOFF_MAX = 300.0
 CLAIM_TTL_SECONDS = 30.0
 # At most one status write for progress per job this often; reports in between only replace the pending one.
 PROGRESS_WRITE_INTERVAL = 3.0
+# A job whose creates admission refused is planned again after this backoff (doubling per refusal in a row): the
+# plan records the refusal, and creates it does not gate on the restart backoff (its Service, its ConfigMap) are
+# tried again no sooner. Requeued at once, a job in a namespace being deleted spun at tens of reconciles a second.
+ADMISSION_REQUEUE_BASE = 0.5
+ADMISSION_REQUEUE_MAX = 30.0
 # A status change in worker details alone waits this long for the next significant change to carry it.
 DETAIL_WRITE_DELAY = 3.0
 
@@ -43,6 +48,11 @@ DETAIL_WRITE_DELAY = 3.0
 def _values(index: Mapping[Any, Any], key: JobKey) -> list[Any]:
     store = index.get(key)
     return list(store) if store is not None else []
+
+
+def admission_requeue_delay(refusals_in_a_row: int) -> float:
+    """Seconds until a job admission refused is planned again: 0.5, 1, 2, … up to 30."""
+    return min(ADMISSION_REQUEUE_BASE * 2 ** max(refusals_in_a_row - 1, 0), ADMISSION_REQUEUE_MAX)
 
 
 class Reconciler:
@@ -89,6 +99,8 @@ class Reconciler:
         self.leading = False
         self.failures: dict[JobKey, int] = {}
         self.tasks: list[asyncio.Task] = []
+        # Since when each worker has been in its current reconcile (monotonic), read by the liveness probe.
+        self.in_flight: dict[JobKey, float] = {}
         # Set once Kopf has filled every index from its initial listings (see caches_synced).
         self.synced = asyncio.Event()
 
@@ -164,7 +176,7 @@ class Reconciler:
         await self.synced.wait()
         while True:
             key = await self.queue.get()
-            started = time.monotonic()
+            started = self.in_flight[key] = time.monotonic()
             try:
                 await self.reconcile(key)
                 self.failures.pop(key, None)
@@ -178,9 +190,17 @@ class Reconciler:
                 logger.exception("reconcile of %s/%s failed (attempt %d); retrying in %.0fs", *key, attempts, delay)
                 self.queue.add_after(key, delay)
             finally:
+                self.in_flight.pop(key, None)
                 self.queue.done(key)
                 if self.metrics is not None:
                     self.metrics.reconcile_duration.observe(time.monotonic() - started)
+
+    def longest_reconcile(self) -> tuple[JobKey, float] | None:
+        """The job whose reconcile has run longest and for how many seconds (None: no reconcile in flight)."""
+        if not self.in_flight:
+            return None
+        key, started = min(self.in_flight.items(), key=lambda item: item[1])
+        return key, time.monotonic() - started
 
     def job_body(self, key: JobKey) -> Mapping[str, Any] | None:
         bodies = _values(self.indexes["trainingjob_bodies"], key)
@@ -301,7 +321,7 @@ class Reconciler:
             previous = self.denials.get(key)
             count = (previous.count if previous else 0) + 1
             self.denials[key] = AdmissionDenial(tuple(outcome.denials), count, format_time(now))
-            self.queue.add(key)
+            self.queue.add_after(key, admission_requeue_delay(count))
         elif outcome.created:
             self.denials.pop(key, None)
         ours = job.spec.security_context is None and not observed.namespace_restricted
