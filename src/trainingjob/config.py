@@ -25,6 +25,11 @@ class OperatorConfig:
     # Leader election: only the holder of this Lease reconciles; None runs without (a single replica).
     lease_namespace: str | None = "trainingjob-system"
     lease_name: str = "trainingjob-operator"
+    # This replica's identity in the Lease ("": hostname, pid and a random suffix, unique per process). In a
+    # cluster the pod's name: a container restarted in the same pod re-takes the Lease it still holds at once.
+    lease_identity: str = ""
+    # /healthz fails once one reconcile has run this long (every API call times out well before).
+    stuck_reconcile_seconds: int = 300
     # Progress endpoint as workers reach it, and the CA that signs it (None: workers get no progress settings).
     progress_url: str | None = None
     progress_ca_pem: str | None = None

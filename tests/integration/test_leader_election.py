@@ -13,7 +13,7 @@ import pytest
 from tests.jobs import create_job, get_job, job_manifest, phase_of
 from tests.kube import Kube, wait_until
 from tests.metrics import scrape, value
-from tests.operator_harness import OPERATOR_NAMESPACE, RunningOperator, start_operator
+from tests.operator_harness import OPERATOR_NAMESPACE, RunningOperator, healthy, start_operator
 
 pytestmark = [pytest.mark.integration]
 LEASE = "trainingjob-operator"
@@ -70,3 +70,30 @@ def test_standby_takes_over_when_the_leader_dies(kube: Kube, namespace: str, ope
         operator.metrics_port = standby.metrics_port
         operator.webhook_port = standby.webhook_port
         operator.log_path = standby.log_path
+
+
+def test_a_restarted_leader_retakes_its_own_lease_at_once(kube: Kube, operator: RunningOperator) -> None:
+    """In a cluster the identity is the pod's name ($POD_NAME), the same after a container restart: the new process
+    must take the Lease it still holds at once, not wait out the dead process's Lease like a stranger."""
+    from kubernetes import client
+
+    holder = wait_until(lambda: lease_holder(kube), 60, "a lease holder")
+    wait_until(lambda: value(scrape(operator), "trainingjob_operator_leader") == 1, 60, "the leader to lead")
+    operator.stop(hard=True)
+    lease = client.CoordinationV1Api(kube.api).read_namespaced_lease(LEASE, OPERATOR_NAMESPACE).spec
+    expires = lease.renew_time.timestamp() + lease.lease_duration_seconds
+    restarted = start_operator(
+        operator.kubeconfig, operator.log_path.with_name("restarted.log"), "--leader-election-identity", holder
+    )
+    try:
+        wait_until(lambda: healthy(f"{restarted.metrics_url}/readyz"), 60, "the restarted process to lead")
+        assert time.time() < expires, "it waited for its own Lease to expire"
+        retaken = client.CoordinationV1Api(kube.api).read_namespaced_lease(LEASE, OPERATOR_NAMESPACE).spec
+        assert retaken.holder_identity == holder
+        assert retaken.lease_transitions == lease.lease_transitions  # the same holder: no transition
+    finally:
+        operator.process = restarted.process
+        operator.progress_port = restarted.progress_port
+        operator.metrics_port = restarted.metrics_port
+        operator.webhook_port = restarted.webhook_port
+        operator.log_path = restarted.log_path

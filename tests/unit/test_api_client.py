@@ -41,3 +41,44 @@ def test_a_configured_proxy_is_still_honoured(clean_environment: pytest.MonkeyPa
 def test_a_netrc_file_is_still_honoured(clean_environment: pytest.MonkeyPatch, tmp_path: Path) -> None:
     (tmp_path / ".netrc").write_text("machine example login u password p\n")
     assert session_trusts_environment() is True
+
+
+def test_a_hung_request_fails_within_the_client_timeout(clean_environment: pytest.MonkeyPatch) -> None:
+    """A server that accepts the request and never answers must not hold a reconcile forever."""
+
+    async def scenario() -> str:
+        from aiohttp import web
+        from kubernetes_asyncio import client
+
+        async def hang(_: web.Request) -> web.Response:
+            await asyncio.sleep(60)
+            return web.Response(text="{}")
+
+        app = web.Application()
+        app.router.add_get("/api/v1/namespaces/default/pods/worker-0", hang)
+        runner = web.AppRunner(app, shutdown_timeout=0.1)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        api = CountingApiClient(
+            lambda *_: None, client.Configuration(host=f"http://127.0.0.1:{port}"), request_timeout=0.5
+        )
+
+        async def read() -> str:
+            try:
+                await client.CoreV1Api(api).read_namespaced_pod("worker-0", "default")
+            except TimeoutError:
+                return "timed out by the client"
+            return "answered"
+
+        try:
+            async with asyncio.timeout(10):
+                return await read()
+        except TimeoutError:
+            return "still waiting after 10s"
+        finally:
+            await api.close()
+            await runner.cleanup()
+
+    assert asyncio.run(scenario()) == "timed out by the client"

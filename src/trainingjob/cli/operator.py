@@ -167,6 +167,22 @@ def skip_unused_optional_clients() -> None:
 @click.option("--leader-election-namespace", envvar="POD_NAMESPACE", default="trainingjob-system", show_default=True)
 @click.option("--leader-election-id", default="trainingjob-operator", show_default=True, help="Name of the Lease.")
 @click.option(
+    "--leader-election-identity",
+    envvar="POD_NAME",
+    default="",
+    help="This replica's holder identity in the Lease (default: $POD_NAME, else hostname, pid and a random "
+    "suffix). Stable across container restarts, so a restarted leader re-takes its Lease at once.",
+)
+@click.option(
+    "--reconcile-stuck-after",
+    default=300,
+    show_default=True,
+    type=click.IntRange(1, 86400),
+    metavar="SECONDS",
+    help="/healthz on the metrics port fails once one reconcile has run this long (the liveness probe then "
+    "restarts a wedged operator).",
+)
+@click.option(
     "--progress-port",
     default=0,
     show_default=True,
@@ -252,6 +268,8 @@ def operator(
     leader_elect: bool,
     leader_election_namespace: str,
     leader_election_id: str,
+    leader_election_identity: str,
+    reconcile_stuck_after: int,
     progress_port: int,
     progress_bind: str,
     progress_url: str | None,
@@ -284,6 +302,8 @@ def operator(
         max_concurrent_creates=max_concurrent_creates,
         lease_namespace=leader_election_namespace if leader_elect else None,
         lease_name=leader_election_id,
+        lease_identity=leader_election_identity,
+        stuck_reconcile_seconds=reconcile_stuck_after,
         progress_url=(progress_url or f"https://trainingjob-operator.{leader_election_namespace}.svc:{progress_port}")
         if progress_port
         else None,

@@ -15,6 +15,11 @@ from urllib.parse import urlparse
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
+# Every request of the operator's client ends within this many seconds unless its caller asks otherwise (aiohttp's
+# own default is five minutes): a hung API call fails like any other error and the reconcile is retried with
+# backoff, instead of holding a worker (and, on the leader, the jobs behind it) silently.
+REQUEST_TIMEOUT_SECONDS = 30.0
+
 VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete", "GET": "get"}
 
 
@@ -39,9 +44,16 @@ def needs_environment() -> bool:
 
 
 class CountingApiClient(client.ApiClient):
-    def __init__(self, on_request: Callable[[str, str, int], None], *args: Any, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        on_request: Callable[[str, str, int], None],
+        *args: Any,
+        request_timeout: float = REQUEST_TIMEOUT_SECONDS,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.on_request = on_request
+        self.request_timeout = request_timeout
         # kubernetes_asyncio always creates its session with trust_env=True, so aiohttp looks up proxy variables
         # and ~/.netrc, in a thread, for every request: measurable CPU and latency at thousands of creates.
         # Only where neither is configured (as in a cluster) is that lookup skipped.
@@ -51,6 +63,8 @@ class CountingApiClient(client.ApiClient):
 
     async def request(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
         verb, resource = VERBS.get(method, method.lower()), resource_of(url)
+        if not kwargs.get("_request_timeout"):
+            kwargs["_request_timeout"] = self.request_timeout
         try:
             response = await super().request(method, url, *args, **kwargs)
         except ApiException as error:

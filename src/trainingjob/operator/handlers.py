@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import os
 from typing import Any
@@ -99,7 +100,8 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: An
     memo.metrics.register_cache(cache_collector(indexes, memo.reconciler))
     memo.http_runner = None
     if memo.metrics_port:
-        app = build_app(memo.metrics, lambda: liveness(memo.reconciler), lambda: readiness(memo.reconciler))
+        live = functools.partial(liveness, memo.reconciler, memo.config.stuck_reconcile_seconds)
+        app = build_app(memo.metrics, live, lambda: readiness(memo.reconciler))
         memo.http_runner = await serve_http(app, memo.metrics_bind, memo.metrics_port)
     memo.progress_runner = None
     if material is not None:
@@ -109,7 +111,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: An
     if memo.config.lease_namespace is None:
         memo.reconciler.start()
         return
-    settings = LeaseSettings(memo.config.lease_namespace, memo.config.lease_name)
+    settings = LeaseSettings(memo.config.lease_namespace, memo.config.lease_name, identity=memo.config.lease_identity)
     memo.elector = LeaderElector(client.CoordinationV1Api(memo.api), settings)
     memo.election = asyncio.create_task(memo.elector.run(memo.reconciler.start_leading, stop_on_lost_lease))
 
@@ -141,10 +143,19 @@ def cache_collector(indexes: dict, reconciler: Reconciler) -> CacheCollector:
     return CacheCollector(jobs, pod_phases, lambda: reconciler.leading, lambda: len(reconciler.queue))
 
 
-def liveness(reconciler: Reconciler) -> tuple[bool, str]:
-    """Alive while the event loop answers and, on the leader, every reconcile worker is still running."""
+def liveness(reconciler: Reconciler, stuck_after: float) -> tuple[bool, str]:
+    """Alive while the event loop answers and, on the leader, every reconcile worker is still running and none
+    has spent more than `stuck_after` seconds in one reconcile. Every API call has a timeout (api_client.py), so
+    a reconcile that long is wedged; failing the probe lets the kubelet restart the leader instead of it holding
+    the Lease while its jobs wait silently."""
     dead = [t for t in reconciler.tasks if t.done()]
-    return (not dead, f"{len(dead)} reconcile workers died" if dead else "ok")
+    if dead:
+        return False, f"{len(dead)} reconcile workers died"
+    longest = reconciler.longest_reconcile()
+    if longest is not None and longest[1] > stuck_after:
+        (namespace, name), seconds = longest
+        return False, f"the reconcile of {namespace}/{name} has run for {seconds:.0f}s (bound {stuck_after:.0f}s)"
+    return True, "ok"
 
 
 def readiness(reconciler: Reconciler) -> tuple[bool, str]:

@@ -1,0 +1,71 @@
+"""/healthz: a leader whose reconcile is wedged must fail its liveness probe instead of holding the Lease silently."""
+
+from __future__ import annotations
+
+import asyncio
+
+from trainingjob.config import OperatorConfig
+from trainingjob.operator.handlers import liveness
+from trainingjob.operator.reconciler import Reconciler
+
+
+def probes_around_a_wedged_reconcile(stuck_after: float) -> list[tuple[bool, str]]:
+    """Liveness before, during and after one reconcile that blocks until released, run by the real workers."""
+
+    async def scenario() -> list[tuple[bool, str]]:
+        reconciler = Reconciler({}, applier=None, config=OperatorConfig(max_concurrent_reconciles=2))  # type: ignore[arg-type]
+        entered, release = asyncio.Event(), asyncio.Event()
+
+        async def wedged(_: tuple[str, str]) -> None:
+            entered.set()
+            await release.wait()
+
+        reconciler.reconcile = wedged  # type: ignore[method-assign]
+        reconciler.synced.set()
+        reconciler.start()
+        probes = [liveness(reconciler, stuck_after)]
+        reconciler.enqueue(("team-a", "bert"))
+        await entered.wait()
+        await asyncio.sleep(0.3)
+        probes.append(liveness(reconciler, stuck_after))
+        release.set()
+        await asyncio.sleep(0.05)
+        probes.append(liveness(reconciler, stuck_after))
+        for task in reconciler.tasks:
+            task.cancel()
+        await asyncio.gather(*reconciler.tasks, return_exceptions=True)
+        return probes
+
+    return asyncio.run(scenario())
+
+
+def test_a_reconcile_running_past_the_bound_fails_liveness_until_it_ends() -> None:
+    before, during, after = probes_around_a_wedged_reconcile(stuck_after=0.1)
+    assert before == (True, "ok")
+    assert during[0] is False and "team-a/bert" in during[1] and "bound 0s" in during[1]
+    assert after == (True, "ok")
+
+
+def test_a_reconcile_within_the_bound_is_healthy() -> None:
+    _, during, _ = probes_around_a_wedged_reconcile(stuck_after=60)
+    assert during == (True, "ok")
+
+
+def test_a_dead_reconcile_worker_fails_liveness() -> None:
+    async def scenario() -> tuple[bool, str]:
+        reconciler = Reconciler({}, applier=None, config=OperatorConfig(max_concurrent_reconciles=1))  # type: ignore[arg-type]
+        reconciler.start()
+        reconciler.tasks[0].cancel()
+        await asyncio.gather(*reconciler.tasks, return_exceptions=True)
+        return liveness(reconciler, 300)
+
+    assert asyncio.run(scenario()) == (False, "1 reconcile workers died")
+
+
+def test_a_job_admission_refuses_is_requeued_with_backoff_not_at_once() -> None:
+    """Requeued at once, a job whose Service create a terminating namespace refuses spun at tens of reconciles a
+    second until the namespace was gone."""
+    from trainingjob.operator.reconciler import admission_requeue_delay
+
+    assert [admission_requeue_delay(n) for n in (1, 2, 3, 4)] == [0.5, 1.0, 2.0, 4.0]
+    assert admission_requeue_delay(50) == 30.0
