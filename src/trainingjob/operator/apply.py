@@ -56,7 +56,7 @@ class ApplyResult:
     created: int = 0
     # Pods whose names are now taken by us (created, or found existing), to bridge the cache's lag.
     claimed_pods: list[str] = field(default_factory=list)
-    # uids of pods deleted here; the cache may show them alive a little longer.
+    # uids of pods and gang objects deleted here; the cache may show them alive a little longer.
     released_pods: list[str] = field(default_factory=list)
     writes: int = 0
 
@@ -162,8 +162,8 @@ class Applier:
             result.created += 1
         if isinstance(action, CreateChild) and action.kind == "Pod" and outcome in (DONE, EXISTED):
             result.claimed_pods.append(action.name)
-        if isinstance(action, DeleteChild) and action.kind == "Pod" and action.uid and outcome in (DONE, GONE):
-            result.released_pods.append(action.uid)
+        if isinstance(action, DeleteChild) and action.uid and outcome in (DONE, GONE):
+            result.released_pods.append(action.uid)  # a pod's or a gang object's: see Reconciler.observed
 
     async def report_created_workers(self, job: TrainingJob, actions: list, outcomes: list[str]) -> None:
         """One Event per batch of pods this call really created (a create that met AlreadyExists is not news), and

@@ -211,23 +211,26 @@ class Reconciler:
         # copy taken for a worker could have the real one deleted as a stray. Pods of an earlier job of the same
         # name are not ours either; garbage collection removes them.
         pods = [p for p in _values(self.indexes["worker_pods"], key) if p.controller_uid == job_uid]
+        gangs = self.gang_objects(key)
+        released = self.pending(
+            self.released,
+            key,
+            {p.uid for p in pods if p.deleting} | {g.uid for g in gangs if g.deleting},
+            keep_unseen=False,
+            present={p.uid for p in pods} | {g.uid for g in gangs},
+        )
         return ObservedChildren.from_cache(
             pods=pods,
             services=_values(self.indexes["worker_services"], key),
             config_maps=_values(self.indexes["job_config_maps"], key),
             rejections=self.rejections.get(key, ()),
             claimed_pods=self.pending(self.claimed, key, {p.name for p in pods}),
-            released_pods=self.pending(
-                self.released,
-                key,
-                {p.uid for p in pods if p.deleting},
-                keep_unseen=False,
-                present={p.uid for p in pods},
-            ),
+            released_pods=released,
             claims=_values(self.indexes["job_claims"], key),
             progress=progress,
             gang_apis=self.gang_apis,
-            gangs=self.gang_objects(key),
+            # A gang object we deleted stays in the cache until its watch event: deleting it again is a wasted call.
+            gangs=[dataclasses.replace(g, deleting=True) if g.uid in released else g for g in gangs],
         )
 
     def gang_objects(self, key: JobKey) -> list[GangView]:
