@@ -13,6 +13,7 @@ from kubernetes_asyncio import config as k8s_config
 from trainingjob.config import OperatorConfig
 from trainingjob.operator.logs import install as install_log_context
 from trainingjob.operator.preflight import PreflightError, check_operator_namespace
+from trainingjob.operator.toggles import install as install_counted_toggles
 from trainingjob.scheduling.discovery import api_client_fetch, served_gang_apis
 from trainingjob.webhooks.component import WebhookSettings
 
@@ -43,6 +44,7 @@ def run_operator(
             print(f"error: {error}", file=sys.stderr)
             sys.exit(1)
 
+    install_counted_toggles()  # Kopf's startup barrier without its cubic wake-ups (operator/toggles.py)
     gang_apis = asyncio.run(discover_gang_apis(handlers.in_cluster()))
     handlers.watch_gang_objects(gang_apis)
     level = getattr(logging, log_level.upper())
