@@ -30,6 +30,8 @@ class OperatorConfig:
     lease_identity: str = ""
     # /healthz fails once one reconcile has run this long (every API call times out well before).
     stuck_reconcile_seconds: int = 300
+    # Every cached job is planned again this often even without an event (0: never).
+    resync_seconds: int = 600
     # Progress endpoint as workers reach it, and the CA that signs it (None: workers get no progress settings).
     progress_url: str | None = None
     progress_ca_pem: str | None = None

@@ -53,7 +53,7 @@ def test_a_reconcile_within_the_bound_is_healthy() -> None:
 
 def test_a_dead_reconcile_worker_fails_liveness() -> None:
     async def scenario() -> tuple[bool, str]:
-        reconciler = Reconciler({}, applier=None, config=OperatorConfig(max_concurrent_reconciles=1))  # type: ignore[arg-type]
+        reconciler = Reconciler({}, applier=None, config=OperatorConfig(max_concurrent_reconciles=1, resync_seconds=0))  # type: ignore[arg-type]
         reconciler.start()
         reconciler.tasks[0].cancel()
         await asyncio.gather(*reconciler.tasks, return_exceptions=True)
@@ -69,3 +69,25 @@ def test_a_job_admission_refuses_is_requeued_with_backoff_not_at_once() -> None:
 
     assert [admission_requeue_delay(n) for n in (1, 2, 3, 4)] == [0.5, 1.0, 2.0, 4.0]
     assert admission_requeue_delay(50) == 30.0
+
+
+def test_every_cached_job_is_planned_again_each_resync_period_without_events() -> None:
+    async def scenario() -> dict[tuple[str, str], int]:
+        jobs = {("team-a", "bert"): [{}], ("team-b", "gpt"): [{}]}
+        config = OperatorConfig(max_concurrent_reconciles=2, resync_seconds=0.1)  # type: ignore[arg-type]
+        reconciler = Reconciler({"trainingjob_bodies": jobs}, applier=None, config=config)  # type: ignore[arg-type]
+        planned: dict[tuple[str, str], int] = {}
+
+        async def count(key: tuple[str, str]) -> None:
+            planned[key] = planned.get(key, 0) + 1
+
+        reconciler.reconcile = count  # type: ignore[method-assign]
+        reconciler.synced.set()
+        reconciler.start()
+        await asyncio.sleep(0.35)
+        await reconciler.stop()
+        return planned
+
+    planned = asyncio.run(scenario())
+    assert set(planned) == {("team-a", "bert"), ("team-b", "gpt")}
+    assert all(2 <= n <= 4 for n in planned.values()), planned

@@ -174,6 +174,14 @@ def skip_unused_optional_clients() -> None:
     "suffix). Stable across container restarts, so a restarted leader re-takes its Lease at once.",
 )
 @click.option(
+    "--resync-period",
+    default=600,
+    show_default=True,
+    type=click.IntRange(0, 86400),
+    metavar="SECONDS",
+    help="Plan every job again this often even without an event (0: never).",
+)
+@click.option(
     "--reconcile-stuck-after",
     default=300,
     show_default=True,
@@ -270,6 +278,7 @@ def operator(
     leader_election_id: str,
     leader_election_identity: str,
     reconcile_stuck_after: int,
+    resync_period: int,
     progress_port: int,
     progress_bind: str,
     progress_url: str | None,
@@ -304,6 +313,7 @@ def operator(
         lease_name=leader_election_id,
         lease_identity=leader_election_identity,
         stuck_reconcile_seconds=reconcile_stuck_after,
+        resync_seconds=resync_period,
         progress_url=(progress_url or f"https://trainingjob-operator.{leader_election_namespace}.svc:{progress_port}")
         if progress_port
         else None,

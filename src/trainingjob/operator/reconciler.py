@@ -122,6 +122,16 @@ class Reconciler:
             asyncio.create_task(self._worker(), name=f"reconcile-worker-{i}")
             for i in range(self.config.max_concurrent_reconciles)
         ]
+        if self.config.resync_seconds:
+            self.tasks.append(asyncio.create_task(self._resync(self.config.resync_seconds), name="resync"))
+
+    async def _resync(self, period: float) -> None:
+        """Plan every cached job again each `period` seconds, whether or not an event came: a missed event or a
+        lost timer then delays a decision by one period at most. A job with nothing to do costs no API call."""
+        while True:
+            await asyncio.sleep(period)
+            for key in list(self.indexes["trainingjob_bodies"].keys()):
+                self.queue.add(key)
 
     def job_uid(self, key: JobKey) -> str | None:
         """The job's uid (None: no such job); the progress endpoint checks the reporting pod's controller by it."""
