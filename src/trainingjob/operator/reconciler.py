@@ -17,6 +17,7 @@ from trainingjob.operator.logs import reconcile_context
 from trainingjob.operator.lookups import Lookups
 from trainingjob.operator.metrics import OperatorMetrics
 from trainingjob.operator.quota_gate import QuotaGate, creates_workers
+from trainingjob.operator.serving import ServingReconciler, is_model_key
 from trainingjob.operator.workqueue import WorkQueue
 from trainingjob.progress.report import Report, merge_reports
 from trainingjob.reconcile.actions import Plan
@@ -58,11 +59,14 @@ class Reconciler:
         monotonic: Callable[[], float] = time.monotonic,
         lookups: Lookups | None = None,
         gang_apis: frozenset[GangApi] = frozenset(),
+        serving: ServingReconciler | None = None,
     ) -> None:
         """`lookups` reads namespaces and nodes (None: every namespace counts as not enforcing `restricted` until
         PodSecurity says otherwise, and no node is known). `gang_apis`: the gang APIs the cluster serves, whose
         objects are cached in `indexes` under each provider's index name (scheduling/gang.py)."""
         self.gang_apis = gang_apis
+        # LLMModels share the queue and the workers; their keys are three items (operator/serving.py).
+        self.serving = serving
         self.quota_gate = QuotaGate(lookups)
         self.metrics = metrics
         self.lookups = lookups
@@ -154,6 +158,8 @@ class Reconciler:
         self.start()
         for key in list(self.indexes["trainingjob_bodies"]):
             self.enqueue(key)
+        for model in self.serving.keys() if self.serving is not None else []:
+            self.enqueue(model)
 
     async def stop(self) -> None:
         for task in self.tasks:
@@ -235,6 +241,10 @@ class Reconciler:
         return set(entries)
 
     async def reconcile(self, key: JobKey) -> None:
+        if is_model_key(key):
+            if self.serving is not None:
+                await self.serving.reconcile(key)  # type: ignore[arg-type]
+            return
         with reconcile_context(*key):
             await self._reconcile(key)
 
