@@ -1,0 +1,149 @@
+"""LLMModel against the real local control plane: the seed's manifest applies unchanged and becomes a Deployment of
+three GPU replicas (kwok's fake GPU nodes run them) with a status; `kubectl scale` goes through the scale subresource;
+an edited Deployment is put back; spec.autoscaling adds and removes an autoscaler of the model."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from tests.conftest import ClusterUnderTest
+from tests.kube import Kube, wait_until
+from tests.operator_harness import REPO
+from trainingjob.api import constants as k
+
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("operator")]
+
+SEED = REPO / "examples" / "llmmodel" / "seed.yaml"
+NAME = "llama-serving"
+
+
+def kubectl(cluster: ClusterUnderTest, *args: str) -> str:
+    result = subprocess.run(
+        [cluster.kubectl, f"--kubeconfig={cluster.kubeconfig}", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def get_model(kube: Kube, namespace: str, name: str = NAME) -> dict[str, Any]:
+    return kube.custom.get_namespaced_custom_object(k.MODEL_GROUP, k.MODEL_VERSION, namespace, k.MODEL_PLURAL, name)
+
+
+def condition(model: dict[str, Any], condition_type: str) -> tuple[str, str] | None:
+    for found in (model.get("status") or {}).get("conditions") or []:
+        if found["type"] == condition_type:
+            return found["status"], found["reason"]
+    return None
+
+
+def deployment(kube: Kube, namespace: str) -> client.V1Deployment | None:
+    try:
+        return kube.apps.read_namespaced_deployment(NAME, namespace)
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+
+
+def events(kube: Kube, namespace: str) -> list[str]:
+    found = kube.core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={NAME}").items
+    return [e.reason for e in found if e.involved_object.kind == k.MODEL_KIND]
+
+
+def test_the_seed_applies_unchanged_and_becomes_three_gpu_replicas_with_a_status(
+    cluster: ClusterUnderTest, kube: Kube, namespace: str
+) -> None:
+    kubectl(cluster, "apply", "-n", namespace, "-f", str(SEED))
+    created = wait_until(lambda: deployment(kube, namespace), 60, "the seed's Deployment")
+    assert created.spec.replicas == 3
+    server = created.spec.template.spec.containers[0]
+    assert server.resources.limits == {k.GPU_RESOURCE: "1"}
+    assert created.metadata.owner_references[0].kind == k.MODEL_KIND
+
+    def available() -> dict[str, Any] | None:
+        model = get_model(kube, namespace)
+        return model if condition(model, "Available") == ("True", "AllReplicasAvailable") else None
+
+    model = wait_until(available, 120, "the model to be Available")
+    status = model["status"]
+    assert (status["replicas"], status["readyReplicas"], status["availableReplicas"]) == (3, 3, 3)
+    assert status["selector"] == f"{k.LABEL_MODEL}={NAME}"
+    assert condition(model, "Progressing") == ("False", "RolloutComplete")
+    assert condition(model, "Degraded") == ("False", "AsExpected")
+    pods = kube.core.list_namespaced_pod(namespace, label_selector=status["selector"]).items
+    assert len(pods) == 3
+    nodes = {kube.core.read_node(p.spec.node_name).metadata.labels.get("type") for p in pods}
+    assert nodes == {"kwok"}  # the only nodes with nvidia.com/gpu capacity
+    service = kube.core.read_namespaced_service(NAME, namespace)
+    assert service.spec.selector == {k.LABEL_MODEL: NAME} and service.spec.ports[0].port == 80
+    table = kubectl(cluster, "get", "llmmodel", NAME, "-n", namespace)
+    assert table.split("\n")[0].split()[:6] == ["NAME", "MODEL", "GPU", "REPLICAS", "READY", "AVAILABLE"]
+    assert table.split("\n")[1].split()[:6] == [NAME, "llama-2-7b", "H100", "3", "3", "True"]
+    explained = kubectl(cluster, "explain", "llmmodel.spec.gpuType")
+    assert "GPU model each replica needs" in explained
+    assert "Created" in events(kube, namespace)
+
+
+def test_scale_drift_repair_and_autoscaling(cluster: ClusterUnderTest, kube: Kube, namespace: str) -> None:
+    kubectl(cluster, "apply", "-n", namespace, "-f", str(SEED))
+    wait_until(lambda: deployment(kube, namespace), 60, "the seed's Deployment")
+    kubectl(cluster, "scale", "llmmodel", NAME, "-n", namespace, "--replicas=2")
+    wait_until(lambda: deployment(kube, namespace).spec.replicas == 2, 30, "the Deployment to follow the scale")
+    scale = kube.custom.get_namespaced_custom_object_scale(
+        k.MODEL_GROUP, k.MODEL_VERSION, namespace, k.MODEL_PLURAL, NAME
+    )
+    assert scale["spec"]["replicas"] == 2
+    wait_until(lambda: get_model(kube, namespace)["status"].get("readyReplicas") == 2, 60, "2 ready replicas")
+    scale = kube.custom.get_namespaced_custom_object_scale(
+        k.MODEL_GROUP, k.MODEL_VERSION, namespace, k.MODEL_PLURAL, NAME
+    )
+    assert scale["status"] == {"replicas": 2, "selector": f"{k.LABEL_MODEL}={NAME}"}
+
+    # Someone edits the Deployment: replicas and image are put back.
+    kube.apps.patch_namespaced_deployment(
+        NAME,
+        namespace,
+        {"spec": {"replicas": 5, "template": {"spec": {"containers": [{"name": "server", "image": "other:1"}]}}}},
+    )
+
+    def repaired() -> bool:
+        current = deployment(kube, namespace)
+        return current.spec.replicas == 2 and current.spec.template.spec.containers[0].image == k.DEFAULT_SERVING_IMAGE
+
+    wait_until(repaired, 30, "the edited Deployment to be put back")
+    wait_until(lambda: "DriftRepaired" in events(kube, namespace), 30, "a DriftRepaired Event")
+
+    # A deleted Service comes back.
+    kube.core.delete_namespaced_service(NAME, namespace)
+    wait_until(lambda: kube.core.list_namespaced_service(namespace).items, 30, "the Service to come back")
+
+    autoscaling = {"spec": {"autoscaling": {"minReplicas": 2, "maxReplicas": 4}}}
+    kube.custom.patch_namespaced_custom_object(
+        k.MODEL_GROUP, k.MODEL_VERSION, namespace, k.MODEL_PLURAL, NAME, autoscaling
+    )
+    scalers = client.AutoscalingV2Api(kube.api)
+
+    def autoscaler() -> Any:
+        found = scalers.list_namespaced_horizontal_pod_autoscaler(namespace).items
+        return found[0] if found else None
+
+    hpa = wait_until(autoscaler, 30, "the HorizontalPodAutoscaler")
+    target = hpa.spec.scale_target_ref
+    assert (target.api_version, target.kind, target.name) == (k.MODEL_API_VERSION, k.MODEL_KIND, NAME)
+    assert (hpa.spec.min_replicas, hpa.spec.max_replicas) == (2, 4)
+    kube.custom.patch_namespaced_custom_object(
+        k.MODEL_GROUP, k.MODEL_VERSION, namespace, k.MODEL_PLURAL, NAME, {"spec": {"autoscaling": None}}
+    )
+    wait_until(lambda: autoscaler() is None, 30, "the autoscaler to be deleted")
+    described = json.loads(kubectl(cluster, "get", "llmmodel", NAME, "-n", namespace, "-o", "json"))
+    assert described["status"]["observedGeneration"] == described["metadata"]["generation"]
