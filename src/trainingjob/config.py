@@ -38,3 +38,5 @@ class OperatorConfig:
     force_delete_after_seconds: int | None = 300
     # LLMModel: the default server image and what each gpuType selects (docs/serving.md).
     serving: ServingConfig = field(default_factory=ServingConfig)
+    # MLflow tracking server of jobs without spec.tracking.mlflowTrackingUri (None: such jobs are not tracked).
+    mlflow_tracking_uri: str | None = None

@@ -159,6 +159,14 @@ def skip_unused_optional_clients() -> None:
     help="Image of an LLMModel's server when its spec.image is unset.",
 )
 @click.option(
+    "--mlflow-tracking-uri",
+    envvar="TJ_MLFLOW_TRACKING_URI",
+    default=None,
+    metavar="URL",
+    help="MLflow tracking server of jobs that name none in spec.tracking (env TJ_MLFLOW_TRACKING_URI; default: "
+    "such jobs are not tracked).",
+)
+@click.option(
     "--progress-reporters",
     default="0",
     show_default=True,
@@ -273,6 +281,7 @@ def operator(
     gpu_toleration: tuple[str, ...],
     gpu_types: tuple[str, ...],
     serving_image: str,
+    mlflow_tracking_uri: str | None,
     progress_reporters: str,
     stuck_after: int,
     force_delete_after: int,
@@ -307,6 +316,7 @@ def operator(
             tolerations if (tolerations := parse_tolerations(gpu_toleration)) is not None else defaults.gpu_tolerations
         ),
         progress_reporters=parse_reporters(progress_reporters),
+        mlflow_tracking_uri=mlflow_tracking_uri or None,
         serving=ServingConfig(
             image=serving_image,
             gpu_types=parse_gpu_types(gpu_types),

@@ -1,0 +1,71 @@
+"""Find a job's MLflow run, so status.tracking can link it: the chief's SDK creates the run, the operator only reads.
+
+Two calls of MLflow's REST API (experiments/get-by-name, runs/search by run name). A server that is down or slow
+costs one short timeout and is asked again later; it never fails a reconcile.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+import aiohttp
+
+from trainingjob.builders.tracking import TrackingSettings
+
+logger = logging.getLogger(__name__)
+TIMEOUT = aiohttp.ClientTimeout(total=3)
+LOOKUP_INTERVAL = 5.0  # seconds between two lookups of the same job's run
+
+
+class MlflowRuns:
+    def __init__(self) -> None:
+        self.found: dict[tuple, dict[str, str]] = {}
+        self.asked: dict[tuple, float] = {}
+
+    def due(self, key: tuple) -> bool:
+        return time.monotonic() - self.asked.get(key, -1e9) >= LOOKUP_INTERVAL
+
+    async def find(self, key: tuple, settings: TrackingSettings) -> dict[str, str] | None:
+        """{"experimentId", "runId"} of the job's run, or None (not created yet, or the server did not answer)."""
+        if key in self.found:
+            return self.found[key]
+        if not self.due(key):
+            return None
+        self.asked[key] = time.monotonic()
+        try:
+            async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
+                run = await self._lookup(session, settings)
+        except (aiohttp.ClientError, TimeoutError, ValueError, KeyError) as error:
+            logger.info("MLflow at %s not reachable for run %s: %s", settings.uri, settings.run_name, error)
+            return None
+        if run is not None:
+            self.found[key] = run
+        return run
+
+    @staticmethod
+    async def _lookup(session: aiohttp.ClientSession, settings: TrackingSettings) -> dict[str, str] | None:
+        api = f"{settings.uri}/api/2.0/mlflow"
+        async with session.get(
+            f"{api}/experiments/get-by-name", params={"experiment_name": settings.experiment}
+        ) as response:
+            if response.status == 404:
+                return None
+            response.raise_for_status()
+            experiment_id = (await response.json())["experiment"]["experiment_id"]
+        query = {
+            "experiment_ids": [experiment_id],
+            "filter": f"attributes.run_name = {json.dumps(settings.run_name)}",
+            "max_results": 1,
+        }
+        async with session.post(f"{api}/runs/search", json=query) as response:
+            response.raise_for_status()
+            runs = (await response.json()).get("runs") or []
+        if not runs:
+            return None
+        return {"experimentId": str(experiment_id), "runId": str(runs[0]["info"]["run_id"])}
+
+    def forget(self, key: tuple) -> None:
+        self.found.pop(key, None)
+        self.asked.pop(key, None)
