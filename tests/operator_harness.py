@@ -31,6 +31,9 @@ BOUND_FLAGS = (
     *("--stuck-after", str(STUCK_AFTER_SECONDS)),
     *("--force-delete-after", str(FORCE_DELETE_AFTER_SECONDS)),
 )
+# The seed LLMModel's gpuType H100 selects the kwok GPU nodes by their `accelerator` label (docs/serving.md): the
+# operator setting a real cluster would point at nvidia.com/gpu.product.
+SERVING_FLAGS = ("--gpu-type", "H100=accelerator=nvidia-gpu")
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 STARTED: list[subprocess.Popen] = []  # every operator process start_operator started, for stop_all()
 
@@ -236,7 +239,8 @@ def start_operator(
         *(sys.executable, "-m", "trainingjob.cli", "operator", "--all-namespaces", "--log-format", "json"),
         *("--liveness", health_url, "--progress-port", str(progress_port), "--progress-bind", "127.0.0.1"),
         *("--progress-url", f"https://127.0.0.1:{progress_port}", "--metrics-port", str(metrics_port)),
-        *("--metrics-bind", "127.0.0.1", "--webhook-port", str(webhook_port), *BOUND_FLAGS, *extra_args),
+        *("--metrics-bind", "127.0.0.1", "--webhook-port", str(webhook_port), *BOUND_FLAGS, *SERVING_FLAGS),
+        *extra_args,
     ]
     env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
     with log_path.open("ab") as log:

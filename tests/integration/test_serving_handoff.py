@@ -115,6 +115,11 @@ def test_a_model_trained_by_a_job_is_served_after_the_job_succeeds(kube: Kube, n
         "the model to be available",
     )
     assert status["source"] == {"trainingJob": "digits", "jobPhase": "Succeeded", "claimName": "digits-checkpoints"}
+    reasons = {
+        e.reason
+        for e in kube.core.list_namespaced_event(namespace, field_selector="involvedObject.name=digits-server").items
+    }
+    assert {"SourceReady", "Created"} <= reasons
     endpoints = kube.api.call_api(
         f"/apis/discovery.k8s.io/v1/namespaces/{namespace}/endpointslices",
         "GET",

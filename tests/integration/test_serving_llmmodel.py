@@ -68,6 +68,8 @@ def test_the_seed_applies_unchanged_and_becomes_three_gpu_replicas_with_a_status
     assert created.spec.replicas == 3
     server = created.spec.template.spec.containers[0]
     assert server.resources.limits == {k.GPU_RESOURCE: "1"}
+    # gpuType H100 -> node labels by the operator's --gpu-type setting (tests/operator_harness.py SERVING_FLAGS)
+    assert created.spec.template.spec.node_selector == {"accelerator": "nvidia-gpu"}
     assert created.metadata.owner_references[0].kind == k.MODEL_KIND
 
     def available() -> dict[str, Any] | None:
@@ -82,8 +84,8 @@ def test_the_seed_applies_unchanged_and_becomes_three_gpu_replicas_with_a_status
     assert condition(model, "Degraded") == ("False", "AsExpected")
     pods = kube.core.list_namespaced_pod(namespace, label_selector=status["selector"]).items
     assert len(pods) == 3
-    nodes = {kube.core.read_node(p.spec.node_name).metadata.labels.get("type") for p in pods}
-    assert nodes == {"kwok"}  # the only nodes with nvidia.com/gpu capacity
+    labels = [kube.core.read_node(p.spec.node_name).metadata.labels for p in pods]
+    assert {(node["type"], node["accelerator"]) for node in labels} == {("kwok", "nvidia-gpu")}
     service = kube.core.read_namespaced_service(NAME, namespace)
     assert service.spec.selector == {k.LABEL_MODEL: NAME} and service.spec.ports[0].port == 80
     table = kubectl(cluster, "get", "llmmodel", NAME, "-n", namespace)
@@ -141,6 +143,15 @@ def test_scale_drift_repair_and_autoscaling(cluster: ClusterUnderTest, kube: Kub
     target = hpa.spec.scale_target_ref
     assert (target.api_version, target.kind, target.name) == (k.MODEL_API_VERSION, k.MODEL_KIND, NAME)
     assert (hpa.spec.min_replicas, hpa.spec.max_replicas) == (2, 4)
+
+    def able_to_scale() -> Any:
+        current = autoscaler()
+        found = [c for c in (current.status.conditions or []) if c.type == "AbleToScale"] if current else []
+        return found[0] if found and found[0].status == "True" else None
+
+    # kube-controller-manager's HPA controller reads the model's scale subresource (no metrics server here, so it
+    # never computes a utilization or decides a scale: that part is shape only).
+    assert wait_until(able_to_scale, 60, "the HPA controller to read the model's scale").reason == "SucceededGetScale"
     kube.custom.patch_namespaced_custom_object(
         k.MODEL_GROUP, k.MODEL_VERSION, namespace, k.MODEL_PLURAL, NAME, {"spec": {"autoscaling": None}}
     )
