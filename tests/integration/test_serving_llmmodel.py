@@ -13,6 +13,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from tests.conftest import ClusterUnderTest
+from tests.jobs import SIM, create_job, job_manifest, wait_phase
 from tests.kube import Kube, wait_until
 from tests.operator_harness import REPO
 from trainingjob.api import constants as k
@@ -158,3 +159,38 @@ def test_scale_drift_repair_and_autoscaling(cluster: ClusterUnderTest, kube: Kub
     wait_until(lambda: autoscaler() is None, 30, "the autoscaler to be deleted")
     described = json.loads(kubectl(cluster, "get", "llmmodel", NAME, "-n", namespace, "-o", "json"))
     assert described["status"]["observedGeneration"] == described["metadata"]["generation"]
+
+    # Deleting the model deletes what it owns (controller ownerReferences, garbage collection).
+    kubectl(cluster, "delete", "llmmodel", NAME, "-n", namespace)
+    wait_until(lambda: deployment(kube, namespace) is None, 60, "the Deployment to be collected")
+    wait_until(lambda: not kube.core.list_namespaced_service(namespace).items, 60, "the Service to be collected")
+
+
+def test_a_model_whose_training_job_fails_is_degraded_and_serves_nothing(kube: Kube, namespace: str) -> None:
+    failing = job_manifest(
+        "train",
+        complete_after=None,
+        restartPolicy="Never",
+        podAnnotations={f"{SIM}/fail": "true", f"{SIM}/fail-after": "1s"},
+        checkpoint={"enabled": True, "storage": {"type": "pvc", "size": "10Mi", "accessModes": ["ReadWriteOnce"]}},
+    )
+    create_job(kube, namespace, failing)
+    model = {
+        "apiVersion": k.MODEL_API_VERSION,
+        "kind": k.MODEL_KIND,
+        "metadata": {"name": "fails"},
+        "spec": {"modelName": "m", "source": {"trainingJob": "train"}},
+    }
+    kube.custom.create_namespaced_custom_object(k.MODEL_GROUP, k.MODEL_VERSION, namespace, k.MODEL_PLURAL, model)
+    wait_phase(kube, namespace, "train", "Failed", timeout=90)
+
+    def degraded() -> dict[str, Any] | None:
+        body = get_model(kube, namespace, "fails")
+        return body if condition(body, "Degraded") == ("True", "TrainingFailed") else None
+
+    body = wait_until(degraded, 60, "the model to be Degraded")
+    assert condition(body, "Available") == ("False", "WaitingForSource")
+    assert body["status"]["source"] == {"trainingJob": "train", "jobPhase": "Failed"}
+    assert not kube.apps.list_namespaced_deployment(namespace).items
+    found = kube.core.list_namespaced_event(namespace, field_selector="involvedObject.name=fails").items
+    assert ("Warning", "TrainingFailed") in {(e.type, e.reason) for e in found}
