@@ -2,11 +2,12 @@
 
 Set TJ_USE_EXISTING_CLUSTER=true (with KUBECONFIG) to run against a cluster you already have, like envtest's
 USE_EXISTING_CLUSTER; set TJ_KEEP_CLUSTER=true to leave the session's cluster running for the next run, and
-TJ_TEST_CLUSTER=NAME to use a local cluster other than "pytest".
+TJ_TEST_CLUSTER=NAME to use a local cluster other than this checkout's own ("pytest-" and a hash of its path).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import uuid
 from collections.abc import Iterator
@@ -17,8 +18,12 @@ import pytest
 
 from tests.kube import Kube, wait_until
 
-# Several test runs can share a machine (developers, helpers): each can pick its own cluster.
-TEST_CLUSTER_NAME = os.environ.get("TJ_TEST_CLUSTER", "pytest")
+# Several test runs can share a machine (developers, helpers): each checkout gets a cluster of its own by default
+# (two checkouts sharing one cluster would run two operators on one Lease, and the first to finish would tear the
+# cluster down under the other); TJ_TEST_CLUSTER picks one explicitly.
+TEST_CLUSTER_NAME = os.environ.get("TJ_TEST_CLUSTER") or (
+    "pytest-" + hashlib.sha1(str(Path(__file__).resolve().parents[1]).encode()).hexdigest()[:6]
+)
 # Beside the 4 kwok nodes, local process nodes where pods really run (tests/local_node.py targets them).
 LOCAL_NODES = 2
 
