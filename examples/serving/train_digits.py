@@ -51,7 +51,7 @@ def main() -> int:
         with np.load(found) as saved:
             weights, bias = saved["weights"], saved["bias"]
         start = int(found.name[5:13]) + 1
-    run = tracking.start_run({"epochs": epochs, "learning_rate": learning_rate}) if tracking else None
+    run = tracking.start_run() if tracking else None  # logs the job's hyperparameters as the run's params
     one_hot = np.eye(10)[train_y]
     for epoch in range(start, epochs):
         for _ in range(20):  # full-batch steps

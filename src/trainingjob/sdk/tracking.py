@@ -143,8 +143,19 @@ class Run:
         return self._guard("run update", lambda: self.client.call("POST", "runs/update", body))
 
 
+def job_hyperparameters() -> dict[str, Any]:
+    """spec.hyperparameters as the operator mounts them (TRAININGJOB_HYPERPARAMETERS_FILE); {} outside a job."""
+    path = os.environ.get("TRAININGJOB_HYPERPARAMETERS_FILE", "").strip()
+    try:
+        loaded = json.loads(Path(path).read_text()) if path else {}
+    except (OSError, ValueError):
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
+
+
 def start_run(params: dict[str, Any] | None = None) -> Run | None:
-    """The job's run on the chief (found or created; params logged on creation), None elsewhere or untracked."""
+    """The job's run on the chief (found or created), None elsewhere or untracked. A new run logs `params`, by
+    default the job's hyperparameters (spec.hyperparameters)."""
     uri = os.environ.get(ENV_URI, "").strip()
     if not uri or not _env.is_chief():
         return None
@@ -171,6 +182,7 @@ def start_run(params: dict[str, Any] | None = None) -> Run | None:
         log.warning("trainingjob.sdk: MLflow at %s unusable, not tracking: %s", uri, error)
         return None
     run = Run(client, info)
+    params = job_hyperparameters() if params is None else params
     if created and params:
         run.log_params(params)
     return run
