@@ -3,6 +3,8 @@ server, the workers' MLFLOW_* variables and status.tracking's link."""
 
 from __future__ import annotations
 
+import asyncio
+import datetime
 from typing import Any
 
 from trainingjob.api import constants as c
@@ -12,6 +14,8 @@ from trainingjob.api.types import TrainingJob
 from trainingjob.builders.env import worker_env
 from trainingjob.builders.tracking import tracking_settings, tracking_status
 from trainingjob.config import OperatorConfig
+from trainingjob.operator.mlflow import TRACKING_GRACE, MlflowRuns, still_looking
+from trainingjob.reconcile.actions import Plan
 
 TRACKING = {"enabled": True, "mlflowTrackingUri": "http://mlflow.mlops:5000/", "experimentName": "digits"}
 
@@ -75,3 +79,30 @@ def test_the_status_links_the_run_once_found() -> None:
     }
     linked = tracking_status(settings, {"experimentId": "3", "runId": "abc"})
     assert linked["url"] == "http://mlflow.mlops:5000/#/experiments/3/runs/abc" and linked["runId"] == "abc"
+
+
+def test_the_operator_looks_for_a_run_while_the_job_runs_and_briefly_after() -> None:
+    now = datetime.datetime(2026, 1, 1, 12, 0, tzinfo=datetime.UTC)
+    assert still_looking({"phase": "Running"}, now)
+    recently = (now - datetime.timedelta(seconds=TRACKING_GRACE - 10)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    long_ago = (now - datetime.timedelta(seconds=TRACKING_GRACE + 10)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert still_looking({"phase": "Succeeded", "completionTime": recently}, now)
+    assert not still_looking({"phase": "Failed", "completionTime": long_ago}, now)
+
+
+def test_an_untracked_job_gets_no_tracking_status_and_no_lookup() -> None:
+    plan = Plan(status={"phase": "Running"})
+    linked, again = asyncio.run(
+        MlflowRuns(None).link(("ml", "mnist"), job(), plan, datetime.datetime.now(datetime.UTC))
+    )
+    assert linked is plan and again is None
+    pending = Plan(status={"phase": "Pending"})
+    linked, again = asyncio.run(
+        MlflowRuns("http://default:5000").link(("ml", "mnist"), job(), pending, datetime.datetime.now(datetime.UTC))
+    )
+    assert linked.status["tracking"] == {
+        "trackingUri": "http://default:5000",
+        "experimentName": "ml/mnist",
+        "runName": "mnist-01234567",
+    }
+    assert again is None  # nothing runs yet, so no run to look for

@@ -6,23 +6,51 @@ costs one short timeout and is asked again later; it never fails a reconcile.
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
 import json
 import logging
 import time
 
 import aiohttp
 
-from trainingjob.builders.tracking import TrackingSettings
+from trainingjob.api.types import TrainingJob, parse_time
+from trainingjob.builders.tracking import TrackingSettings, tracking_settings, tracking_status
+from trainingjob.reconcile.actions import Plan
+from trainingjob.reconcile.status import TERMINAL_PHASES
 
 logger = logging.getLogger(__name__)
 TIMEOUT = aiohttp.ClientTimeout(total=3)
 LOOKUP_INTERVAL = 5.0  # seconds between two lookups of the same job's run
+TRACKING_GRACE = 300.0  # how long after a job finished its run is still looked for
 
 
 class MlflowRuns:
-    def __init__(self) -> None:
+    """The runs found so far, by job key; jobs forgotten with the reconciler's other memories."""
+
+    def __init__(self, default_uri: str | None) -> None:
+        self.default_uri = default_uri
         self.found: dict[tuple, dict[str, str]] = {}
         self.asked: dict[tuple, float] = {}
+
+    async def link(
+        self, key: tuple, job: TrainingJob, result: Plan, now: datetime.datetime
+    ) -> tuple[Plan, float | None]:
+        """`result` with status.tracking of a tracked job (its server, experiment and run name, and once the chief
+        has created the run its ids and link), and in how many seconds to look for the run again (None: don't)."""
+        settings = tracking_settings(job, self.default_uri)
+        if settings is None:
+            return result, None
+        known = job.status.get("tracking") or {}
+        run, again = (known if known.get("runId") else None), None
+        if run is None and result.status.get("phase") not in (None, "Pending", "Suspended"):
+            run = await self.find(key, settings)
+            if run is None and still_looking(result.status, now):
+                again = LOOKUP_INTERVAL
+        status = tracking_status(settings, run)
+        if result.status.get("tracking") != status:
+            result = dataclasses.replace(result, status={**result.status, "tracking": status})
+        return result, again
 
     def due(self, key: tuple) -> bool:
         return time.monotonic() - self.asked.get(key, -1e9) >= LOOKUP_INTERVAL
@@ -69,3 +97,12 @@ class MlflowRuns:
     def forget(self, key: tuple) -> None:
         self.found.pop(key, None)
         self.asked.pop(key, None)
+
+
+def still_looking(status: dict, now: datetime.datetime) -> bool:
+    """Look for a job's run while it runs and for TRACKING_GRACE seconds after it finished (the chief may create
+    it late), then only when something else reconciles the job."""
+    if status.get("phase") not in TERMINAL_PHASES:
+        return True
+    finished = parse_time(status.get("completionTime"))
+    return finished is None or (now - finished).total_seconds() < TRACKING_GRACE

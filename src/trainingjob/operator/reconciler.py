@@ -10,14 +10,13 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from trainingjob.api.types import TrainingJob, format_time, parse_time
-from trainingjob.builders.tracking import tracking_settings, tracking_status
+from trainingjob.api.types import TrainingJob, format_time
 from trainingjob.config import OperatorConfig
 from trainingjob.operator.apply import Applier, ApplyResult
 from trainingjob.operator.logs import reconcile_context
 from trainingjob.operator.lookups import Lookups
 from trainingjob.operator.metrics import OperatorMetrics
-from trainingjob.operator.mlflow import LOOKUP_INTERVAL, MlflowRuns
+from trainingjob.operator.mlflow import MlflowRuns
 from trainingjob.operator.quota_gate import QuotaGate, creates_workers
 from trainingjob.operator.serving import ServingReconciler, is_model_key
 from trainingjob.operator.workqueue import WorkQueue
@@ -41,8 +40,6 @@ CLAIM_TTL_SECONDS = 30.0
 PROGRESS_WRITE_INTERVAL = 3.0
 # A status change in worker details alone waits this long for the next significant change to carry it.
 DETAIL_WRITE_DELAY = 3.0
-# How long after a job finished the operator keeps looking for its MLflow run.
-TRACKING_GRACE = 300.0
 
 
 def _values(index: Mapping[Any, Any], key: JobKey) -> list[Any]:
@@ -94,7 +91,7 @@ class Reconciler:
         self.progress_written: dict[JobKey, float] = {}
         # Since when a job's status has differed from ours in worker details only (see defer_details).
         self.details_since: dict[JobKey, float] = {}
-        self.mlflow_runs = MlflowRuns()
+        self.mlflow_runs = MlflowRuns(config.mlflow_tracking_uri)
         self.leading = False
         self.failures: dict[JobKey, int] = {}
         self.tasks: list[asyncio.Task] = []
@@ -267,7 +264,9 @@ class Reconciler:
         async with self.quota_gate.turn(job.namespace, creates_workers(job, observed)):
             observed = await self.surroundings(key, job, observed, now)
             result = self.defer_details(key, job, plan(job, observed, now, self.config))
-            result = await self.link_tracking(key, job, result)
+            result, look_again = await self.mlflow_runs.link(key, job, result, self.clock())
+            if look_again is not None:
+                self.queue.add_after(key, look_again)
             outcome = await self.applier.apply(job, body, result)
         self.remember(key, resource_version, outcome)
         self.remember_admission(key, job, observed, outcome, now)
@@ -306,31 +305,6 @@ class Reconciler:
         return dataclasses.replace(
             observed, namespace_restricted=restricted, admission=self.denials.get(key), nodes=nodes, quotas=quotas
         )
-
-    async def link_tracking(self, key: JobKey, job: TrainingJob, result: Plan) -> Plan:
-        """status.tracking of a tracked job: its MLflow server, experiment and run name, and once the chief has
-        created the run, its ids and link (looked up now and then until found; see operator/mlflow.py)."""
-        settings = tracking_settings(job, self.config.mlflow_tracking_uri)
-        if settings is None:
-            return result
-        known = job.status.get("tracking") or {}
-        run = known if known.get("runId") else None
-        if run is None and result.status.get("phase") not in (None, "Pending", "Suspended"):
-            run = await self.mlflow_runs.find(key, settings)
-            if run is None and self.still_looking(result.status):
-                self.queue.add_after(key, LOOKUP_INTERVAL)
-        status = tracking_status(settings, run)
-        if result.status.get("tracking") == status:
-            return result
-        return dataclasses.replace(result, status={**result.status, "tracking": status})
-
-    def still_looking(self, status: dict) -> bool:
-        """Look for a job's run while it runs and for TRACKING_GRACE seconds after it finished (the chief may log
-        its last artifacts after the others are done), then only when something else reconciles the job."""
-        if status.get("phase") not in TERMINAL_PHASES:
-            return True
-        finished = status.get("completionTime")
-        return finished is None or (self.clock() - parse_time(finished)).total_seconds() < TRACKING_GRACE
 
     def remember_admission(
         self, key: JobKey, job: TrainingJob, observed: ObservedChildren, outcome: ApplyResult, now: datetime.datetime
