@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 CLUSTER ?= default
 
-.PHONY: help install ui-assets generate components runtimes tools lint test test-unit test-integration demo demo-down bench clean
+.PHONY: help install ui-assets generate components runtimes tools mlflow-server lint test test-unit test-integration demo demo-down bench clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -53,7 +53,20 @@ test-integration: components  ## tests against a real local control plane (start
 tools: install  ## control-plane binaries plus promtool and helm (alert rules and the chart in tests; first use only)
 	$(BIN)/tj cluster build --with-promtool --with-helm
 
-test: lint tools  ## everything CI runs: lint, unit and integration tests
+# MLflow for the tracking tests (tests/integration/test_mlflow_tracking.py start `mlflow server` with SQLite): its own
+# cached venv, never the project's (MLflow's dependencies would pin ours) nor a training image's.
+MLFLOW_VENV  ?= $(HOME)/.cache/trainingjob/mlflow-venv
+MLFLOW_STAMP := $(MLFLOW_VENV)/.installed-stamp
+MLFLOW_PIN   := mlflow==3.17.2
+
+$(MLFLOW_STAMP):
+	$(PYTHON) -m venv $(MLFLOW_VENV)
+	$(MLFLOW_VENV)/bin/pip install --quiet --disable-pip-version-check '$(MLFLOW_PIN)'
+	touch $(MLFLOW_STAMP)
+
+mlflow-server: $(MLFLOW_STAMP)  ## install MLflow's server into its own cached venv (first use only; the MLflow tests)
+
+test: lint tools mlflow-server  ## everything CI runs: lint, unit and integration tests
 	$(BIN)/python -m pytest tests
 
 demo: components  ## local cluster, operator, a sample TrainingJob followed to Succeeded

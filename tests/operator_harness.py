@@ -31,6 +31,9 @@ BOUND_FLAGS = (
     *("--stuck-after", str(STUCK_AFTER_SECONDS)),
     *("--force-delete-after", str(FORCE_DELETE_AFTER_SECONDS)),
 )
+# The seed LLMModel's gpuType H100 selects the kwok GPU nodes by their `accelerator` label (docs/serving.md): the
+# operator setting a real cluster would point at nvidia.com/gpu.product.
+SERVING_FLAGS = ("--gpu-type", "H100=accelerator=nvidia-gpu")
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 STARTED: list[subprocess.Popen] = []  # every operator process start_operator started, for stop_all()
 
@@ -53,10 +56,28 @@ def install_crd(kube: Kube, manifest: dict[str, Any] | None = None) -> None:
         manifest["spec"]["conversion"] = current["spec"]["conversion"]
         kube.extensions.replace_custom_resource_definition(name, manifest)
     install_webhook_configurations(kube)
+    install_llmmodel_crd(kube)
     wait_until(lambda: _established(kube, name), 60, f"CRD {name} to be Established")
     # Established can precede the first successful create, and after a replace the API server may still serve
     # the previous schema for a moment: wait until a probe comes back defaulted exactly as this schema says.
     wait_until(lambda: _serves_schema(kube, manifest), 60, f"the API server to serve the new schema of {name}")
+
+
+def install_llmmodel_crd(kube: Kube) -> None:
+    """The LLMModel CRD from its schema module, created or replaced (the operator watches it beside TrainingJob)."""
+    from trainingjob.api.schema_llmmodel import llmmodel_crd_manifest
+
+    manifest = saved_config(llmmodel_crd_manifest())
+    name = manifest["metadata"]["name"]
+    try:
+        kube.extensions.create_custom_resource_definition(manifest)
+    except ApiException as error:
+        if error.status != 409:
+            raise
+        current = kube.extensions.read_custom_resource_definition(name)
+        manifest["metadata"]["resourceVersion"] = current.metadata.resource_version
+        kube.extensions.replace_custom_resource_definition(name, manifest)
+    wait_until(lambda: _established(kube, name), 60, f"CRD {name} to be Established")
 
 
 def saved_config(manifest: dict[str, Any]) -> dict[str, Any]:
@@ -218,7 +239,8 @@ def start_operator(
         *(sys.executable, "-m", "trainingjob.cli", "operator", "--all-namespaces", "--log-format", "json"),
         *("--liveness", health_url, "--progress-port", str(progress_port), "--progress-bind", "127.0.0.1"),
         *("--progress-url", f"https://127.0.0.1:{progress_port}", "--metrics-port", str(metrics_port)),
-        *("--metrics-bind", "127.0.0.1", "--webhook-port", str(webhook_port), *BOUND_FLAGS, *extra_args),
+        *("--metrics-bind", "127.0.0.1", "--webhook-port", str(webhook_port), *BOUND_FLAGS, *SERVING_FLAGS),
+        *extra_args,
     ]
     env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
     with log_path.open("ab") as log:

@@ -30,6 +30,8 @@ VERBS = {"create": "create", "read": "get", "list": "list", "patch": "patch", "r
 KINDS = {
     "pod": ("", "pods", True),
     "service": ("", "services", True),
+    "deployment": ("apps", "deployments", True),
+    "horizontal_pod_autoscaler": ("autoscaling", "horizontalpodautoscalers", True),
     "config_map": ("", "configmaps", True),
     "persistent_volume_claim": ("", "persistentvolumeclaims", True),
     "event": ("", "events", True),

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainingjob.api.constants import GPU_RESOURCE
+from trainingjob.serving.types import ServingConfig
 
 
 def _default_gpu_tolerations() -> list[dict[str, Any]]:
@@ -42,3 +43,7 @@ class OperatorConfig:
     # A worker Terminating this long past its grace period on a NotReady, unreachable or deleted node is
     # force-deleted so it can be recreated (None or 0: never).
     force_delete_after_seconds: int | None = 300
+    # LLMModel: the default server image and what each gpuType selects (docs/serving.md).
+    serving: ServingConfig = field(default_factory=ServingConfig)
+    # MLflow tracking server of jobs without spec.tracking.mlflowTrackingUri (None: such jobs are not tracked).
+    mlflow_tracking_uri: str | None = None

@@ -54,6 +54,7 @@ def test_the_base_passes_a_server_side_dry_run(cluster: ClusterUnderTest, instal
     assert kinds == sorted(
         [
             *("Namespace", "CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRoleBinding"),
+            "CustomResourceDefinition",  # LLMModel (docs/serving.md)
             *("Role", "RoleBinding", "Role", "RoleBinding", "Deployment", "Service", "PodDisruptionBudget"),
             *("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"),
             *("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"),  # the webhooks' (deploy/rbac/webhooks.yaml)

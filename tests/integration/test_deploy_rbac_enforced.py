@@ -121,7 +121,9 @@ def test_the_api_server_allows_the_operator_exactly_the_calls_its_code_makes(
     # Leases and the TLS Secrets live in the operator's own namespace (Roles there); everything else cluster-wide.
     own_namespace = {("coordination.k8s.io", "leases"), ("", "secrets")}
     resources = {(group, resource) for group, resource, _ in used} - own_namespace
-    assert len(resources) == 21  # 17, plus the gang objects: Workloads, and three kinds of PodGroup
+    # 17, plus the gang objects (Workloads, three kinds of PodGroup), plus LLMModels: llmmodels, llmmodels/status,
+    # deployments, horizontalpodautoscalers.
+    assert len(resources) == 25
     for group, resource in sorted(resources):
         scope = "" if (group, resource) in CLUSTER_SCOPED else namespace
         name = BY_NAME.get((group, resource), "")

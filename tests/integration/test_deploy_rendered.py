@@ -151,8 +151,9 @@ def test_the_cluster_install_registers_the_webhooks_behind_the_service(cluster: 
 
     docs = render(cluster, RENDERED[variant])
     service = w.service_endpoint(OPERATOR_NAMESPACE)
-    crd = one(docs, "CustomResourceDefinition")
+    crd = one(docs, "CustomResourceDefinition", "trainingjobs.ml.example.com")
     assert crd["spec"]["conversion"] == w.conversion(service)
+    assert "conversion" not in one(docs, "CustomResourceDefinition", "llmmodels.ai.example.com")["spec"]
     for kind, path in (
         ("MutatingWebhookConfiguration", w.MUTATE_PATH),
         ("ValidatingWebhookConfiguration", w.VALIDATE_PATH),

@@ -20,8 +20,14 @@ from trainingjob.api import constants as c
 pytestmark = pytest.mark.integration
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-# examples/images.yaml is the local nodes' image mapping, not a manifest.
-MANIFESTS = sorted(p for p in EXAMPLES.rglob("*.yaml") if p.name != "images.yaml")
+# examples/images.yaml is the local nodes' image mapping, not a manifest; LLMModel manifests (examples/llmmodel,
+# examples/serving) are applied by tests/integration/test_serving_*.py.
+SERVING_EXAMPLES = ("llmmodel", "serving")
+MANIFESTS = sorted(
+    p
+    for p in EXAMPLES.rglob("*.yaml")
+    if p.name != "images.yaml" and p.relative_to(EXAMPLES).parts[0] not in SERVING_EXAMPLES
+)
 
 
 def dry_run_create(kube: Kube, namespace: str, body: dict[str, Any]) -> dict[str, Any]:

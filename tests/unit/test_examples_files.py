@@ -41,7 +41,13 @@ clean_env = examples_support.clean_env  # autouse: no launcher variable or defau
 SDK_DIR = Path(trainingjob.sdk.__file__).parent
 HEAVY = ("torch", "tensorflow", "keras", "xgboost", "jax", "jaxlib", "numpy")
 # examples/images.yaml is the local nodes' image mapping, not a manifest.
-MANIFESTS = sorted(p for p in EXAMPLES.rglob("*.yaml") if p.name != "images.yaml")
+# LLMModel manifests (examples/llmmodel, examples/serving) are tested by the serving tests.
+SERVING_EXAMPLES = ("llmmodel", "serving")
+MANIFESTS = sorted(
+    p
+    for p in EXAMPLES.rglob("*.yaml")
+    if p.name != "images.yaml" and p.relative_to(EXAMPLES).parts[0] not in SERVING_EXAMPLES
+)
 
 
 def installed(name: str) -> bool:

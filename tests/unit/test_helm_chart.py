@@ -22,6 +22,7 @@ from tests.helm_support import (
     run,
 )
 from trainingjob.api.schema import crd_manifest
+from trainingjob.api.schema_llmmodel import llmmodel_crd_manifest
 
 NAMESPACED = ("--set", "watchNamespaces={ml-team-a}")
 MONITORING = (
@@ -43,7 +44,7 @@ def in_cluster_conversion(rendered: dict) -> dict:
     from trainingjob.api import webhook_config
 
     for (_, kind, _, _), document in rendered.items():
-        if kind == "CustomResourceDefinition":
+        if kind == "CustomResourceDefinition" and document["metadata"]["name"] == "trainingjobs.ml.example.com":
             assert document["spec"]["conversion"] == webhook_config.conversion()
             document["spec"]["conversion"] = webhook_config.conversion(webhook_config.service_endpoint(NAMESPACE))
     return rendered
@@ -89,7 +90,8 @@ def test_helm_reports_the_pinned_version(tmp_path: Path) -> None:
 @pytest.mark.integration
 def test_the_rendered_crd_is_the_generated_one(tmp_path: Path) -> None:
     rendered = [d for d in yaml.safe_load_all(helm_template(tmp_path)) if d and d["kind"] == "CustomResourceDefinition"]
-    assert rendered == [crd_manifest()]
+    by_name = sorted(rendered, key=lambda d: d["metadata"]["name"])
+    assert by_name == [llmmodel_crd_manifest(), crd_manifest()]  # LLMModel's too (docs/serving.md)
 
 
 def test_the_charts_crd_file_is_deploys_generated_crd() -> None:

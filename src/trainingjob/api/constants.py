@@ -97,3 +97,20 @@ RESERVED_ENV_PREFIXES = ("HYPERPARAM_", "TRAININGJOB_")
 
 # Volumes and mount paths the operator adds to every worker; user volumes may not reuse these names.
 RESERVED_VOLUME_NAMES = ("dshm", "tj-config", "tj-hostfile", "data", "checkpoints", "tj-progress-token", "tj-mpi-key")
+
+# LLMModel (docs/serving.md): a served model, its own API group, reconciled by the same operator.
+MODEL_GROUP = "ai.example.com"
+MODEL_VERSION = "v1"
+MODEL_API_VERSION = f"{MODEL_GROUP}/{MODEL_VERSION}"
+MODEL_KIND = "LLMModel"
+MODEL_PLURAL = "llmmodels"
+MODEL_SINGULAR = "llmmodel"
+MODEL_SHORT_NAMES = ("llm",)
+MODEL_CRD_NAME = f"{MODEL_PLURAL}.{MODEL_GROUP}"
+# Deployment, Service and HorizontalPodAutoscaler of a model are all named after it (a DNS-1035 label: the Service).
+MAX_MODEL_NAME_LENGTH = 50
+LABEL_MODEL = f"{MODEL_GROUP}/llmmodel"
+DEFAULT_SERVING_PORT = 8080
+DEFAULT_SERVING_IMAGE = "registry.example/trainingjob-serving/model-server:0.1"
+# Where a serving pod finds the model a TrainingJob or a claim holds (spec.source), read-only.
+MODEL_MOUNT_PATH = "/model"

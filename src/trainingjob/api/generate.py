@@ -1,7 +1,8 @@
 """Write deploy/crd/ from the Python sources, or check that it is up to date.
 
-deploy/crd/ holds the TrainingJob CRD (from schema.py) and the admission webhook configurations (from
-webhook_config.py): everything `kubectl apply -f deploy/crd/` registers with the API server.
+deploy/crd/ holds the TrainingJob CRD (from schema.py), the LLMModel CRD (from schema_llmmodel.py) and the admission
+webhook configurations (from webhook_config.py): everything `kubectl apply -f deploy/crd/` registers
+with the API server.
 `python -m trainingjob.api.generate` (or `make generate`) rewrites the files; `--check` exits 1 when one differs,
 so CI catches a change that was not regenerated.
 """
@@ -17,16 +18,19 @@ from typing import Any
 import yaml
 
 from trainingjob.api import webhook_config
-from trainingjob.api.constants import CRD_NAME
+from trainingjob.api.constants import CRD_NAME, MODEL_CRD_NAME
 from trainingjob.api.schema import crd_manifest
+from trainingjob.api.schema_llmmodel import llmmodel_crd_manifest
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 CRD_DIRECTORY = REPO_ROOT / "deploy" / "crd"
 CRD_FILE = f"{CRD_NAME}.yaml"
+MODEL_CRD_FILE = f"{MODEL_CRD_NAME}.yaml"
 WEBHOOKS_FILE = "webhook-configurations.yaml"
 CRD_PATH = CRD_DIRECTORY / CRD_FILE
 WEBHOOKS_PATH = CRD_DIRECTORY / WEBHOOKS_FILE
 HEADER = "# generated from src/trainingjob/api/schema.py by `make generate`; do not edit\n"
+MODEL_HEADER = "# generated from src/trainingjob/api/schema_llmmodel.py by `make generate`; do not edit\n"
 WEBHOOKS_HEADER = (
     "# generated from src/trainingjob/api/webhook_config.py by `make generate`; do not edit\n"
     "# The operator injects its CA (caBundle) and, outside the cluster, points these at itself.\n"
@@ -43,13 +47,22 @@ def render() -> str:
     return HEADER + _dump(crd_manifest())
 
 
+def render_llmmodel() -> str:
+    """The LLMModel CRD as YAML text."""
+    return MODEL_HEADER + _dump(llmmodel_crd_manifest())
+
+
 def render_webhooks() -> str:
     """The Mutating- and ValidatingWebhookConfiguration, as one YAML stream."""
     documents = [webhook_config.mutating_configuration(), webhook_config.validating_configuration()]
     return WEBHOOKS_HEADER + "---\n".join(_dump(document) for document in documents)
 
 
-OUTPUTS: dict[str, Callable[[], str]] = {CRD_FILE: render, WEBHOOKS_FILE: render_webhooks}
+OUTPUTS: dict[str, Callable[[], str]] = {
+    CRD_FILE: render,
+    MODEL_CRD_FILE: render_llmmodel,
+    WEBHOOKS_FILE: render_webhooks,
+}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,6 +12,7 @@ from trainingjob.api.schema_builders import Schema, array, boolean, cel_list, in
 from trainingjob.api.schema_lifecycle import immutability_rules, lifecycle_fields, lifecycle_rules
 from trainingjob.api.schema_pod import ABSOLUTE_PATH, MAX_PATH_LENGTH, OPERATOR_MOUNTS, pod_fields
 from trainingjob.api.schema_roles import role_fields, role_rules, role_transition_rules
+from trainingjob.api.schema_tracking import tracking_spec
 from trainingjob.api.versions import VersionShape
 
 HYPERPARAMETER_KEY = r"^[A-Za-z_][A-Za-z0-9_.-]*$"
@@ -270,6 +271,7 @@ def spec_schema(shape: VersionShape) -> Schema:
             **_failure_fields(),
             **lifecycle_fields(shape),
             "networking": _networking(shape),
+            "tracking": tracking_spec(),
             **pod_fields(shape),
             **role_fields(shape),
         },

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from trainingjob.api import constants as c
 from trainingjob.api.schema_builders import Schema, array, integer, node, obj, string, string_map
+from trainingjob.api.schema_tracking import tracking_status
 
 # metav1.Condition's own limits, so conditions written with the standard helpers always fit.
 CONDITION_TYPE = (
@@ -289,6 +290,7 @@ def status_schema() -> Schema:
             **_counters(),
             **_lifecycle(),
             "message": string("Human-readable summary of the current phase, e.g. why the job failed."),
+            "tracking": tracking_status(),
         },
     )
 

@@ -10,6 +10,7 @@ from trainingjob.api import constants as k
 from trainingjob.api.names import pod_host
 from trainingjob.api.replicas import chief_replica, role_counts
 from trainingjob.api.types import TrainingJob
+from trainingjob.builders.tracking import tracking_env, tracking_settings
 from trainingjob.config import OperatorConfig
 from trainingjob.frameworks.base import ElasticRendezvous, WorkerContext
 from trainingjob.frameworks.registry import framework_for
@@ -120,6 +121,7 @@ def worker_env(
         **framework.worker_env(worker_context(job, index, role)),
         **identity_env(job, index, attempt, role),
         **progress_env(config),
+        **tracking_env(tracking_settings(job, config.mlflow_tracking_uri if config is not None else None)),
         **hyperparameter_env(job.spec.hyperparameters),
     }
     return [{"name": name, "value": value} for name, value in ours.items()] + user_env(job, role)

@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING
 
 import click
 
-from trainingjob.api.constants import DEFAULT_IMAGE_PATTERN
+from trainingjob.api.constants import DEFAULT_IMAGE_PATTERN, DEFAULT_SERVING_IMAGE
 from trainingjob.api.webhook_config import WEBHOOK_PORT
 from trainingjob.config import OperatorConfig
+from trainingjob.serving.types import ServingConfig
 
 if TYPE_CHECKING:
     from trainingjob.webhooks.component import WebhookSettings
@@ -24,6 +25,19 @@ def parse_key_values(values: tuple[str, ...]) -> dict[str, str]:
             raise click.BadParameter(f"{item!r} is not KEY=VALUE")
         pairs[key] = value
     return pairs
+
+
+def parse_gpu_types(values: tuple[str, ...]) -> dict[str, dict[str, str]]:
+    """TYPE=KEY=VALUE (repeatable, several labels per type allowed): an LLMModel's gpuType TYPE selects nodes with
+    label KEY=VALUE, e.g. H100=nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3."""
+    types: dict[str, dict[str, str]] = {}
+    for item in values:
+        gpu_type, sep, label = item.partition("=")
+        key, label_sep, value = label.partition("=")
+        if not sep or not gpu_type or not label_sep or not key:
+            raise click.BadParameter(f"{item!r} is not TYPE=KEY=VALUE")
+        types.setdefault(gpu_type, {})[key] = value
+    return types
 
 
 TOLERATION_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -130,6 +144,27 @@ def skip_unused_optional_clients() -> None:
     metavar="KEY[=VALUE]:EFFECT",
     help="Toleration added to GPU workers (repeatable; replaces the default nvidia.com/gpu:NoSchedule; "
     "`none` adds no toleration).",
+)
+@click.option(
+    "--gpu-type",
+    "gpu_types",
+    multiple=True,
+    metavar="TYPE=KEY=VALUE",
+    help="Node label an LLMModel with spec.gpuType TYPE requires (repeatable; a type without one only requests GPUs).",
+)
+@click.option(
+    "--serving-image",
+    default=DEFAULT_SERVING_IMAGE,
+    show_default=True,
+    help="Image of an LLMModel's server when its spec.image is unset.",
+)
+@click.option(
+    "--mlflow-tracking-uri",
+    envvar="TJ_MLFLOW_TRACKING_URI",
+    default=None,
+    metavar="URL",
+    help="MLflow tracking server of jobs that name none in spec.tracking (env TJ_MLFLOW_TRACKING_URI; default: "
+    "such jobs are not tracked).",
 )
 @click.option(
     "--progress-reporters",
@@ -268,6 +303,9 @@ def operator(
     log_level: str,
     gpu_node_selector: tuple[str, ...],
     gpu_toleration: tuple[str, ...],
+    gpu_types: tuple[str, ...],
+    serving_image: str,
+    mlflow_tracking_uri: str | None,
     progress_reporters: str,
     stuck_after: int,
     force_delete_after: int,
@@ -305,6 +343,16 @@ def operator(
             tolerations if (tolerations := parse_tolerations(gpu_toleration)) is not None else defaults.gpu_tolerations
         ),
         progress_reporters=parse_reporters(progress_reporters),
+        mlflow_tracking_uri=mlflow_tracking_uri or None,
+        serving=ServingConfig(
+            image=serving_image,
+            gpu_types=parse_gpu_types(gpu_types),
+            gpu_tolerations=tuple(
+                tolerations
+                if (tolerations := parse_tolerations(gpu_toleration)) is not None
+                else defaults.gpu_tolerations
+            ),
+        ),
         stuck_after_seconds=stuck_after,
         force_delete_after_seconds=force_delete_after or None,
         max_concurrent_reconciles=max_concurrent_reconciles,

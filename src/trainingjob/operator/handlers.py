@@ -29,17 +29,27 @@ from trainingjob.operator.leader import LeaderElector, LeaseSettings
 from trainingjob.operator.lookups import Lookups
 from trainingjob.operator.metrics import CacheCollector, OperatorMetrics
 from trainingjob.operator.reconciler import Reconciler
+from trainingjob.operator.serving import MODEL_INDEXES, ServingApplier, ServingReconciler, model_key
 from trainingjob.progress.server import ProgressEndpoint, serve
 from trainingjob.progress.tls import ensure_tls
 from trainingjob.reconcile.observed import pod_view
 from trainingjob.reconcile.surroundings import claim_view
 from trainingjob.scheduling.gang import GangApi, watched
+from trainingjob.serving.observed import child_view
 from trainingjob.webhooks import PortUnavailable, start_webhooks
 
 OURS = {k.LABEL_MANAGED_BY: k.MANAGED_BY}
 SERVICE_NAME = "trainingjob-operator"  # the operator's Service: the progress certificate is issued for its names
 # The @kopf.index functions below, by name: Kopf passes each index to handlers under its function's name.
-INDEX_NAMES = ("trainingjob_bodies", "worker_pods", "worker_services", "job_config_maps", "job_claims")
+INDEX_NAMES = (
+    "trainingjob_bodies",
+    "worker_pods",
+    "worker_services",
+    "job_config_maps",
+    "job_claims",
+    *MODEL_INDEXES,
+)
+MODEL_CHILDREN = {k.LABEL_MODEL: kopf.PRESENT, k.LABEL_MANAGED_BY: k.MANAGED_BY}
 IN_CLUSTER_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 
 
@@ -89,13 +99,15 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: An
     if memo.progress_port:
         material = await ensure_tls(memo.api, memo.operator_namespace, SERVICE_NAME)
         memo.config = dataclasses.replace(memo.config, progress_ca_pem=material.ca_pem)
+    applier = Applier(memo.api, memo.config.max_concurrent_creates)
     memo.reconciler = Reconciler(
         indexes,
-        Applier(memo.api, memo.config.max_concurrent_creates),
+        applier,
         memo.config,
         metrics=memo.metrics,
         lookups=Lookups(client.CoreV1Api(memo.api)),
         gang_apis=memo.gang_apis,
+        serving=ServingReconciler(indexes, ServingApplier(memo.api, applier.write_slots), memo.config.serving),
     )
     memo.metrics.register_cache(cache_collector(indexes, memo.reconciler))
     memo.http_runner = None
@@ -226,6 +238,49 @@ async def job_claims(namespace: str, labels: kopf.Labels, body: kopf.Body, **_: 
 async def trainingjob_changed(namespace: str, name: str, memo: kopf.Memo, **_: Any) -> None:
     memo.reconciler.caches_synced()
     memo.reconciler.enqueue((namespace, name))
+    for key in memo.reconciler.serving.models_of_job(namespace, name):
+        memo.reconciler.enqueue(key)  # a model may be waiting for this job to succeed
+
+
+@kopf.index(k.MODEL_GROUP, k.MODEL_VERSION, k.MODEL_PLURAL)
+async def llmmodel_bodies(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict:
+    return {(namespace, name): dict(body)}
+
+
+@kopf.index(k.MODEL_GROUP, k.MODEL_VERSION, k.MODEL_PLURAL)
+async def models_by_source(namespace: str, name: str, spec: kopf.Spec, **_: Any) -> dict | None:
+    """Which models serve which TrainingJob, so that the job's events reach the models waiting for it."""
+    job = (spec.get("source") or {}).get("trainingJob")
+    return {(namespace, job): name} if job else None
+
+
+@kopf.index("apps", "v1", "deployments", labels=MODEL_CHILDREN)
+async def model_deployments(namespace: str, labels: kopf.Labels, body: kopf.Body, **_: Any) -> dict:
+    return {(namespace, labels[k.LABEL_MODEL]): child_view({**body, "kind": "Deployment"})}
+
+
+@kopf.index("", "v1", "services", labels=MODEL_CHILDREN)
+async def model_services(namespace: str, labels: kopf.Labels, body: kopf.Body, **_: Any) -> dict:
+    return {(namespace, labels[k.LABEL_MODEL]): child_view({**body, "kind": "Service"})}
+
+
+@kopf.index("autoscaling", "v2", "horizontalpodautoscalers", labels=MODEL_CHILDREN)
+async def model_autoscalers(namespace: str, labels: kopf.Labels, body: kopf.Body, **_: Any) -> dict:
+    return {(namespace, labels[k.LABEL_MODEL]): child_view({**body, "kind": "HorizontalPodAutoscaler"})}
+
+
+@kopf.on.event(k.MODEL_GROUP, k.MODEL_VERSION, k.MODEL_PLURAL)
+async def llmmodel_changed(namespace: str, name: str, memo: kopf.Memo, **_: Any) -> None:
+    memo.reconciler.caches_synced()
+    memo.reconciler.enqueue(model_key(namespace, name))
+
+
+@kopf.on.event("apps", "v1", "deployments", labels=MODEL_CHILDREN)
+@kopf.on.event("", "v1", "services", labels=MODEL_CHILDREN, id="model_service_changed")
+@kopf.on.event("autoscaling", "v2", "horizontalpodautoscalers", labels=MODEL_CHILDREN)
+async def model_child_changed(namespace: str, labels: kopf.Labels, memo: kopf.Memo, **_: Any) -> None:
+    memo.reconciler.caches_synced()
+    memo.reconciler.enqueue(model_key(namespace, labels[k.LABEL_MODEL]))
 
 
 @kopf.on.event("", "v1", "pods", labels=OURS)

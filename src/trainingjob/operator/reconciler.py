@@ -16,7 +16,9 @@ from trainingjob.operator.apply import Applier, ApplyResult
 from trainingjob.operator.logs import reconcile_context
 from trainingjob.operator.lookups import Lookups
 from trainingjob.operator.metrics import OperatorMetrics
+from trainingjob.operator.mlflow import MlflowRuns
 from trainingjob.operator.quota_gate import QuotaGate, creates_workers
+from trainingjob.operator.serving import ServingReconciler, is_model_key
 from trainingjob.operator.workqueue import WorkQueue
 from trainingjob.progress.report import Report, merge_reports
 from trainingjob.reconcile.actions import Plan
@@ -68,11 +70,14 @@ class Reconciler:
         monotonic: Callable[[], float] = time.monotonic,
         lookups: Lookups | None = None,
         gang_apis: frozenset[GangApi] = frozenset(),
+        serving: ServingReconciler | None = None,
     ) -> None:
         """`lookups` reads namespaces and nodes (None: every namespace counts as not enforcing `restricted` until
         PodSecurity says otherwise, and no node is known). `gang_apis`: the gang APIs the cluster serves, whose
         objects are cached in `indexes` under each provider's index name (scheduling/gang.py)."""
         self.gang_apis = gang_apis
+        # LLMModels share the queue and the workers; their keys are three items (operator/serving.py).
+        self.serving = serving
         self.quota_gate = QuotaGate(lookups)
         self.metrics = metrics
         self.lookups = lookups
@@ -96,6 +101,7 @@ class Reconciler:
         self.progress_written: dict[JobKey, float] = {}
         # Since when a job's status has differed from ours in worker details only (see defer_details).
         self.details_since: dict[JobKey, float] = {}
+        self.mlflow_runs = MlflowRuns(config.mlflow_tracking_uri)
         self.leading = False
         self.failures: dict[JobKey, int] = {}
         self.tasks: list[asyncio.Task] = []
@@ -176,6 +182,8 @@ class Reconciler:
         self.start()
         for key in list(self.indexes["trainingjob_bodies"]):
             self.enqueue(key)
+        for model in self.serving.keys() if self.serving is not None else []:
+            self.enqueue(model)
 
     async def stop(self) -> None:
         for task in self.tasks:
@@ -268,6 +276,10 @@ class Reconciler:
         return set(entries)
 
     async def reconcile(self, key: JobKey) -> None:
+        if is_model_key(key):
+            if self.serving is not None:
+                await self.serving.reconcile(key)  # type: ignore[arg-type]
+            return
         with reconcile_context(*key):
             await self._reconcile(key)
 
@@ -285,6 +297,9 @@ class Reconciler:
         async with self.quota_gate.turn(job.namespace, creates_workers(job, observed)):
             observed = await self.surroundings(key, job, observed, now)
             result = self.defer_details(key, job, plan(job, observed, now, self.config))
+            result, look_again = await self.mlflow_runs.link(key, job, result, self.clock())
+            if look_again is not None:
+                self.queue.add_after(key, look_again)
             outcome = await self.applier.apply(job, body, result)
         self.remember(key, resource_version, outcome)
         self.remember_admission(key, job, observed, outcome, now)
@@ -390,4 +405,5 @@ class Reconciler:
         )
         for memory in memories:
             memory.pop(key, None)
+        self.mlflow_runs.forget(key)
         self.queue.forget(key)

@@ -1,0 +1,108 @@
+"""Find a job's MLflow run, so status.tracking can link it: the chief's SDK creates the run, the operator only reads.
+
+Two calls of MLflow's REST API (experiments/get-by-name, runs/search by run name). A server that is down or slow
+costs one short timeout and is asked again later; it never fails a reconcile.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import logging
+import time
+
+import aiohttp
+
+from trainingjob.api.types import TrainingJob, parse_time
+from trainingjob.builders.tracking import TrackingSettings, tracking_settings, tracking_status
+from trainingjob.reconcile.actions import Plan
+from trainingjob.reconcile.status import TERMINAL_PHASES
+
+logger = logging.getLogger(__name__)
+TIMEOUT = aiohttp.ClientTimeout(total=3)
+LOOKUP_INTERVAL = 5.0  # seconds between two lookups of the same job's run
+TRACKING_GRACE = 300.0  # how long after a job finished its run is still looked for
+
+
+class MlflowRuns:
+    """The runs found so far, by job key; jobs forgotten with the reconciler's other memories."""
+
+    def __init__(self, default_uri: str | None) -> None:
+        self.default_uri = default_uri
+        self.found: dict[tuple, dict[str, str]] = {}
+        self.asked: dict[tuple, float] = {}
+
+    async def link(
+        self, key: tuple, job: TrainingJob, result: Plan, now: datetime.datetime
+    ) -> tuple[Plan, float | None]:
+        """`result` with status.tracking of a tracked job (its server, experiment and run name, and once the chief
+        has created the run its ids and link), and in how many seconds to look for the run again (None: don't)."""
+        settings = tracking_settings(job, self.default_uri)
+        if settings is None:
+            return result, None
+        known = job.status.get("tracking") or {}
+        run, again = (known if known.get("runId") else None), None
+        if run is None and result.status.get("phase") not in (None, "Pending", "Suspended"):
+            run = await self.find(key, settings)
+            if run is None and still_looking(result.status, now):
+                again = LOOKUP_INTERVAL
+        status = tracking_status(settings, run)
+        if result.status.get("tracking") != status:
+            result = dataclasses.replace(result, status={**result.status, "tracking": status})
+        return result, again
+
+    def due(self, key: tuple) -> bool:
+        return time.monotonic() - self.asked.get(key, -1e9) >= LOOKUP_INTERVAL
+
+    async def find(self, key: tuple, settings: TrackingSettings) -> dict[str, str] | None:
+        """{"experimentId", "runId"} of the job's run, or None (not created yet, or the server did not answer)."""
+        if key in self.found:
+            return self.found[key]
+        if not self.due(key):
+            return None
+        self.asked[key] = time.monotonic()
+        try:
+            async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
+                run = await self._lookup(session, settings)
+        except (aiohttp.ClientError, TimeoutError, ValueError, KeyError) as error:
+            logger.info("MLflow at %s not reachable for run %s: %s", settings.uri, settings.run_name, error)
+            return None
+        if run is not None:
+            self.found[key] = run
+        return run
+
+    @staticmethod
+    async def _lookup(session: aiohttp.ClientSession, settings: TrackingSettings) -> dict[str, str] | None:
+        api = f"{settings.uri}/api/2.0/mlflow"
+        async with session.get(
+            f"{api}/experiments/get-by-name", params={"experiment_name": settings.experiment}
+        ) as response:
+            if response.status == 404:
+                return None
+            response.raise_for_status()
+            experiment_id = (await response.json())["experiment"]["experiment_id"]
+        query = {
+            "experiment_ids": [experiment_id],
+            "filter": f"attributes.run_name = {json.dumps(settings.run_name)}",
+            "max_results": 1,
+        }
+        async with session.post(f"{api}/runs/search", json=query) as response:
+            response.raise_for_status()
+            runs = (await response.json()).get("runs") or []
+        if not runs:
+            return None
+        return {"experimentId": str(experiment_id), "runId": str(runs[0]["info"]["run_id"])}
+
+    def forget(self, key: tuple) -> None:
+        self.found.pop(key, None)
+        self.asked.pop(key, None)
+
+
+def still_looking(status: dict, now: datetime.datetime) -> bool:
+    """Look for a job's run while it runs and for TRACKING_GRACE seconds after it finished (the chief may create
+    it late), then only when something else reconciles the job."""
+    if status.get("phase") not in TERMINAL_PHASES:
+        return True
+    finished = parse_time(status.get("completionTime"))
+    return finished is None or (now - finished).total_seconds() < TRACKING_GRACE
