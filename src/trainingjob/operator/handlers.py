@@ -165,8 +165,9 @@ def liveness(reconciler: Reconciler, stuck_after: float) -> tuple[bool, str]:
         return False, f"{len(dead)} reconcile workers died"
     longest = reconciler.longest_reconcile()
     if longest is not None and longest[1] > stuck_after:
-        (namespace, name), seconds = longest
-        return False, f"the reconcile of {namespace}/{name} has run for {seconds:.0f}s (bound {stuck_after:.0f}s)"
+        key, seconds = longest  # (namespace, name) of a job, (kind, namespace, name) of a model
+        what = "/".join(key)
+        return False, f"the reconcile of {what} has run for {seconds:.0f}s (bound {stuck_after:.0f}s)"
     return True, "ok"
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from trainingjob.api.types import TrainingJob, format_time
 from trainingjob.config import OperatorConfig
 from trainingjob.operator.apply import Applier, ApplyResult
+from trainingjob.operator.expectations import pending_expectations
 from trainingjob.operator.logs import reconcile_context
 from trainingjob.operator.lookups import Lookups
 from trainingjob.operator.metrics import OperatorMetrics
@@ -34,8 +35,6 @@ logger = logging.getLogger(__name__)
 JobKey = tuple[str, str]
 ERROR_BACKOFF_BASE = 1.0
 ERROR_BACKOFF_MAX = 300.0
-# A pod we created shows up in the cache within a second; after this long, trust the cache again.
-CLAIM_TTL_SECONDS = 30.0
 # At most one status write for progress per job this often; reports in between only replace the pending one.
 PROGRESS_WRITE_INTERVAL = 3.0
 # A job whose creates admission refused is planned again after this backoff (doubling per refusal in a row): the
@@ -132,12 +131,12 @@ class Reconciler:
             self.tasks.append(asyncio.create_task(self._resync(self.config.resync_seconds), name="resync"))
 
     async def _resync(self, period: float) -> None:
-        """Plan every cached job again each `period` seconds, whether or not an event came: a missed event or a
-        lost timer then delays a decision by one period at most. A job with nothing to do costs no API call."""
+        """Plan every cached job and model again each `period` seconds, whether or not an event came: a missed
+        event or a lost timer then delays a decision by one period at most. One with nothing to do costs no API
+        call."""
         while True:
             await asyncio.sleep(period)
-            for key in list(self.indexes["trainingjob_bodies"].keys()):
-                self.queue.add(key)
+            self.enqueue_all()
 
     def job_uid(self, key: JobKey) -> str | None:
         """The job's uid (None: no such job); the progress endpoint checks the reporting pod's controller by it."""
@@ -180,6 +179,10 @@ class Reconciler:
         """Leadership acquired: start workers and look at every known job once (events seen as a standby were
         queued too, but a fresh look at all of them is what makes a takeover level-triggered)."""
         self.start()
+        self.enqueue_all()
+
+    def enqueue_all(self) -> None:
+        """Every cached TrainingJob and LLMModel."""
         for key in list(self.indexes["trainingjob_bodies"]):
             self.enqueue(key)
         for model in self.serving.keys() if self.serving is not None else []:
@@ -230,7 +233,7 @@ class Reconciler:
         # name are not ours either; garbage collection removes them.
         pods = [p for p in _values(self.indexes["worker_pods"], key) if p.controller_uid == job_uid]
         gangs = self.gang_objects(key)
-        released = self.pending(
+        released = pending_expectations(
             self.released,
             key,
             {p.uid for p in pods if p.deleting} | {g.uid for g in gangs if g.deleting},
@@ -242,7 +245,7 @@ class Reconciler:
             services=_values(self.indexes["worker_services"], key),
             config_maps=_values(self.indexes["job_config_maps"], key),
             rejections=self.rejections.get(key, ()),
-            claimed_pods=self.pending(self.claimed, key, {p.name for p in pods}),
+            claimed_pods=pending_expectations(self.claimed, key, {p.name for p in pods}),
             released_pods=released,
             claims=_values(self.indexes["job_claims"], key),
             progress=progress,
@@ -253,27 +256,6 @@ class Reconciler:
 
     def gang_objects(self, key: JobKey) -> list[GangView]:
         return [view for p in watched(self.gang_apis) for view in _values(self.indexes.get(p.index) or {}, key)]
-
-    @staticmethod
-    def pending(
-        memory: dict[JobKey, dict[str, float]],
-        key: JobKey,
-        settled: set[str],
-        keep_unseen: bool = True,
-        present: set[str] | None = None,
-    ) -> set[str]:
-        """Expectations the cache has not caught up with; settled, vanished or expired ones are dropped."""
-        entries = memory.get(key)
-        if not entries:
-            return set()
-        now = time.monotonic()
-        for name, at in list(entries.items()):
-            vanished = not keep_unseen and present is not None and name not in present
-            if name in settled or vanished or now - at > CLAIM_TTL_SECONDS:
-                del entries[name]
-        if not entries:
-            del memory[key]
-        return set(entries)
 
     async def reconcile(self, key: JobKey) -> None:
         if is_model_key(key):
