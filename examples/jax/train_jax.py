@@ -56,8 +56,7 @@ POSITIVE = ("epochs", "batchSize", "learningRate", "numSamples", "numFeatures")
 T = TypeVar("T")
 
 
-class ConfigError(ValueError):
-    """Hyperparameters or launcher variables that cannot work; the process exits with EXIT_INVALID_CONFIG."""
+ConfigError = sdk.ConfigError  # hyperparameters or launcher variables that cannot work: exit EXIT_INVALID_CONFIG
 
 
 def _check(params: Mapping[str, Any]) -> None:
@@ -70,66 +69,9 @@ def _check(params: Mapping[str, Any]) -> None:
 
 
 def parse_hyperparameters(path: str | os.PathLike[str] | None) -> dict[str, Any]:
-    """DEFAULTS, overridden by the JSON object in `path` (TRAININGJOB_HYPERPARAMETERS_FILE).
-
-    Each value is converted to the type of its default (64.0 → 64, "true" → True); one that cannot be is a
-    ConfigError. Keys without a default are ignored with a warning. No path, or no file there: the defaults.
-    """
-    params = dict(DEFAULTS)
-    if not path:
-        return params
-    try:
-        text = Path(path).read_text()
-    except FileNotFoundError:
-        log.warning("hyperparameters file %s does not exist; using the defaults", path)
-        return params
-    try:
-        given = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise ConfigError(f"{path} is not valid JSON: {error}") from None
-    if not isinstance(given, dict):
-        raise ConfigError(f"{path} must hold a JSON object, not {type(given).__name__}")
-    for key, value in given.items():
-        if key not in DEFAULTS:
-            log.warning("ignoring unknown hyperparameter %s", key)
-            continue
-        params[key] = _coerce(key, value, DEFAULTS[key])
-    for key in POSITIVE:
-        if key in params and params[key] <= 0:
-            raise ConfigError(f"hyperparameter {key} must be positive, got {params[key]}")
-    _check(params)
-    return params
-
-
-def _coerce(key: str, value: Any, default: Any) -> Any:
-    """`value` as the type of `default`, or a ConfigError that names the key."""
-    if isinstance(default, bool):
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-            return value.strip().lower() == "true"
-    elif isinstance(default, int):
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if isinstance(value, str):
-            try:
-                return int(value.strip())
-            except ValueError:
-                pass
-    elif isinstance(default, float):
-        number = value
-        if isinstance(value, str):
-            try:
-                number = float(value.strip())
-            except ValueError:
-                number = None
-        if isinstance(number, int | float) and not isinstance(number, bool) and math.isfinite(number):
-            return float(number)
-    elif isinstance(default, str) and isinstance(value, str):
-        return value
-    raise ConfigError(f"hyperparameter {key} must be a {type(default).__name__}, got {value!r}")
+    """DEFAULTS, overridden by the JSON object in `path` (TRAININGJOB_HYPERPARAMETERS_FILE); see
+    trainingjob.sdk.parse_hyperparameters for the conversions. A value that cannot work is a ConfigError."""
+    return sdk.parse_hyperparameters(path, DEFAULTS, positive=POSITIVE, check=_check)
 
 
 # --- launcher environment ------------------------------------------------------------------------------------------
