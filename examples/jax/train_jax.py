@@ -288,6 +288,13 @@ def train(params: Mapping[str, Any], process: JaxProcess) -> None:
         jax.local_device_count(),
         jax.default_backend(),
     )
+    if process.distributed:
+        # An all-gather over every process: the sum of (index + 1) is n(n+1)/2 only if all n processes took part.
+        from jax.experimental import multihost_utils
+
+        gathered = multihost_utils.process_allgather(np.asarray([jax.process_index() + 1.0], dtype=np.float32))
+        check = {"rank": jax.process_index(), "worldSize": jax.process_count(), "rankSum": int(gathered.sum())}
+        log.info("collective check: %s", json.dumps(check))
     features, targets, true_weights, _ = make_dataset(
         params["numSamples"], params["numFeatures"], params["noise"], params["seed"]
     )

@@ -242,6 +242,13 @@ def train(params: Mapping[str, Any], settings: DistributedSettings) -> None:
         device,
     )
 
+    if settings.distributed:
+        # An all-reduce over every rank: the sum of (rank + 1) is n(n+1)/2 only if all n ranks took part.
+        total = torch.tensor([settings.rank + 1.0])
+        torch.distributed.all_reduce(total)
+        check = {"rank": settings.rank, "worldSize": settings.world_size, "rankSum": int(total.item())}
+        log.info("collective check: %s", json.dumps(check))
+
     features, labels = make_dataset(params["numSamples"], params["numFeatures"], params["numClasses"], params["seed"])
     dataset = TensorDataset(torch.tensor(features, dtype=torch.float32), torch.tensor(labels, dtype=torch.long))
     sampler = DistributedSampler(
