@@ -257,6 +257,17 @@ def load_checkpoint(model: Any, path: Path) -> None:
     model.load_weights(str(path / WEIGHTS_FILE))
 
 
+def check_collective(strategy: Any, task: TFTask) -> dict[str, Any]:
+    """An all-reduce over every worker: the sum of (index + 1) is n(n+1)/2 only if all n workers took part."""
+    tf = _tf()
+
+    def replica_sum() -> Any:
+        return tf.distribute.get_replica_context().all_reduce("sum", tf.constant(task.index + 1.0))
+
+    total = strategy.experimental_local_results(strategy.run(replica_sum))[0]
+    return {"rank": task.index, "worldSize": task.num_workers, "rankSum": int(total.numpy())}
+
+
 def train(params: Mapping[str, Any], task: TFTask, implementation: str) -> None:
     strategy = make_strategy(implementation)  # first: MultiWorkerMirroredStrategy must precede other TF ops
     tf = _tf()
@@ -269,6 +280,8 @@ def train(params: Mapping[str, Any], task: TFTask, implementation: str) -> None:
         replicas,
         implementation,
     )
+    if task.num_workers > 1:
+        log.info("collective check: %s", json.dumps(check_collective(strategy, task)))
     global_batch = params["batchSize"] * replicas
     features, labels = make_dataset(params["numSamples"], params["numFeatures"], params["numClasses"], params["seed"])
     features, labels = tf.constant(features, dtype=tf.float32), tf.constant(labels, dtype=tf.int64)

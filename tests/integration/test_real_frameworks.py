@@ -1,6 +1,6 @@
 """The examples' real launchers on the local process nodes, with exactly the env the operator injects: torchrun
-(PyTorch DDP over gloo), jax.distributed and XGBoost's collective each run a collective whose result proves that
-every rank joined; the chief's progress and checkpoints reach the status through the SDK; and an XGBoost worker
+(PyTorch DDP over gloo), jax.distributed, TensorFlow's MultiWorkerMirroredStrategy (TF_CONFIG) and XGBoost's
+collective each run a collective whose result proves that every rank joined; the chief's progress and checkpoints reach the status through the SDK; and an XGBoost worker
 SIGKILLed mid-run makes the operator restart the gang, which resumes from the newest checkpoint and Succeeds.
 
 Logs, DNS between pods and graceful deletion are the local node's own tests (test_local_node_*.py); here they are
@@ -53,7 +53,7 @@ def assert_finished_with_progress(status: dict[str, Any], epochs: int) -> None:
     assert status["lastCheckpoint"]["epoch"] == epochs, status.get("lastCheckpoint")
 
 
-@pytest.mark.parametrize("framework", ["pytorch", "jax"])
+@pytest.mark.parametrize("framework", ["pytorch", "jax", "tensorflow"])
 def test_the_launcher_joins_every_rank_and_the_chief_reports_to_the_end(
     kube: Kube, namespace: str, framework: str
 ) -> None:
