@@ -1,7 +1,8 @@
 """The examples' real launchers on the local process nodes, with exactly the env the operator injects: torchrun
 (PyTorch DDP over gloo), jax.distributed, TensorFlow's MultiWorkerMirroredStrategy (TF_CONFIG) and XGBoost's
-collective each run a collective whose result proves that every rank joined; the chief's progress and checkpoints reach the status through the SDK; and an XGBoost worker
-SIGKILLed mid-run makes the operator restart the gang, which resumes from the newest checkpoint and Succeeds.
+collective each run a collective whose result proves that every rank joined; the chief's progress and checkpoints
+reach the status through the SDK; and an XGBoost worker SIGKILLed mid-run makes the operator restart the gang,
+which resumes from the newest checkpoint and Succeeds.
 
 Logs, DNS between pods and graceful deletion are the local node's own tests (test_local_node_*.py); here they are
 used for real: every launcher finds worker 0 by its DNS name, and what the ranks did is read back from their logs
