@@ -40,10 +40,14 @@ free_port() { "$BIN/python" -c 'import socket; s=socket.socket(); s.bind(("127.0
 progress_port=$(free_port)
 metrics_port=$(free_port)
 webhook_port=$(free_port)
-# Outside the cluster the operator listens on loopback; in a cluster these are the Service's ports. It points the
-# CRD's conversion and the admission webhooks at https://127.0.0.1:$webhook_port itself.
+# Workers on the local process nodes reach this machine at the pod network's gateway (an address of the host too),
+# so the progress endpoint listens there; 127.0.0.1 when the nodes run without their own network (no root).
+progress_host=$("$BIN/python" -c 'import sys; from trainingjob.cluster.control_plane import ClusterState
+state = ClusterState.load(sys.argv[1]); print(state.pod_network.gateway if state and state.pod_network else "127.0.0.1")' "$CLUSTER")
+# Outside the cluster the operator listens on loopback (progress: the gateway); in a cluster these are the Service's
+# ports. It points the CRD's conversion and the admission webhooks at https://127.0.0.1:$webhook_port itself.
 KUBECONFIG="$operator_kubeconfig" nohup "$BIN/tj" operator --all-namespaces --log-format json \
-  --progress-port "$progress_port" --progress-bind 127.0.0.1 --progress-url "https://127.0.0.1:$progress_port" \
+  --progress-port "$progress_port" --progress-bind "$progress_host" --progress-url "https://$progress_host:$progress_port" \
   --metrics-port "$metrics_port" --metrics-bind 127.0.0.1 --webhook-port "$webhook_port" \
   >"$state_dir/logs/operator.log" 2>&1 &
 echo $! >"$state_dir/operator.pid"
