@@ -12,6 +12,7 @@ through the API server.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -88,7 +89,7 @@ def test_a_killed_xgboost_worker_restarts_the_gang_which_resumes_from_the_checkp
     logs = log_of(kube, namespace, f"{job}-worker-0")
     resumed = [line for line in logs.splitlines() if "resuming from" in line]
     assert len(resumed) == 1 and "at epoch 1 " not in resumed[0], logs[-2000:]
-    trained = [int(line.split("epoch ")[1].split("/")[0]) for line in logs.splitlines() if " epoch " in line]
+    trained = [int(found[1]) for found in re.finditer(r" epoch (\d+)/\d+ \(", logs)]
     assert trained and trained[0] > 1 and trained[-1] == epochs, trained
     final = json.loads(next(line for line in logs.splitlines() if "final: " in line).split("final: ", 1)[1])
     assert final["accuracy"] == pytest.approx(status["progress"]["metrics"]["accuracy"])
