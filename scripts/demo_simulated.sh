@@ -58,5 +58,5 @@ The job Succeeded. Try next:
   curl -s http://127.0.0.1:$metrics_port/metrics | grep ^trainingjob_
   kubectl scale tj/$JOB -n $NS --replicas=2     # (on a running job: coordinated restart)
   tail -f $state_dir/logs/operator.log
-  make demo-down                               # stops the operator and the cluster
+  make demo-down CLUSTER=$CLUSTER              # stops the operator and the cluster
 MSG
