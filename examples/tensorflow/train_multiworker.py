@@ -40,6 +40,7 @@ except ImportError:  # the SDK directory copied into the image on its own (see R
 log = logging.getLogger("train_multiworker")
 
 EXIT_INVALID_CONFIG = 2  # a configuration error: restarting won't help (see failurePolicy in the YAML)
+FINAL_REPORT_SECONDS = 30  # how long the chief waits for its last progress report to be accepted
 WEIGHTS_FILE = "model.weights.h5"  # inside each checkpoint directory; Keras 3 wants this suffix
 
 DEFAULTS: dict[str, Any] = {
@@ -312,7 +313,10 @@ def train(params: Mapping[str, Any], task: TFTask, implementation: str) -> None:
                 log.info("saved checkpoint %s", path)
     if task.is_chief:
         sdk.report_progress(epoch=epochs, total_epochs=epochs)
-        sdk.flush()
+        # The last report carries 100 % and the final checkpoint: wait for it longer than flush's default 5 s (a
+        # busy endpoint answers late, and the process exits right after).
+        if not sdk.flush(timeout=FINAL_REPORT_SECONDS):
+            log.warning("the final progress report was not accepted within %ds", FINAL_REPORT_SECONDS)
 
 
 def main() -> int:

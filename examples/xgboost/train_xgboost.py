@@ -47,6 +47,7 @@ except ImportError:  # the SDK directory copied into the image on its own (see R
 log = logging.getLogger("train_xgboost")
 
 EXIT_INVALID_CONFIG = 2  # a configuration error: restarting won't help (see failurePolicy in the YAML)
+FINAL_REPORT_SECONDS = 30  # how long the chief waits for its last progress report to be accepted
 CONNECT_RETRIES = 30  # a worker may start before worker 0's tracker listens
 RESOLVE_TIMEOUT_SECONDS = 300.0  # worker 0's DNS record appears once its pod has an IP
 TRACKER_SHUTDOWN_TIMEOUT_SECONDS = 300
@@ -344,7 +345,10 @@ def train(params: Mapping[str, Any], settings: CollectiveSettings) -> None:
             log.info("saved checkpoint %s", save_checkpoint(booster, epoch))
     if settings.is_chief:
         sdk.report_progress(epoch=epochs, total_epochs=epochs, metrics=metrics)
-        sdk.flush()
+        # The last report carries 100 % and the final checkpoint: wait for it longer than flush's default 5 s (a
+        # busy endpoint answers late, and the process exits right after).
+        if not sdk.flush(timeout=FINAL_REPORT_SECONDS):
+            log.warning("the final progress report was not accepted within %ds", FINAL_REPORT_SECONDS)
         log.info("final: %s", json.dumps({"epochs": epochs, "workers": settings.num_workers, **metrics}))
 
 
