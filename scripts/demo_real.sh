@@ -23,6 +23,8 @@ echo "   $(tail -n 1 "$state_dir/logs/runtime-build.log") in $(($(date +%s) - ru
 
 echo "== submitting $MANIFEST to namespace $NS (3 workers on the local process nodes)"
 kubectl delete "$TJ" "$JOB" -n "$NS" --ignore-not-found --wait=true >/dev/null
+# The checkpoint claim outlives its job (so a job of the same name can resume): a new demo run starts afresh.
+kubectl delete pvc "$JOB-checkpoints" -n "$NS" --ignore-not-found --wait=true >/dev/null
 "$BIN/tj" submit -n "$NS" -f "$MANIFEST"
 
 field() { kubectl get "$TJ" "$JOB" -n "$NS" -o jsonpath="{$1}"; }
@@ -70,7 +72,7 @@ follow_until '[ "$(field .status.phase)" = Succeeded ]' 300
 echo
 "$BIN/tj" get -n "$NS"
 echo
-kubectl get events -n "$NS" --field-selector involvedObject.kind=TrainingJob --sort-by=.lastTimestamp
+kubectl get events -n "$NS" --field-selector "involvedObject.uid=$(field .metadata.uid)" --sort-by=.lastTimestamp
 echo
 echo "== tj logs $JOB (worker 0, after the restart)"
 worker_log=$("$BIN/tj" logs "$JOB" -n "$NS")
