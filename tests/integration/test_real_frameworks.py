@@ -4,9 +4,9 @@ collective each run a collective whose result proves that every rank joined; the
 reach the status through the SDK; and an XGBoost worker SIGKILLed mid-run makes the operator restart the gang,
 which resumes from the newest checkpoint and Succeeds.
 
-Logs, DNS between pods and graceful deletion are the local node's own tests (test_local_node_*.py); here they are
-used for real: every launcher finds worker 0 by its DNS name, and what the ranks did is read back from their logs
-through the API server.
+Logs, DNS between pods and graceful deletion of a pod are the local node's own tests (test_local_node_*.py); here
+they are used for real: every launcher finds worker 0 by its DNS name, what the ranks did is read back from their
+logs through the API server, and deleting a running job ends its training processes.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.jobs import create_job
-from tests.kube import Kube
-from tests.local_node import kill_worker
+from tests.jobs import create_job, delete_job, get_job, job_pods
+from tests.kube import Kube, wait_until
+from tests.local_node import kill_worker, worker_processes
 from tests.operator_harness import REPO
 from tests.real_roles import RUN_TIMEOUT, log_of, wait_status
 
@@ -93,3 +93,20 @@ def test_a_killed_xgboost_worker_restarts_the_gang_which_resumes_from_the_checkp
     assert trained and trained[0] > 1 and trained[-1] == epochs, trained
     final = json.loads(next(line for line in logs.splitlines() if "final: " in line).split("final: ", 1)[1])
     assert final["accuracy"] == pytest.approx(status["progress"]["metrics"]["accuracy"])
+
+
+def test_deleting_a_training_job_ends_its_real_processes_and_lets_it_go(kube: Kube, namespace: str) -> None:
+    """The operator deletes the workers (their processes get SIGTERM within the grace period) before it removes
+    its finalizer; nothing of the training keeps running on the machine."""
+    body = manifest("xgboost")
+    job, workers = body["metadata"]["name"], body["spec"]["workers"]
+    body["spec"]["hyperparameters"]["epochs"] = 100  # far from done when it is deleted
+    create_job(kube, namespace, body)
+    wait_status(kube, namespace, job, lambda s: (s.get("progress") or {}).get("epoch", 0) >= 1, "an epoch")
+    assert all(worker_processes(namespace, job, index) for index in range(workers))
+
+    delete_job(kube, namespace, job)
+    wait_until(lambda: get_job(kube, namespace, job) is None, 60, "the job to be gone")
+    wait_until(lambda: not job_pods(kube, namespace, job), 60, "its pods to be gone")
+    left = {index: worker_processes(namespace, job, index) for index in range(workers)}
+    assert not any(left.values()), f"processes still running after the job was deleted: {left}"
