@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 CLUSTER ?= default
 
-.PHONY: help install ui-assets generate components runtimes tools mlflow-server lint test test-unit test-integration demo demo-down bench clean
+.PHONY: help install ui-assets generate components runtimes tools mlflow-server lint test test-unit test-integration demo demo-simulated demo-down bench clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -47,7 +47,7 @@ lint: install  ## ruff
 test-unit: install  ## pure tests, no cluster
 	$(BIN)/python -m pytest tests/unit
 
-test-integration: components  ## tests against a real local control plane (started for the session)
+test-integration: components runtimes  ## tests against a real local control plane (started for the session)
 	$(BIN)/python -m pytest tests/integration
 
 tools: install  ## control-plane binaries plus promtool and helm (alert rules and the chart in tests; first use only)
@@ -66,11 +66,16 @@ $(MLFLOW_STAMP):
 
 mlflow-server: $(MLFLOW_STAMP)  ## install MLflow's server into its own cached venv (first use only; the MLflow tests)
 
-test: lint tools mlflow-server  ## everything CI runs: lint, unit and integration tests
+# The integration tests run the examples' real frameworks on the local process nodes: their runtimes (venvs of the
+# pinned examples/*/requirements.txt, about 4 GB with torch and TensorFlow) are built once into ~/.cache/trainingjob.
+test: lint tools runtimes mlflow-server  ## everything CI runs: lint, unit and integration tests
 	$(BIN)/python -m pytest tests
 
-demo: components  ## local cluster, operator, a sample TrainingJob followed to Succeeded
-	BIN=$(BIN) CLUSTER=$(CLUSTER) scripts/demo.sh
+demo: components  ## local cluster, operator, a real 3-worker XGBoost job: a worker killed, resumed, Succeeded
+	BIN=$(BIN) CLUSTER=$(CLUSTER) DEMO_MODE=real scripts/demo.sh
+
+demo-simulated: components  ## the same on kwok's fake nodes: no code runs, simulated progress reports
+	BIN=$(BIN) CLUSTER=$(CLUSTER) DEMO_MODE=simulated scripts/demo.sh
 
 BENCH_ARGS ?=
 bench: components  ## scale benchmark vs Kubeflow and the raw API limit -> docs/benchmarks.md (hours; BENCH_ARGS=--help)

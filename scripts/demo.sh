@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
-# `make demo`: local cluster, CRD and RBAC, the operator (as its ServiceAccount), one TrainingJob to Succeeded.
+# `make demo`: local cluster, CRD and RBAC, the operator (as its ServiceAccount), then a real distributed training
+# run on the local process nodes (scripts/demo_real.sh: XGBoost on 3 workers, one killed mid-run, resumed from its
+# checkpoint). `make demo-simulated` (DEMO_MODE=simulated) runs the kwok variant instead: no code runs, a simulated
+# worker 0 reports progress through the real endpoint (scripts/demo_simulated.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.venv/bin}
 CLUSTER=${CLUSTER:-default}
-JOB=mnist-ddp
+DEMO_MODE=${DEMO_MODE:-real}
 NS=demo
+case "$DEMO_MODE" in
+  real | simulated) ;;
+  *) echo "DEMO_MODE must be real or simulated, not '$DEMO_MODE'" >&2; exit 2 ;;
+esac
 # The example is a v1alpha1 job, read back in that version (kubectl's default is v1, where phase is status.state).
 TJ=trainingjobs.v1alpha1.ml.example.com
 
@@ -33,10 +40,14 @@ free_port() { "$BIN/python" -c 'import socket; s=socket.socket(); s.bind(("127.0
 progress_port=$(free_port)
 metrics_port=$(free_port)
 webhook_port=$(free_port)
-# Outside the cluster the operator listens on loopback; in a cluster these are the Service's ports. It points the
-# CRD's conversion and the admission webhooks at https://127.0.0.1:$webhook_port itself.
+# Workers on the local process nodes reach this machine at the pod network's gateway (an address of the host too),
+# so the progress endpoint listens there; 127.0.0.1 when the nodes run without their own network (no root).
+progress_host=$("$BIN/python" -c 'import sys; from trainingjob.cluster.control_plane import ClusterState
+state = ClusterState.load(sys.argv[1]); print(state.pod_network.gateway if state and state.pod_network else "127.0.0.1")' "$CLUSTER")
+# Outside the cluster the operator listens on loopback (progress: the gateway); in a cluster these are the Service's
+# ports. It points the CRD's conversion and the admission webhooks at https://127.0.0.1:$webhook_port itself.
 KUBECONFIG="$operator_kubeconfig" nohup "$BIN/tj" operator --all-namespaces --log-format json \
-  --progress-port "$progress_port" --progress-bind 127.0.0.1 --progress-url "https://127.0.0.1:$progress_port" \
+  --progress-port "$progress_port" --progress-bind "$progress_host" --progress-url "https://$progress_host:$progress_port" \
   --metrics-port "$metrics_port" --metrics-bind 127.0.0.1 --webhook-port "$webhook_port" \
   >"$state_dir/logs/operator.log" 2>&1 &
 echo $! >"$state_dir/operator.pid"
@@ -46,63 +57,8 @@ for _ in $(seq 1 60); do
 done
 curl -fs "http://127.0.0.1:$metrics_port/readyz" >/dev/null || { echo "operator not ready; see $state_dir/logs/operator.log" >&2; exit 1; }
 
-echo "== submitting examples/pytorch-simulated.yaml to namespace $NS"
 kubectl create namespace "$NS" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 kubectl label namespace "$NS" pod-security.kubernetes.io/enforce=restricted --overwrite >/dev/null
-kubectl delete "$TJ" "$JOB" -n "$NS" --ignore-not-found --wait=true >/dev/null
-"$BIN/tj" submit -n "$NS" -f examples/pytorch-simulated.yaml
-
-echo "== a SIMULATED worker 0 reports progress through the real endpoint (kwok pods run no code)"
-for _ in $(seq 1 60); do
-  [ "$(kubectl get "$TJ" "$JOB" -n "$NS" -o jsonpath='{.status.phase}')" = Running ] && break
-  sleep 1
-done
-"$BIN/tj" cluster simulate-training "$JOB" -n "$NS" --epochs 6 --seconds-per-epoch 2 >"$state_dir/logs/simulated-worker.log" 2>&1 &
-simulator=$!
-
-echo "== tj watch $JOB"
-"$BIN/tj" watch "$JOB" -n "$NS" --timeout 180 &
-watcher=$!
-# The simulator completes the pods only after its reports were accepted and status.progress reached 100 %;
-# when it fails the job would never finish, so stop watching and say why instead of waiting for the timeout.
-simulator_status=0
-wait "$simulator" || simulator_status=$?
-if [ "$simulator_status" != 0 ]; then
-  kill "$watcher" 2>/dev/null || true
-  wait "$watcher" 2>/dev/null || true
-  echo >&2
-  tail -n 5 "$state_dir/logs/simulated-worker.log" >&2
-  echo "the simulated worker failed (exit $simulator_status): no progress was recorded, so the demo stops here" >&2
-  exit 1
-fi
-status=0
-wait "$watcher" || status=$?
-phase=$(kubectl get "$TJ" "$JOB" -n "$NS" -o jsonpath='{.status.phase}')
-percent=$(kubectl get "$TJ" "$JOB" -n "$NS" -o jsonpath='{.status.progress.percent}')
-echo
-"$BIN/tj" get -n "$NS"
-kubectl get pods -n "$NS" -o wide
-echo
-kubectl get events -n "$NS" --field-selector involvedObject.kind=TrainingJob --sort-by=.lastTimestamp
-echo
-echo "progress: $(kubectl get "$TJ" "$JOB" -n "$NS" -o jsonpath='{.status.progress}')"
-if [ "$status" != 0 ] || [ "$phase" != "Succeeded" ]; then
-  echo "demo job ended as '${phase:-unknown}'; operator log: $state_dir/logs/operator.log" >&2
-  exit 1
-fi
-# Succeeded alone is not the point of the demo: the reported progress must have reached the status too.
-if [ "${percent%.*}" != 100 ]; then
-  echo "status.progress.percent is '${percent:-unset}', not 100; operator log: $state_dir/logs/operator.log" >&2
-  exit 1
-fi
-cat <<MSG
-
-The job Succeeded. Try next:
-  eval "\$($BIN/tj cluster env --name $CLUSTER)"
-  kubectl explain trainingjob.spec
-  $BIN/tj describe $JOB -n $NS
-  curl -s http://127.0.0.1:$metrics_port/metrics | grep ^trainingjob_
-  kubectl scale tj/$JOB -n $NS --replicas=2     # (on a running job: coordinated restart)
-  tail -f $state_dir/logs/operator.log
-  make demo-down                               # stops the operator and the cluster
-MSG
+# The parts below read BIN, CLUSTER, NS, TJ, state_dir and metrics_port.
+# shellcheck source=/dev/null
+. "scripts/demo_$DEMO_MODE.sh"

@@ -7,6 +7,7 @@ examples/images.yaml to the Python standard library, running as root unless the 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 from pathlib import Path
@@ -118,3 +119,32 @@ def kill_container_process(marker: str, number: int) -> None:
     pids = processes_with(marker)
     assert pids, f"no process with {marker!r} in its command line"
     os.kill(pids[0], number)
+
+
+def worker_processes(namespace: str, job: str, index: int) -> list[int]:
+    """Pids of the processes a TrainingJob's worker `index` runs on this machine's local nodes, found by the env the
+    operator injects (TRAININGJOB_NAMESPACE, TRAININGJOB_NAME, TRAININGJOB_WORKER_INDEX); the node's shim is not
+    one of them. `make demo` uses this too, to kill a worker the way the OOM killer would."""
+    wanted = {f"TRAININGJOB_NAMESPACE={namespace}", f"TRAININGJOB_NAME={job}", f"TRAININGJOB_WORKER_INDEX={index}"}
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = set((entry / "environ").read_bytes().decode(errors="replace").split("\0"))
+            command = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if wanted <= environ and b"trainingjob.node.shim" not in command:
+            found.append(int(entry.name))
+    return found
+
+
+def kill_worker(namespace: str, job: str, index: int, number: int = 9) -> list[int]:
+    """Signal (SIGKILL by default) every process of the job's worker `index`; fails if it runs none."""
+    pids = worker_processes(namespace, job, index)
+    assert pids, f"no process of {namespace}/{job} worker {index} on this machine"
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, number)
+    return pids

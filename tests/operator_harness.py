@@ -203,6 +203,7 @@ class RunningOperator:
     progress_port: int = 0
     metrics_port: int = 0
     webhook_port: int = 0
+    progress_host: str = "127.0.0.1"
 
     @property
     def metrics_url(self) -> str:
@@ -210,7 +211,7 @@ class RunningOperator:
 
     @property
     def progress_url(self) -> str:
-        return f"https://127.0.0.1:{self.progress_port}"
+        return f"https://{self.progress_host}:{self.progress_port}"
 
     def log_tail(self, lines: int = 40) -> str:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
@@ -225,11 +226,24 @@ class RunningOperator:
                 self.process.wait(timeout=10)
 
 
+def progress_address() -> str:
+    """The session cluster's pod-network gateway, which pods on local nodes reach the host at; 127.0.0.1 without
+    one (a cluster not started by this session's `tj cluster up`, or local nodes without root)."""
+    from tests.conftest import TEST_CLUSTER_NAME
+    from trainingjob.cluster.control_plane import ClusterState
+
+    state = ClusterState.load(TEST_CLUSTER_NAME)
+    network = state.pod_network if state is not None else None
+    return network.gateway if network is not None else "127.0.0.1"
+
+
 def start_operator(
     kubeconfig: Path, log_path: Path, *extra_args: str, progress_port: int = 0, webhook_port: int = 0
 ) -> RunningOperator:
-    """The operator with its progress endpoint and webhooks on 127.0.0.1 (tests play the workers that report to
-    it; the API server calls the webhooks there)."""
+    """The operator with its webhooks on 127.0.0.1 (the API server calls them there) and its progress endpoint
+    where both the tests (playing workers) and real workers on the local process nodes reach it: the pod network's
+    gateway, an address of this machine too (127.0.0.1 when the cluster has no pod network)."""
+    progress_host = progress_address()
     port = free_port()
     health_url = f"http://127.0.0.1:{port}/healthz"
     progress_port = progress_port or free_port()
@@ -237,8 +251,8 @@ def start_operator(
     webhook_port = webhook_port or free_port()
     command = [
         *(sys.executable, "-m", "trainingjob.cli", "operator", "--all-namespaces", "--log-format", "json"),
-        *("--liveness", health_url, "--progress-port", str(progress_port), "--progress-bind", "127.0.0.1"),
-        *("--progress-url", f"https://127.0.0.1:{progress_port}", "--metrics-port", str(metrics_port)),
+        *("--liveness", health_url, "--progress-port", str(progress_port), "--progress-bind", progress_host),
+        *("--progress-url", f"https://{progress_host}:{progress_port}", "--metrics-port", str(metrics_port)),
         *("--metrics-bind", "127.0.0.1", "--webhook-port", str(webhook_port), *BOUND_FLAGS, *SERVING_FLAGS),
         *extra_args,
     ]
@@ -246,7 +260,9 @@ def start_operator(
     with log_path.open("ab") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
     STARTED.append(process)
-    running = RunningOperator(process, log_path, kubeconfig, health_url, progress_port, metrics_port, webhook_port)
+    running = RunningOperator(
+        process, log_path, kubeconfig, health_url, progress_port, metrics_port, webhook_port, progress_host
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if process.poll() is not None:

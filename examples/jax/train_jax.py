@@ -40,6 +40,7 @@ except ImportError:  # the SDK directory copied into the image on its own (see R
 log = logging.getLogger("train_jax")
 
 EXIT_INVALID_CONFIG = 2  # a configuration error: restarting won't help (see failurePolicy in the YAML)
+FINAL_REPORT_SECONDS = 30  # how long the chief waits for its last progress report to be accepted
 PARAMETERS = ("w", "b")  # the arrays in every checkpoint
 
 DEFAULTS: dict[str, Any] = {
@@ -56,8 +57,7 @@ POSITIVE = ("epochs", "batchSize", "learningRate", "numSamples", "numFeatures")
 T = TypeVar("T")
 
 
-class ConfigError(ValueError):
-    """Hyperparameters or launcher variables that cannot work; the process exits with EXIT_INVALID_CONFIG."""
+ConfigError = sdk.ConfigError  # hyperparameters or launcher variables that cannot work: exit EXIT_INVALID_CONFIG
 
 
 def _check(params: Mapping[str, Any]) -> None:
@@ -70,66 +70,9 @@ def _check(params: Mapping[str, Any]) -> None:
 
 
 def parse_hyperparameters(path: str | os.PathLike[str] | None) -> dict[str, Any]:
-    """DEFAULTS, overridden by the JSON object in `path` (TRAININGJOB_HYPERPARAMETERS_FILE).
-
-    Each value is converted to the type of its default (64.0 → 64, "true" → True); one that cannot be is a
-    ConfigError. Keys without a default are ignored with a warning. No path, or no file there: the defaults.
-    """
-    params = dict(DEFAULTS)
-    if not path:
-        return params
-    try:
-        text = Path(path).read_text()
-    except FileNotFoundError:
-        log.warning("hyperparameters file %s does not exist; using the defaults", path)
-        return params
-    try:
-        given = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise ConfigError(f"{path} is not valid JSON: {error}") from None
-    if not isinstance(given, dict):
-        raise ConfigError(f"{path} must hold a JSON object, not {type(given).__name__}")
-    for key, value in given.items():
-        if key not in DEFAULTS:
-            log.warning("ignoring unknown hyperparameter %s", key)
-            continue
-        params[key] = _coerce(key, value, DEFAULTS[key])
-    for key in POSITIVE:
-        if key in params and params[key] <= 0:
-            raise ConfigError(f"hyperparameter {key} must be positive, got {params[key]}")
-    _check(params)
-    return params
-
-
-def _coerce(key: str, value: Any, default: Any) -> Any:
-    """`value` as the type of `default`, or a ConfigError that names the key."""
-    if isinstance(default, bool):
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-            return value.strip().lower() == "true"
-    elif isinstance(default, int):
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if isinstance(value, str):
-            try:
-                return int(value.strip())
-            except ValueError:
-                pass
-    elif isinstance(default, float):
-        number = value
-        if isinstance(value, str):
-            try:
-                number = float(value.strip())
-            except ValueError:
-                number = None
-        if isinstance(number, int | float) and not isinstance(number, bool) and math.isfinite(number):
-            return float(number)
-    elif isinstance(default, str) and isinstance(value, str):
-        return value
-    raise ConfigError(f"hyperparameter {key} must be a {type(default).__name__}, got {value!r}")
+    """DEFAULTS, overridden by the JSON object in `path` (TRAININGJOB_HYPERPARAMETERS_FILE); see
+    trainingjob.sdk.parse_hyperparameters for the conversions. A value that cannot work is a ConfigError."""
+    return sdk.parse_hyperparameters(path, DEFAULTS, positive=POSITIVE, check=_check)
 
 
 # --- launcher environment ------------------------------------------------------------------------------------------
@@ -346,6 +289,13 @@ def train(params: Mapping[str, Any], process: JaxProcess) -> None:
         jax.local_device_count(),
         jax.default_backend(),
     )
+    if process.distributed:
+        # An all-gather over every process: the sum of (index + 1) is n(n+1)/2 only if all n processes took part.
+        from jax.experimental import multihost_utils
+
+        gathered = multihost_utils.process_allgather(np.asarray([jax.process_index() + 1.0], dtype=np.float32))
+        check = {"rank": jax.process_index(), "worldSize": jax.process_count(), "rankSum": int(gathered.sum())}
+        log.info("collective check: %s", json.dumps(check))
     features, targets, true_weights, _ = make_dataset(
         params["numSamples"], params["numFeatures"], params["noise"], params["seed"]
     )
@@ -374,7 +324,10 @@ def train(params: Mapping[str, Any], process: JaxProcess) -> None:
             log.info("saved checkpoint %s", save_checkpoint(weights, epoch))
     if process.is_chief:
         sdk.report_progress(epoch=epochs, total_epochs=epochs)
-        sdk.flush()
+        # The last report carries 100 % and the final checkpoint: wait for it longer than flush's default 5 s (a
+        # busy endpoint answers late, and the process exits right after).
+        if not sdk.flush(timeout=FINAL_REPORT_SECONDS):
+            log.warning("the final progress report was not accepted within %ds", FINAL_REPORT_SECONDS)
 
 
 def main() -> int:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import random
 import shutil
@@ -41,6 +40,7 @@ except ImportError:  # the SDK directory copied into the image on its own (see R
 log = logging.getLogger("train_multiworker")
 
 EXIT_INVALID_CONFIG = 2  # a configuration error: restarting won't help (see failurePolicy in the YAML)
+FINAL_REPORT_SECONDS = 30  # how long the chief waits for its last progress report to be accepted
 WEIGHTS_FILE = "model.weights.h5"  # inside each checkpoint directory; Keras 3 wants this suffix
 
 DEFAULTS: dict[str, Any] = {
@@ -56,8 +56,7 @@ DEFAULTS: dict[str, Any] = {
 POSITIVE = ("epochs", "batchSize", "learningRate", "hiddenSize", "numSamples", "numFeatures")
 
 
-class ConfigError(ValueError):
-    """Hyperparameters or launcher variables that cannot work; the process exits with EXIT_INVALID_CONFIG."""
+ConfigError = sdk.ConfigError  # hyperparameters or launcher variables that cannot work: exit EXIT_INVALID_CONFIG
 
 
 def _check(params: Mapping[str, Any]) -> None:
@@ -70,66 +69,9 @@ def _check(params: Mapping[str, Any]) -> None:
 
 
 def parse_hyperparameters(path: str | os.PathLike[str] | None) -> dict[str, Any]:
-    """DEFAULTS, overridden by the JSON object in `path` (TRAININGJOB_HYPERPARAMETERS_FILE).
-
-    Each value is converted to the type of its default (64.0 → 64, "true" → True); one that cannot be is a
-    ConfigError. Keys without a default are ignored with a warning. No path, or no file there: the defaults.
-    """
-    params = dict(DEFAULTS)
-    if not path:
-        return params
-    try:
-        text = Path(path).read_text()
-    except FileNotFoundError:
-        log.warning("hyperparameters file %s does not exist; using the defaults", path)
-        return params
-    try:
-        given = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise ConfigError(f"{path} is not valid JSON: {error}") from None
-    if not isinstance(given, dict):
-        raise ConfigError(f"{path} must hold a JSON object, not {type(given).__name__}")
-    for key, value in given.items():
-        if key not in DEFAULTS:
-            log.warning("ignoring unknown hyperparameter %s", key)
-            continue
-        params[key] = _coerce(key, value, DEFAULTS[key])
-    for key in POSITIVE:
-        if key in params and params[key] <= 0:
-            raise ConfigError(f"hyperparameter {key} must be positive, got {params[key]}")
-    _check(params)
-    return params
-
-
-def _coerce(key: str, value: Any, default: Any) -> Any:
-    """`value` as the type of `default`, or a ConfigError that names the key."""
-    if isinstance(default, bool):
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-            return value.strip().lower() == "true"
-    elif isinstance(default, int):
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if isinstance(value, str):
-            try:
-                return int(value.strip())
-            except ValueError:
-                pass
-    elif isinstance(default, float):
-        number = value
-        if isinstance(value, str):
-            try:
-                number = float(value.strip())
-            except ValueError:
-                number = None
-        if isinstance(number, int | float) and not isinstance(number, bool) and math.isfinite(number):
-            return float(number)
-    elif isinstance(default, str) and isinstance(value, str):
-        return value
-    raise ConfigError(f"hyperparameter {key} must be a {type(default).__name__}, got {value!r}")
+    """DEFAULTS, overridden by the JSON object in `path` (TRAININGJOB_HYPERPARAMETERS_FILE); see
+    trainingjob.sdk.parse_hyperparameters for the conversions. A value that cannot work is a ConfigError."""
+    return sdk.parse_hyperparameters(path, DEFAULTS, positive=POSITIVE, check=_check)
 
 
 # --- launcher environment ------------------------------------------------------------------------------------------
@@ -316,6 +258,17 @@ def load_checkpoint(model: Any, path: Path) -> None:
     model.load_weights(str(path / WEIGHTS_FILE))
 
 
+def check_collective(strategy: Any, task: TFTask) -> dict[str, Any]:
+    """An all-reduce over every worker: the sum of (index + 1) is n(n+1)/2 only if all n workers took part."""
+    tf = _tf()
+
+    def replica_sum() -> Any:
+        return tf.distribute.get_replica_context().all_reduce("sum", tf.constant(task.index + 1.0))
+
+    total = strategy.experimental_local_results(strategy.run(replica_sum))[0]
+    return {"rank": task.index, "worldSize": task.num_workers, "rankSum": int(total.numpy())}
+
+
 def train(params: Mapping[str, Any], task: TFTask, implementation: str) -> None:
     strategy = make_strategy(implementation)  # first: MultiWorkerMirroredStrategy must precede other TF ops
     tf = _tf()
@@ -328,6 +281,8 @@ def train(params: Mapping[str, Any], task: TFTask, implementation: str) -> None:
         replicas,
         implementation,
     )
+    if task.num_workers > 1:
+        log.info("collective check: %s", json.dumps(check_collective(strategy, task)))
     global_batch = params["batchSize"] * replicas
     features, labels = make_dataset(params["numSamples"], params["numFeatures"], params["numClasses"], params["seed"])
     features, labels = tf.constant(features, dtype=tf.float32), tf.constant(labels, dtype=tf.int64)
@@ -358,7 +313,10 @@ def train(params: Mapping[str, Any], task: TFTask, implementation: str) -> None:
                 log.info("saved checkpoint %s", path)
     if task.is_chief:
         sdk.report_progress(epoch=epochs, total_epochs=epochs)
-        sdk.flush()
+        # The last report carries 100 % and the final checkpoint: wait for it longer than flush's default 5 s (a
+        # busy endpoint answers late, and the process exits right after).
+        if not sdk.flush(timeout=FINAL_REPORT_SECONDS):
+            log.warning("the final progress report was not accepted within %ds", FINAL_REPORT_SECONDS)
 
 
 def main() -> int:

@@ -1,4 +1,5 @@
-"""XGBoost gradient-boosted trees on a synthetic regression problem, distributed over a TrainingJob's workers.
+"""XGBoost gradient-boosted trees, distributed over a TrainingJob's workers: a synthetic regression problem, or
+classifying scikit-learn's bundled digits (dataset: digits; the local example and `make demo`).
 
 Every worker runs this script as one process and trains on its own rows of the data. XGBoost's collective needs a
 tracker that coordinates the workers: worker 0 starts it in-process at DMLC_TRACKER_URI:DMLC_TRACKER_PORT (its own
@@ -15,8 +16,12 @@ What it shows:
   chief with sdk.save_checkpoint and pruned to CHECKPOINT_KEEP_LAST; a restarted attempt
   (RESUME_FROM_CHECKPOINT=true) loads the newest model and boosts on from the next epoch.
 
-The dataset is generated from `seed`, so every worker builds the same one and nothing is downloaded. The functions
-above `main` are pure or import xgboost only when called, so tests can import this file without xgboost.
+The synthetic dataset is generated from `seed` and the digits ship with scikit-learn, so every worker builds the
+same one and nothing is downloaded. With digits, every fifth image is held out: progress carries the held-out
+accuracy (1 - merror over all workers' held-out rows). epochSeconds > 0 paces an epoch to last at least that long,
+so that a demo or a test has time to kill a worker mid-run (the digits train in well under a second per epoch).
+The functions above `main` are pure or import xgboost only when called, so tests can import this file without
+xgboost.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ except ImportError:  # the SDK directory copied into the image on its own (see R
 log = logging.getLogger("train_xgboost")
 
 EXIT_INVALID_CONFIG = 2  # a configuration error: restarting won't help (see failurePolicy in the YAML)
+FINAL_REPORT_SECONDS = 30  # how long the chief waits for its last progress report to be accepted
 CONNECT_RETRIES = 30  # a worker may start before worker 0's tracker listens
 RESOLVE_TIMEOUT_SECONDS = 300.0  # worker 0's DNS record appears once its pod has an IP
 TRACKER_SHUTDOWN_TIMEOUT_SECONDS = 300
@@ -57,20 +63,28 @@ DEFAULTS: dict[str, Any] = {
     "seed": 42,
     "treeMethod": "hist",
     "device": "cpu",
+    "dataset": "synthetic",
+    "epochSeconds": 0.0,
 }
+DATASETS = ("synthetic", "digits")
+DIGITS_CLASSES = 10
+HOLDOUT_EVERY = 5  # digits: every fifth image is held out for the accuracy
 POSITIVE = ("epochs", "roundsPerEpoch", "learningRate", "maxDepth", "numSamples", "numFeatures")
 
 T = TypeVar("T")
 
 
-class ConfigError(ValueError):
-    """Hyperparameters or launcher variables that cannot work; the process exits with EXIT_INVALID_CONFIG."""
+ConfigError = sdk.ConfigError  # hyperparameters or launcher variables that cannot work: exit EXIT_INVALID_CONFIG
 
 
 def _check(params: Mapping[str, Any]) -> None:
     """What the hyperparameters must satisfy together, beyond being positive."""
     if params["noise"] < 0:
         raise ConfigError(f"hyperparameter noise must not be negative, got {params['noise']}")
+    if params["dataset"] not in DATASETS:
+        raise ConfigError(f"hyperparameter dataset must be one of {', '.join(DATASETS)}, got {params['dataset']!r}")
+    if params["epochSeconds"] < 0:
+        raise ConfigError(f"hyperparameter epochSeconds must not be negative, got {params['epochSeconds']}")
     device = params["device"]
     if device != "cpu" and device != "cuda" and not device.startswith("cuda:"):
         raise ConfigError(f"hyperparameter device must be cpu, cuda or cuda:<n>, got {device!r}")
@@ -80,66 +94,9 @@ def _check(params: Mapping[str, Any]) -> None:
 
 
 def parse_hyperparameters(path: str | os.PathLike[str] | None) -> dict[str, Any]:
-    """DEFAULTS, overridden by the JSON object in `path` (TRAININGJOB_HYPERPARAMETERS_FILE).
-
-    Each value is converted to the type of its default (64.0 → 64, "true" → True); one that cannot be is a
-    ConfigError. Keys without a default are ignored with a warning. No path, or no file there: the defaults.
-    """
-    params = dict(DEFAULTS)
-    if not path:
-        return params
-    try:
-        text = Path(path).read_text()
-    except FileNotFoundError:
-        log.warning("hyperparameters file %s does not exist; using the defaults", path)
-        return params
-    try:
-        given = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise ConfigError(f"{path} is not valid JSON: {error}") from None
-    if not isinstance(given, dict):
-        raise ConfigError(f"{path} must hold a JSON object, not {type(given).__name__}")
-    for key, value in given.items():
-        if key not in DEFAULTS:
-            log.warning("ignoring unknown hyperparameter %s", key)
-            continue
-        params[key] = _coerce(key, value, DEFAULTS[key])
-    for key in POSITIVE:
-        if key in params and params[key] <= 0:
-            raise ConfigError(f"hyperparameter {key} must be positive, got {params[key]}")
-    _check(params)
-    return params
-
-
-def _coerce(key: str, value: Any, default: Any) -> Any:
-    """`value` as the type of `default`, or a ConfigError that names the key."""
-    if isinstance(default, bool):
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-            return value.strip().lower() == "true"
-    elif isinstance(default, int):
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if isinstance(value, str):
-            try:
-                return int(value.strip())
-            except ValueError:
-                pass
-    elif isinstance(default, float):
-        number = value
-        if isinstance(value, str):
-            try:
-                number = float(value.strip())
-            except ValueError:
-                number = None
-        if isinstance(number, int | float) and not isinstance(number, bool) and math.isfinite(number):
-            return float(number)
-    elif isinstance(default, str) and isinstance(value, str):
-        return value
-    raise ConfigError(f"hyperparameter {key} must be a {type(default).__name__}, got {value!r}")
+    """DEFAULTS, overridden by the JSON object in `path` (TRAININGJOB_HYPERPARAMETERS_FILE); see
+    trainingjob.sdk.parse_hyperparameters for the conversions. A value that cannot work is a ConfigError."""
+    return sdk.parse_hyperparameters(path, DEFAULTS, positive=POSITIVE, check=_check)
 
 
 # --- launcher environment ------------------------------------------------------------------------------------------
@@ -231,6 +188,17 @@ def make_dataset(num_samples: int, num_features: int, noise: float, seed: int) -
     return features, targets
 
 
+def load_digits() -> tuple[list[list[float]], list[int], list[list[float]], list[int]]:
+    """scikit-learn's bundled 8x8 digits (1797 images, no download): (train rows, labels, held-out rows, labels)."""
+    from sklearn.datasets import load_digits as bundled
+
+    digits = bundled()
+    rows, labels = (digits.data / 16.0).tolist(), [int(label) for label in digits.target]
+    train = [i for i in range(len(rows)) if i % HOLDOUT_EVERY]
+    held = [i for i in range(len(rows)) if not i % HOLDOUT_EVERY]
+    return [rows[i] for i in train], [labels[i] for i in train], [rows[i] for i in held], [labels[i] for i in held]
+
+
 def shard(rows: Sequence[T], index: int, count: int) -> list[T]:
     """Worker `index`'s rows out of `count` workers: every count-th row, so the shards differ by one row at most."""
     return list(rows[index::count])
@@ -238,9 +206,12 @@ def shard(rows: Sequence[T], index: int, count: int) -> list[T]:
 
 def booster_parameters(params: Mapping[str, Any]) -> dict[str, Any]:
     """The xgboost.train parameters for the hyperparameters."""
+    if params["dataset"] == "digits":
+        task = {"objective": "multi:softprob", "num_class": DIGITS_CLASSES, "eval_metric": ["merror", "mlogloss"]}
+    else:
+        task = {"objective": "reg:squarederror", "eval_metric": "rmse"}
     return {
-        "objective": "reg:squarederror",
-        "eval_metric": "rmse",
+        **task,
         "eta": params["learningRate"],
         "max_depth": params["maxDepth"],
         "tree_method": params["treeMethod"],
@@ -281,21 +252,30 @@ def _xgboost() -> Any:
     return xgboost
 
 
-def train_epoch(booster_params: Mapping[str, Any], dtrain: Any, booster: Any, rounds: int) -> tuple[Any, dict]:
-    """`rounds` more boosting rounds on top of `booster` (None: from scratch); the new booster and the training
-    metrics after its last round (over all workers' rows when distributed)."""
+def train_epoch(
+    booster_params: Mapping[str, Any], dtrain: Any, booster: Any, rounds: int, dtest: Any = None
+) -> tuple[Any, dict]:
+    """`rounds` more boosting rounds on top of `booster` (None: from scratch); the new booster and the metrics
+    after its last round (over all workers' rows when distributed): the training set's, or with `dtest` the
+    held-out set's, merror given as accuracy."""
     xgb = _xgboost()
     results: dict[str, dict[str, list[float]]] = {}
+    evals = [(dtrain, "train")] if dtest is None else [(dtest, "test")]
     booster = xgb.train(
         dict(booster_params),
         dtrain,
         num_boost_round=rounds,
-        evals=[(dtrain, "train")],
+        evals=evals,
         evals_result=results,
         xgb_model=booster,
         verbose_eval=False,
     )
-    return booster, {name: float(values[-1]) for name, values in results.get("train", {}).items() if values}
+    metrics = {name: float(values[-1]) for name, values in results.get(evals[0][1], {}).items() if values}
+    if "merror" in metrics:
+        metrics["accuracy"] = 1.0 - metrics.pop("merror")
+    if "mlogloss" in metrics:
+        metrics["loss"] = metrics.pop("mlogloss")
+    return booster, metrics
 
 
 def save_checkpoint(booster: Any, epoch: int) -> Path:
@@ -327,11 +307,19 @@ def train(params: Mapping[str, Any], settings: CollectiveSettings) -> None:
     xgb = _xgboost()
     import numpy as np
 
-    features, targets = make_dataset(params["numSamples"], params["numFeatures"], params["noise"], params["seed"])
-    rows = shard(features, settings.task_index, settings.num_workers)
-    labels = shard(targets, settings.task_index, settings.num_workers)
-    dtrain = xgb.DMatrix(np.asarray(rows, dtype=np.float32), label=np.asarray(labels, dtype=np.float32))
-    log.info("worker %d of %d: %d rows", settings.task_index, settings.num_workers, len(rows))
+    def matrix(features: Sequence[Any], targets: Sequence[Any]) -> Any:
+        rows = shard(features, settings.task_index, settings.num_workers)
+        labels = shard(targets, settings.task_index, settings.num_workers)
+        return xgb.DMatrix(np.asarray(rows, dtype=np.float32), label=np.asarray(labels, dtype=np.float32))
+
+    dtest = None
+    if params["dataset"] == "digits":
+        features, targets, held_features, held_targets = load_digits()
+        dtest = matrix(held_features, held_targets)
+    else:
+        features, targets = make_dataset(params["numSamples"], params["numFeatures"], params["noise"], params["seed"])
+    dtrain = matrix(features, targets)
+    log.info("worker %d of %d: %d rows", settings.task_index, settings.num_workers, dtrain.num_row())
     booster_params = booster_parameters(params)
 
     booster = None
@@ -343,8 +331,11 @@ def train(params: Mapping[str, Any], settings: CollectiveSettings) -> None:
     epochs, interval = params["epochs"], sdk.checkpoint_interval()
     if start > epochs:
         log.info("the checkpoint already completes all %d epochs", epochs)
+    metrics: dict[str, float] = {}
     for epoch in range(start, epochs + 1):
-        booster, metrics = train_epoch(booster_params, dtrain, booster, params["roundsPerEpoch"])
+        began = time.monotonic()
+        booster, metrics = train_epoch(booster_params, dtrain, booster, params["roundsPerEpoch"], dtest)
+        time.sleep(max(0.0, params["epochSeconds"] - (time.monotonic() - began)))
         if not settings.is_chief:
             continue
         shown = " ".join(f"{name} {value:.4f}" for name, value in sorted(metrics.items()))
@@ -353,8 +344,21 @@ def train(params: Mapping[str, Any], settings: CollectiveSettings) -> None:
         if should_checkpoint(epoch, interval, epochs):
             log.info("saved checkpoint %s", save_checkpoint(booster, epoch))
     if settings.is_chief:
-        sdk.report_progress(epoch=epochs, total_epochs=epochs)
-        sdk.flush()
+        sdk.report_progress(epoch=epochs, total_epochs=epochs, metrics=metrics)
+        # The last report carries 100 % and the final checkpoint: wait for it longer than flush's default 5 s (a
+        # busy endpoint answers late, and the process exits right after).
+        if not sdk.flush(timeout=FINAL_REPORT_SECONDS):
+            log.warning("the final progress report was not accepted within %ds", FINAL_REPORT_SECONDS)
+        log.info("final: %s", json.dumps({"epochs": epochs, "workers": settings.num_workers, **metrics}))
+
+
+def check_collective(collective: Any) -> dict[str, Any]:
+    """An all-reduce over every rank: the sum of (rank + 1) is n(n+1)/2 only if all n ranks took part."""
+    import numpy as np
+
+    rank, world = collective.get_rank(), collective.get_world_size()
+    total = collective.allreduce(np.asarray([rank + 1.0]), collective.Op.SUM)
+    return {"rank": rank, "worldSize": world, "rankSum": int(total[0])}
 
 
 def main() -> int:
@@ -375,6 +379,7 @@ def main() -> int:
     tracker = start_tracker(settings, address) if settings.is_chief else None
     with collective.CommunicatorContext(**settings.worker_args(address)):
         log.info("joined the collective as rank %d of %d", collective.get_rank(), collective.get_world_size())
+        log.info("collective check: %s", json.dumps(check_collective(collective)))
         train(params, settings)
     if tracker is not None:
         try:

@@ -100,7 +100,7 @@ def _seconds_until_closed(sock: socket.socket | ssl.SSLSocket, limit: float) -> 
 
 
 def _connect(operator: RunningOperator) -> socket.socket:
-    return socket.create_connection(("127.0.0.1", operator.progress_port), timeout=10)
+    return socket.create_connection((operator.progress_host, operator.progress_port), timeout=10)
 
 
 def _tls_connection(operator: RunningOperator) -> ssl.SSLSocket:

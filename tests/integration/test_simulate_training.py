@@ -1,5 +1,6 @@
-"""`tj cluster simulate-training` (what `make demo` runs) against the real operator: the job succeeds only after
-the reported progress reached status, and a simulator whose reports are refused fails and leaves the pods alone."""
+"""`tj cluster simulate-training` (what `make demo-simulated` runs) against the real operator: the job succeeds only
+after the reported progress reached status, and a simulator whose reports are refused fails and leaves the pods
+alone."""
 
 from __future__ import annotations
 

@@ -214,3 +214,34 @@ def test_a_burst_of_reports_is_written_once_per_interval_however_often_the_job_i
         assert KEY not in reconciler.progress
 
     asyncio.run(scenario())
+
+
+def test_a_job_that_finishes_within_the_progress_interval_keeps_its_last_report_and_checkpoint() -> None:
+    """Seen in a real run: the last report (100 %, the final checkpoint) came less than PROGRESS_WRITE_INTERVAL
+    after the previous write, was held back, and the job Succeeded with 16.7 % and no lastCheckpoint."""
+
+    async def scenario() -> None:
+        server = FakeApiServer()
+        server.add_job(job_body({"phase": "Running", "startTime": "2026-11-22T11:00:00Z"}))
+        stray_worker(server, 0, {"phase": "Running"})
+        stray_worker(server, 1, {"phase": "Running"})
+        clock = FakeClock()
+        reconciler = Reconciler(server.indexes(NS), fake_applier(server), CONFIG, clock=lambda: NOW, monotonic=clock)
+        await settle(reconciler, server)
+        reconciler.report_progress(KEY, Report(epoch=1, total_epochs=6, received="2026-11-22T12:00:00Z"))
+        await settle(reconciler, server, rounds=2)
+        assert server.jobs["job"]["status"]["progress"]["epoch"] == 1
+        clock.now += 0.5
+        checkpoint = {"path": "/checkpoints/ckpt-6.json", "epoch": 6}
+        final = Report(epoch=6, total_epochs=6, checkpoint=checkpoint, received="2026-11-22T12:00:01Z")
+        reconciler.report_progress(KEY, final)
+        for name in ("job-worker-0", "job-worker-1"):
+            server.pods[name]["status"] = {"phase": "Succeeded"}
+        await settle(reconciler, server, rounds=3)  # all within the interval: nothing else would bring it back
+        status = server.jobs["job"]["status"]
+        assert status["phase"] == "Succeeded"
+        assert (status["progress"]["epoch"], status["progress"]["percent"]) == (6, 100.0)
+        assert status["lastCheckpoint"]["path"] == "/checkpoints/ckpt-6.json"
+        assert KEY not in reconciler.progress
+
+    asyncio.run(scenario())

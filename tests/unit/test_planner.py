@@ -198,6 +198,19 @@ def test_terminal_job_ignores_spec_changes(phase: str) -> None:
     assert result.actions == [] and result.events == []
 
 
+def test_a_finished_job_still_takes_the_report_that_was_pending_when_it_finished() -> None:
+    """The last report (100 %, the final checkpoint) is the one worth keeping once the job is over."""
+    from trainingjob.progress.report import Report
+
+    status = {"phase": "Succeeded", "completionTime": NOW_TEXT, "progress": {"epoch": 1, "totalEpochs": 6}}
+    job = make_job(status)
+    checkpoint = {"path": "/checkpoints/ckpt-6.pt", "epoch": 6}
+    report = Report(epoch=6, total_epochs=6, checkpoint=checkpoint, received=NOW_TEXT)
+    result = plan(job, children(job, progress=report), NOW, CONFIG)
+    assert (result.status["phase"], result.status["progress"]["percent"]) == ("Succeeded", 100.0)
+    assert result.status["lastCheckpoint"] == {**checkpoint, "time": NOW_TEXT}
+
+
 def test_deleting_job_stops_workers_and_releases_its_finalizer() -> None:
     job = make_job({"phase": "Running"}, deleting=True)
     result = plan(job, children(job, pod(job, 0), pod(job, 1, deleting=True)), NOW, CONFIG)

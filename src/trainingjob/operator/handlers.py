@@ -31,7 +31,7 @@ from trainingjob.operator.metrics import CacheCollector, OperatorMetrics
 from trainingjob.operator.reconciler import Reconciler
 from trainingjob.operator.serving import MODEL_INDEXES, ServingApplier, ServingReconciler, model_key
 from trainingjob.progress.server import ProgressEndpoint, serve
-from trainingjob.progress.tls import ensure_tls
+from trainingjob.progress.tls import ensure_tls, url_ips
 from trainingjob.reconcile.observed import pod_view
 from trainingjob.reconcile.surroundings import claim_view
 from trainingjob.scheduling.gang import GangApi, watched
@@ -97,7 +97,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: An
     indexes.update({provider.index: kwargs[provider.index] for provider in watched(memo.gang_apis)})
     material = None
     if memo.progress_port:
-        material = await ensure_tls(memo.api, memo.operator_namespace, SERVICE_NAME)
+        material = await ensure_tls(memo.api, memo.operator_namespace, SERVICE_NAME, url_ips(memo.config.progress_url))
         memo.config = dataclasses.replace(memo.config, progress_ca_pem=material.ca_pem)
     applier = Applier(memo.api, memo.config.max_concurrent_creates)
     memo.reconciler = Reconciler(

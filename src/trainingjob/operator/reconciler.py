@@ -275,10 +275,17 @@ class Reconciler:
             return  # our own write is on its way through the watch; its event will bring us back
         job = TrainingJob.from_body(body)
         now = self.clock()
-        observed = self.observed(key, job.uid, self.due_progress(key))
+        finished = job.status.get("phase") in TERMINAL_PHASES
+        observed = self.observed(key, job.uid, self.progress.get(key) if finished else self.due_progress(key))
         async with self.quota_gate.turn(job.namespace, creates_workers(job, observed)):
             observed = await self.surroundings(key, job, observed, now)
-            result = self.defer_details(key, job, plan(job, observed, now, self.config))
+            planned = plan(job, observed, now, self.config)
+            if planned.status.get("phase") in TERMINAL_PHASES and observed.progress is not self.progress.get(key):
+                # The job ends now: a report held back by the write interval is its last one (the final
+                # progress and checkpoint); it goes into the finishing write instead of being lost.
+                observed = dataclasses.replace(observed, progress=self.progress[key])
+                planned = plan(job, observed, now, self.config)
+            result = self.defer_details(key, job, planned)
             result, look_again = await self.mlflow_runs.link(key, job, result, self.clock())
             if look_again is not None:
                 self.queue.add_after(key, look_again)

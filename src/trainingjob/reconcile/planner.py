@@ -30,7 +30,7 @@ from trainingjob.reconcile.gangs import release_gangs
 from trainingjob.reconcile.observed import ObservedChildren, PodView
 from trainingjob.reconcile.status import TERMINAL_PHASES, Outcome, build_status
 from trainingjob.reconcile.validation import spec_errors
-from trainingjob.reconcile.workers import counters, delete_pods, plan_workers
+from trainingjob.reconcile.workers import counters, delete_pods, plan_workers, progress_changes
 
 
 def plan(job: TrainingJob, observed: ObservedChildren, now: datetime.datetime, config: OperatorConfig) -> Plan:
@@ -81,8 +81,14 @@ def pods_to_clean(job: TrainingJob, pods: list[PodView], succeeded: bool) -> lis
 def plan_finished(
     job: TrainingJob, observed: ObservedChildren, now: datetime.datetime, result: Plan, just_finished: bool = False
 ) -> None:
-    """A finished job ignores spec changes; it only cleans up its pods and, with a TTL, itself."""
+    """A finished job ignores spec changes; it only cleans up its pods and, with a TTL, itself.
+
+    A progress report still pending is folded in: the last one (100 %, the final checkpoint) often arrives within
+    the progress write interval of the previous write, and is the one worth keeping in the finished job's status.
+    """
     status = result.status if just_finished else dict(job.status)
+    if not just_finished and observed.progress is not None:
+        status.update(progress_changes(job, observed).fields)
     result.status = status
     live = [p for p in observed.pods if p.live and p.uid not in observed.released_pods]
     succeeded = status.get("phase") == "Succeeded"

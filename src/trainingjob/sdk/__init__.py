@@ -9,6 +9,8 @@ name) is as good as installing it.
   protocol of docs/progress-protocol.md; never raise, no-ops (with one warning) outside a TrainingJob.
 - Checkpoints: ``checkpoint_dir()``, ``checkpoint_interval()``, ``should_resume()``, ``latest_checkpoint()``,
   ``save_checkpoint(write_fn, epoch)`` (atomic, pruned to CHECKPOINT_KEEP_LAST, reported).
+- Hyperparameters: ``parse_hyperparameters(path, defaults)`` (the JSON file TRAININGJOB_HYPERPARAMETERS_FILE
+  over a script's defaults, converted to their types), ``ConfigError``.
 - Identity: ``rank()``, ``world_size()``, ``is_chief()``, ``restart_count()``.
 """
 
@@ -26,11 +28,13 @@ from .checkpoint import (
     save_checkpoint,
     should_resume,
 )
+from .hyperparameters import ConfigError, hyperparameters_file, parse_hyperparameters
 from .progress import flush, get_reporter, report_checkpoint, report_progress, set_default_reporter
 from .reporter import ProgressReporter
 
 __all__ = [
     "CheckpointInfo",
+    "ConfigError",
     "ProgressReporter",
     "checkpoint_dir",
     "checkpoint_interval",
@@ -38,11 +42,13 @@ __all__ = [
     "checkpoint_name",
     "flush",
     "get_reporter",
+    "hyperparameters_file",
     "in_job",
     "is_chief",
     "latest_checkpoint",
     "list_checkpoints",
     "parse_checkpoint",
+    "parse_hyperparameters",
     "prune_checkpoints",
     "rank",
     "report_checkpoint",
