@@ -189,31 +189,8 @@ class Applier:
 
     async def record_event(self, job: TrainingJob, event: Event) -> None:
         """A core/v1 Event on the job (what `kubectl describe tj` shows); losing one must not fail a reconcile."""
-        now = datetime.datetime.now(datetime.UTC)
-        manifest = {
-            "metadata": {"name": f"{job.name}.{uuid.uuid4().hex[:16]}", "namespace": job.namespace},
-            "involvedObject": {
-                "apiVersion": k.WATCHED_API_VERSION,
-                "kind": k.KIND,
-                "name": job.name,
-                "namespace": job.namespace,
-                "uid": job.uid,
-            },
-            "type": event.type,
-            "reason": event.reason,
-            "message": event.message[:1024],
-            "source": {"component": k.MANAGED_BY},
-            "reportingComponent": k.MANAGED_BY,
-            "firstTimestamp": format_time(now),
-            "lastTimestamp": format_time(now),
-            "count": 1,
-        }
-        try:
-            await unread(self.core.create_namespaced_event, job.namespace, manifest)
-        except ApiException as error:
-            logger.warning(
-                "could not record event %s on %s/%s: %s", event.reason, job.namespace, job.name, error.reason
-            )
+        involved = (k.WATCHED_API_VERSION, k.KIND, job.namespace, job.name, job.uid)
+        await record_event(self.core, involved, event)
 
     async def set_finalizers(self, job: TrainingJob, finalizers: list[str], resource_version: str) -> str:
         patch = {"metadata": {"finalizers": finalizers, "resourceVersion": resource_version}}
@@ -317,6 +294,29 @@ class Applier:
             await unread(
                 self.custom.delete_namespaced_custom_object, group, version, ns, plural, action.name, body=options
             )
+
+
+async def record_event(core: client.CoreV1Api, involved: tuple[str, str, str, str, str], event: Event) -> None:
+    """A core/v1 Event on an object of ours, given as (apiVersion, kind, namespace, name, uid); losing one must not
+    fail a reconcile, so a refusal is only logged."""
+    api_version, kind, namespace, name, uid = involved
+    now = format_time(datetime.datetime.now(datetime.UTC))
+    manifest = {
+        "metadata": {"name": f"{name}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
+        "involvedObject": {"apiVersion": api_version, "kind": kind, "name": name, "namespace": namespace, "uid": uid},
+        "type": event.type,
+        "reason": event.reason,
+        "message": event.message[:1024],
+        "source": {"component": k.MANAGED_BY},
+        "reportingComponent": k.MANAGED_BY,
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+    }
+    try:
+        await unread(core.create_namespaced_event, namespace, manifest)
+    except ApiException as error:
+        logger.warning("could not record event %s on %s %s/%s: %s", event.reason, kind, namespace, name, error.reason)
 
 
 async def unread(call: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
-import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -18,7 +17,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from trainingjob.api import constants as k
 from trainingjob.api.types import format_time
-from trainingjob.operator.apply import MERGE_PATCH, is_invalid_child, status_patch, unread
+from trainingjob.operator.apply import MERGE_PATCH, is_invalid_child, record_event, status_patch, unread
 from trainingjob.operator.logs import reconcile_context
 from trainingjob.reconcile.actions import CreateChild, DeleteChild, Event, Plan, ReplaceChild
 from trainingjob.serving.observed import ObservedServing, source_job
@@ -124,29 +123,8 @@ class ServingApplier:
         await unread(patch_child, action.name, ns, patch, _content_type=MERGE_PATCH)
 
     async def record_event(self, model: LLMModel, event: Event) -> None:
-        now = format_time(datetime.datetime.now(datetime.UTC))
-        manifest = {
-            "metadata": {"name": f"{model.name}.{uuid.uuid4().hex[:16]}", "namespace": model.namespace},
-            "involvedObject": {
-                "apiVersion": k.MODEL_API_VERSION,
-                "kind": k.MODEL_KIND,
-                "name": model.name,
-                "namespace": model.namespace,
-                "uid": model.uid,
-            },
-            "type": event.type,
-            "reason": event.reason,
-            "message": event.message[:1024],
-            "source": {"component": k.MANAGED_BY},
-            "reportingComponent": k.MANAGED_BY,
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
-        }
-        try:
-            await unread(self.core.create_namespaced_event, model.namespace, manifest)
-        except ApiException as error:
-            logger.warning("could not record event %s on model %s: %s", event.reason, model.name, error.reason)
+        involved = (k.MODEL_API_VERSION, k.MODEL_KIND, model.namespace, model.name, model.uid)
+        await record_event(self.core, involved, event)
 
 
 class ServingReconciler:
