@@ -37,6 +37,15 @@ def writes(operator: RunningOperator) -> float:
     return sum(value(samples, "trainingjob_api_requests_total", verb=verb) for verb in WRITE_VERBS)
 
 
+def adopt(session_operator: RunningOperator, successor: RunningOperator) -> None:
+    """The successor becomes the session's operator for the tests that follow."""
+    session_operator.process = successor.process
+    session_operator.progress_port = successor.progress_port
+    session_operator.metrics_port = successor.metrics_port
+    session_operator.webhook_port = successor.webhook_port
+    session_operator.log_path = successor.log_path
+
+
 def test_standby_takes_over_when_the_leader_dies(kube: Kube, namespace: str, operator: RunningOperator) -> None:
     leader = wait_until(lambda: lease_holder(kube), 60, "a lease holder")
     standby = start_operator(operator.kubeconfig, operator.log_path.with_name("standby.log"))
@@ -65,11 +74,7 @@ def test_standby_takes_over_when_the_leader_dies(kube: Kube, namespace: str, ope
         assert writes(standby) > 0  # the new leader did the rest of the work
     finally:
         # The standby is the leader now: it becomes the session's operator for the tests that follow.
-        operator.process = standby.process
-        operator.progress_port = standby.progress_port
-        operator.metrics_port = standby.metrics_port
-        operator.webhook_port = standby.webhook_port
-        operator.log_path = standby.log_path
+        adopt(operator, standby)
 
 
 def test_a_restarted_leader_retakes_its_own_lease_at_once(kube: Kube, operator: RunningOperator) -> None:
@@ -92,8 +97,4 @@ def test_a_restarted_leader_retakes_its_own_lease_at_once(kube: Kube, operator: 
         assert retaken.holder_identity == holder
         assert retaken.lease_transitions == lease.lease_transitions  # the same holder: no transition
     finally:
-        operator.process = restarted.process
-        operator.progress_port = restarted.progress_port
-        operator.metrics_port = restarted.metrics_port
-        operator.webhook_port = restarted.webhook_port
-        operator.log_path = restarted.log_path
+        adopt(operator, restarted)
