@@ -32,17 +32,27 @@ class Example:
     script: str
     library: str  # what importorskip needs for a real run
     suffix: str  # of its checkpoints; "" for a directory
+    image: str  # its local runtime (examples/images.yaml), built by `make runtimes`
 
     @property
     def path(self) -> Path:
         return EXAMPLES / self.framework / self.script
 
+    def runtime_python(self) -> Path | None:
+        """The Python of the example's runtime venv if `make runtimes` built it (None otherwise)."""
+        from trainingjob.node.images import ImageCatalog
+        from trainingjob.node.runtimes import built_runtime
 
+        runtime = built_runtime(ImageCatalog(EXAMPLES / "images.yaml").lookup(self.image))
+        return runtime.bin_dir / "python3" if runtime is not None else None
+
+
+IMAGES = "registry.example/trainingjob-examples"
 EXAMPLE_LIST = [
-    Example("pytorch", "train_ddp.py", "torch", ".pt"),
-    Example("tensorflow", "train_multiworker.py", "tensorflow", ""),
-    Example("xgboost", "train_xgboost.py", "xgboost", ".json"),
-    Example("jax", "train_jax.py", "jax", ".npz"),
+    Example("pytorch", "train_ddp.py", "torch", ".pt", f"{IMAGES}/pytorch:0.1"),
+    Example("tensorflow", "train_multiworker.py", "tensorflow", "", f"{IMAGES}/tensorflow:0.1-cpu"),
+    Example("xgboost", "train_xgboost.py", "xgboost", ".json", f"{IMAGES}/xgboost:0.1"),
+    Example("jax", "train_jax.py", "jax", ".npz", f"{IMAGES}/jax:0.1-cpu"),
 ]
 BY_FRAMEWORK = {example.framework: example for example in EXAMPLE_LIST}
 FRAMEWORKS = list(BY_FRAMEWORK)

@@ -236,6 +236,16 @@ TINY = {
 }
 
 
+def training_python(framework: str) -> str:
+    """The example's runtime venv (built by `make runtimes`, which `make test` does first), else this interpreter
+    if it has the framework; skipped only when neither can run it."""
+    runtime = BY_FRAMEWORK[framework].runtime_python()
+    if runtime is not None:
+        return str(runtime)
+    pytest.importorskip(BY_FRAMEWORK[framework].library, reason="its runtime is not built (make runtimes)")
+    return sys.executable
+
+
 def run_script(framework: str, tmp_path: Path, epochs: int, resume: bool) -> subprocess.CompletedProcess[str]:
     hyperparameters = tmp_path / "hyperparameters.json"
     hyperparameters.write_text(json.dumps({**TINY[framework], "epochs": epochs}))
@@ -248,9 +258,11 @@ def run_script(framework: str, tmp_path: Path, epochs: int, resume: bool) -> sub
         DISTRIBUTED_BACKEND="gloo",
         CUDA_VISIBLE_DEVICES="",
         JAX_PLATFORMS="cpu",
+        PYTHONPATH=str(examples_support.REPO / "src"),  # the SDK, as the image ships it beside the script
+        OMP_NUM_THREADS="1",
     )
     return subprocess.run(
-        [sys.executable, str(BY_FRAMEWORK[framework].path)],
+        [training_python(framework), str(BY_FRAMEWORK[framework].path)],
         env=env,
         capture_output=True,
         text=True,
@@ -261,7 +273,6 @@ def run_script(framework: str, tmp_path: Path, epochs: int, resume: bool) -> sub
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_real_training_for_2_epochs_then_a_restart_resumes_at_epoch_3(framework: str, tmp_path: Path) -> None:
-    pytest.importorskip(BY_FRAMEWORK[framework].library)
     first = run_script(framework, tmp_path, epochs=2, resume=False)
     assert first.returncode == 0, first.stderr
     assert "epoch 1/2" in first.stderr and "epoch 2/2" in first.stderr
