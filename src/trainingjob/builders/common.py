@@ -32,15 +32,21 @@ def job_labels(job: TrainingJob) -> dict[str, str]:
     return {k.LABEL_JOB_NAME: job.name, k.LABEL_MANAGED_BY: k.MANAGED_BY}
 
 
-def owner_reference(job: TrainingJob) -> dict[str, Any]:
+def controller_reference(api_version: str, kind: str, name: str, uid: str) -> dict[str, Any]:
+    """The ownerReference that makes one of our resources the controller of a child (garbage collection, and
+    deletion of the owner waits for the child)."""
     return {
-        "apiVersion": k.WATCHED_API_VERSION,
-        "kind": k.KIND,
-        "name": job.name,
-        "uid": job.uid,
+        "apiVersion": api_version,
+        "kind": kind,
+        "name": name,
+        "uid": uid,
         "controller": True,
         "blockOwnerDeletion": True,
     }
+
+
+def owner_reference(job: TrainingJob) -> dict[str, Any]:
+    return controller_reference(k.WATCHED_API_VERSION, k.KIND, job.name, job.uid)
 
 
 def child_metadata(job: TrainingJob, name: str, extra_labels: dict[str, str] | None = None) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from trainingjob.api import constants as k
+from trainingjob.builders.common import controller_reference
 from trainingjob.serving.types import LLMModel, ServingConfig
 
 LABEL_SPEC_HASH = f"{k.MODEL_GROUP}/spec-hash"
@@ -33,14 +34,7 @@ def selector_string(model: LLMModel) -> str:
 
 
 def owner_reference(model: LLMModel) -> dict[str, Any]:
-    return {
-        "apiVersion": k.MODEL_API_VERSION,
-        "kind": k.MODEL_KIND,
-        "name": model.name,
-        "uid": model.uid,
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
+    return controller_reference(k.MODEL_API_VERSION, k.MODEL_KIND, model.name, model.uid)
 
 
 def metadata(model: LLMModel, spec_hash: str) -> dict[str, Any]:
