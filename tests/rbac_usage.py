@@ -1,7 +1,7 @@
 """Which Kubernetes API calls the operator's code makes, as RBAC (apiGroup, resource, verb) triples, read from
 the source with `ast`: kubernetes_asyncio methods (`create_namespaced_pod` → pods create,
 `replace_namespaced_config_map` → configmaps update, `patch_namespaced_custom_object_status` → trainingjobs/status
-patch, …) and Kopf resource decorators (`@kopf.index("", "v1", "pods")` → pods get, list, watch). deploy/rbac is
+patch, …), plus get, list and watch on every resource the informers watch (operator/watches.py). deploy/rbac is
 checked against it (tests/unit/test_deploy_rbac.py, tests/integration/test_deploy_rbac_enforced.py).
 """
 
@@ -99,13 +99,6 @@ def _calls_in(path: Path) -> set[Grant]:
                 assert not match["namespaced"], f"{path.name}: API call {node.attr}: add its kind to KINDS"
                 continue
             used.add((group, plural + ("/status" if match["status"] else ""), verb))
-        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            for decorator in node.decorator_list:
-                if not isinstance(decorator, ast.Call) or not ast.unparse(decorator.func).startswith("kopf."):
-                    continue
-                if len(decorator.args) >= 3:  # (group, version, plural): a watched resource
-                    group, plural = _constant(decorator.args[0]), _constant(decorator.args[2])
-                    used.update((group, plural, verb) for verb in WATCH_VERBS)
     return used
 
 
@@ -115,8 +108,15 @@ def gang_object_grants() -> set[Grant]:
     return {(p.api.group, p.api.plural, verb) for p in PROVIDERS for verb in (*WATCH_VERBS, "create", "delete")}
 
 
+def watch_grants() -> set[Grant]:
+    """Every resource the informers watch (operator/watches.py): get, list and watch."""
+    from trainingjob.operator.watches import WATCHES
+
+    return {(w.resource.group, w.resource.plural, verb) for w in WATCHES for verb in WATCH_VERBS}
+
+
 def used_by_code() -> set[Grant]:
-    return set().union(*(_calls_in(path) for path in OPERATOR_CODE)) | gang_object_grants()
+    return set().union(*(_calls_in(path) for path in OPERATOR_CODE)) | watch_grants() | gang_object_grants()
 
 
 def expand(rules: list[dict[str, Any]]) -> set[Grant]:

@@ -54,7 +54,6 @@ def run_with(monkeypatch: pytest.MonkeyPatch, *args: str) -> OperatorConfig:
     import trainingjob.operator.runner as runner
 
     seen: list[OperatorConfig] = []
-    monkeypatch.setattr(operator_cli, "skip_unused_optional_clients", lambda: None)
     monkeypatch.setattr(runner, "run_operator", lambda config, *_, **__: seen.append(config))
     result = CliRunner().invoke(operator_cli.operator, list(args))
     assert result.exit_code == 0, result.output

@@ -5,8 +5,11 @@ from __future__ import annotations
 import asyncio
 
 from trainingjob.config import OperatorConfig
-from trainingjob.operator.handlers import liveness
+from trainingjob.operator.caches import Caches
+from trainingjob.operator.process import liveness
 from trainingjob.operator.reconciler import Reconciler
+
+NO_CACHES = Caches(None, [], [], watch_timeout=60)
 
 
 def probes_around_a_wedged_reconcile(stuck_after: float) -> list[tuple[bool, str]]:
@@ -23,14 +26,14 @@ def probes_around_a_wedged_reconcile(stuck_after: float) -> list[tuple[bool, str
         reconciler.reconcile = wedged  # type: ignore[method-assign]
         reconciler.synced.set()
         reconciler.start()
-        probes = [liveness(reconciler, stuck_after)]
+        probes = [liveness(reconciler, NO_CACHES, stuck_after)]
         reconciler.enqueue(("team-a", "bert"))
         await entered.wait()
         await asyncio.sleep(0.3)
-        probes.append(liveness(reconciler, stuck_after))
+        probes.append(liveness(reconciler, NO_CACHES, stuck_after))
         release.set()
         await asyncio.sleep(0.05)
-        probes.append(liveness(reconciler, stuck_after))
+        probes.append(liveness(reconciler, NO_CACHES, stuck_after))
         for task in reconciler.tasks:
             task.cancel()
         await asyncio.gather(*reconciler.tasks, return_exceptions=True)
@@ -57,7 +60,7 @@ def test_a_dead_reconcile_worker_fails_liveness() -> None:
         reconciler.start()
         reconciler.tasks[0].cancel()
         await asyncio.gather(*reconciler.tasks, return_exceptions=True)
-        return liveness(reconciler, 300)
+        return liveness(reconciler, NO_CACHES, 300)
 
     assert asyncio.run(scenario()) == (False, "1 reconcile workers died")
 

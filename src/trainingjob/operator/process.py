@@ -1,0 +1,231 @@
+"""The operator process: start the informers, the reconciler and the servers, lead or stand by, stop cleanly.
+
+Order matters: webhooks first (objects not yet migrated to the storage version are read through the conversion
+webhook), then the informers; the reconcile workers wait for every informer's first listing (the one "caches synced"
+barrier: a leader planning from a half-filled cache once gang-restarted 860 of 1,000 running jobs), and only the
+Lease holder runs them. SIGTERM or SIGINT releases the Lease and exits 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import logging
+import os
+import signal
+from collections.abc import Sequence
+from urllib.parse import urlparse
+
+from aiohttp import web
+from kubernetes_asyncio import client
+
+from trainingjob.config import OperatorConfig
+from trainingjob.operator.api_client import CountingApiClient
+from trainingjob.operator.apply import Applier
+from trainingjob.operator.caches import Caches, route
+from trainingjob.operator.http import build_app
+from trainingjob.operator.http import serve as serve_http
+from trainingjob.operator.leader import LeaderElector, LeaseSettings
+from trainingjob.operator.lookups import Lookups
+from trainingjob.operator.metrics import CacheCollector, OperatorMetrics
+from trainingjob.operator.reconciler import Reconciler
+from trainingjob.operator.serving import ServingApplier, ServingReconciler
+from trainingjob.operator.watches import WATCHES, gang_watches
+from trainingjob.progress.server import ProgressEndpoint, serve
+from trainingjob.progress.tls import ensure_tls, url_ips
+from trainingjob.scheduling.gang import GangApi, watched
+from trainingjob.webhooks import PortUnavailable, start_webhooks
+from trainingjob.webhooks.component import WebhookSettings
+
+logger = logging.getLogger(__name__)
+SERVICE_NAME = "trainingjob-operator"  # the operator's Service: the progress certificate is issued for its names
+WATCH_TIMEOUT_MAX = 240
+
+
+@dataclasses.dataclass(frozen=True)
+class ProcessOptions:
+    config: OperatorConfig
+    namespaces: Sequence[str] = ()
+    in_cluster: bool = False
+    operator_namespace: str = "trainingjob-system"
+    progress_port: int = 0
+    progress_bind: str = "0.0.0.0"
+    metrics_port: int = 0
+    metrics_bind: str = "0.0.0.0"
+    liveness_endpoint: str | None = None
+    gang_apis: frozenset[GangApi] = frozenset()
+    webhooks: WebhookSettings | None = None
+
+
+class Startup(Exception):
+    """The operator cannot start (a port in use, …): one line for the user, exit 1."""
+
+
+def watch_timeout(stuck_after: float) -> int:
+    """Watches end (and resume) well within the liveness bound, so a healthy one is never "silent" for that long."""
+    return max(5, min(WATCH_TIMEOUT_MAX, int(stuck_after / 2)))
+
+
+async def run(options: ProcessOptions) -> None:
+    """Until SIGTERM/SIGINT (return) or a lost Lease (exit 70)."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    config = options.config
+    metrics = OperatorMetrics()
+    count = functools.partial(_count, metrics)
+    api = CountingApiClient(count)
+    # Watches hold their connections open: their own client, so they never take the writers' connection slots.
+    watch_configuration = client.Configuration.get_default_copy()
+    watch_configuration.connection_pool_maxsize = 0  # aiohttp: no limit
+    watch_api = CountingApiClient(count, configuration=watch_configuration)
+    cleanup: list = [api.close, watch_api.close]
+    try:
+        await _serve(options, config, metrics, api, watch_api, cleanup, stop)
+    finally:
+        for step in reversed(cleanup):
+            try:
+                await step()
+            except Exception as error:  # the other steps must still run
+                logger.warning("while stopping: %r", error)
+
+
+async def _serve(
+    options: ProcessOptions,
+    config: OperatorConfig,
+    metrics: OperatorMetrics,
+    api: CountingApiClient,
+    watch_api: CountingApiClient,
+    cleanup: list,
+    stop: asyncio.Event,
+) -> None:
+    if options.webhooks is not None:
+        settings = dataclasses.replace(options.webhooks, in_cluster=options.in_cluster)
+        try:
+            webhooks = await start_webhooks(api, settings, config)
+        except PortUnavailable as error:
+            raise Startup(str(error)) from None
+        cleanup.append(webhooks.stop)
+    material = None
+    if options.progress_port:
+        material = await ensure_tls(api, options.operator_namespace, SERVICE_NAME, url_ips(config.progress_url))
+        config = dataclasses.replace(config, progress_ca_pem=material.ca_pem)
+    watches = (*WATCHES, *gang_watches(watched(options.gang_apis)))
+    caches = Caches(watch_api, watches, options.namespaces, watch_timeout(config.stuck_reconcile_seconds))
+    applier = Applier(api, config.max_concurrent_creates)
+    serving = ServingReconciler(caches.indexes, ServingApplier(api, applier.write_slots), config.serving)
+    reconciler = Reconciler(
+        caches.indexes,
+        applier,
+        config,
+        metrics=metrics,
+        lookups=Lookups(client.CoreV1Api(api)),
+        gang_apis=options.gang_apis,
+        serving=serving,
+    )
+    caches.on_change = functools.partial(route, enqueue=reconciler.enqueue, models_of_job=serving.models_of_job)
+    metrics.register_cache(cache_collector(caches, reconciler))
+    caches.start()
+    cleanup.append(caches.stop)
+    cleanup.append(reconciler.stop)
+    barrier = asyncio.create_task(_open_barrier(caches, reconciler), name="caches-synced")
+    cleanup.append(functools.partial(_cancel, barrier))
+    if options.metrics_port:
+        live = functools.partial(liveness, reconciler, caches, config.stuck_reconcile_seconds)
+        app = build_app(metrics, live, lambda: readiness(reconciler))
+        cleanup.append((await serve_http(app, options.metrics_bind, options.metrics_port)).cleanup)
+    if material is not None:
+        endpoint = ProgressEndpoint(api, reconciler, config.progress_reporters)
+        cleanup.append((await serve(endpoint, material, options.progress_bind, options.progress_port)).cleanup)
+    if options.liveness_endpoint:
+        cleanup.append((await serve_liveness(options.liveness_endpoint)).cleanup)
+    if config.lease_namespace is None:
+        reconciler.start()
+    else:
+        settings = LeaseSettings(config.lease_namespace, config.lease_name, identity=config.lease_identity)
+        elector = LeaderElector(client.CoordinationV1Api(api), settings)
+        election = asyncio.create_task(elector.run(reconciler.start_leading, stop_on_lost_lease), name="election")
+        cleanup.append(elector.release)
+        cleanup.append(functools.partial(_cancel, election))
+    logger.info("operator started; watching %s", ", ".join(options.namespaces) or "all namespaces")
+    await stop.wait()
+    logger.info("stopping")
+
+
+async def _open_barrier(caches: Caches, reconciler: Reconciler) -> None:
+    started = asyncio.get_running_loop().time()
+    await caches.wait_synced()
+    took = asyncio.get_running_loop().time() - started
+    logger.info("caches synced in %.1fs: %d objects", took, sum(len(i.store) for i in caches.informers))
+    reconciler.caches_synced()
+
+
+async def _cancel(task: asyncio.Task) -> None:
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+def _count(metrics: OperatorMetrics, verb: str, resource: str, code: int) -> None:
+    metrics.api_requests.labels(verb, resource, str(code)).inc()
+
+
+async def serve_liveness(url: str) -> web.AppRunner:
+    """`--liveness URL`: 200 while the event loop answers (the Deployment's readiness probe; the same URL and
+    answer Kopf's probe endpoint gave, so existing manifests keep working)."""
+    parsed = urlparse(url)
+
+    async def probe(_: web.Request) -> web.Response:
+        return web.json_response({})
+
+    app = web.Application()
+    app.router.add_get(parsed.path or "/", probe)
+    return await serve_http(app, parsed.hostname or "0.0.0.0", parsed.port or 80)
+
+
+def cache_collector(caches: Caches, reconciler: Reconciler) -> CacheCollector:
+    indexes = caches.indexes
+
+    def jobs() -> list:
+        return [body for store in list(indexes["trainingjob_bodies"].values()) for body in store]
+
+    def pod_phases() -> list[tuple[str, str, str]]:
+        return [(key[0], key[1], pod.phase) for key, store in list(indexes["worker_pods"].items()) for pod in store]
+
+    return CacheCollector(jobs, pod_phases, lambda: reconciler.leading, lambda: len(reconciler.queue))
+
+
+def liveness(reconciler: Reconciler, caches: Caches, stuck_after: float) -> tuple[bool, str]:
+    """Alive while the event loop answers, every informer hears from the API server within `stuck_after` seconds
+    and, on the leader, every reconcile worker is still running and none has spent more than `stuck_after` seconds
+    in one reconcile. Every API call has a timeout (api_client.py), so a reconcile that long is wedged; failing the
+    probe lets the kubelet restart the leader instead of it holding the Lease while its jobs wait silently."""
+    dead = [t for t in reconciler.tasks if t.done()]
+    if dead:
+        return False, f"{len(dead)} reconcile workers died"
+    longest = reconciler.longest_reconcile()
+    if longest is not None and longest[1] > stuck_after:
+        key, seconds = longest  # (namespace, name) of a job, (kind, namespace, name) of a model
+        what = "/".join(key)
+        return False, f"the reconcile of {what} has run for {seconds:.0f}s (bound {stuck_after:.0f}s)"
+    stalled = caches.stalled(stuck_after)
+    if stalled:
+        return False, f"watches without progress (bound {stuck_after:.0f}s): {'; '.join(stalled[:5])}"
+    return True, "ok"
+
+
+def readiness(reconciler: Reconciler) -> tuple[bool, str]:
+    """/readyz: 200 on the leader only, for whoever must find the replica that writes status (demo.sh, tests).
+
+    The Deployment's readiness probe deliberately uses the --liveness endpoint instead (deploy/manager/): both
+    replicas stay Ready so the PodDisruptionBudget can drain either node, and the Service sends progress reports to
+    both; a standby answers them 503 and the SDK retries.
+    """
+    return (True, "ok: leader") if reconciler.leading else (False, "standby: not the leader")
+
+
+def stop_on_lost_lease() -> None:
+    """A replica that lost its Lease may be racing the new leader: stop now, the Deployment restarts us."""
+    logging.getLogger(__name__).critical("leadership lost; exiting so that only the new leader writes")
+    os._exit(70)

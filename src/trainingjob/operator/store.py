@@ -1,0 +1,116 @@
+"""The informers' in-memory caches: trimmed views of watched objects, grouped into indexes by job (or model) key.
+
+Pure data structures, no I/O (operator/informer.py feeds them): an object contributes at most one view to each index
+of its resource, and `replace` (a re-list) removes whatever the new listing no longer holds, so an object deleted
+while the watch was cut leaves the cache as a delete. Every change reports the index keys it touched, so only the
+jobs whose planner input moved are reconciled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, ValuesView
+from dataclasses import dataclass
+from typing import Any
+
+ObjectKey = tuple[str, str]  # (namespace, name) of a watched object
+# One index: a function from a raw object to (index key, view), None when the object does not belong there.
+IndexFunction = Callable[[Mapping[str, Any]], "tuple[Hashable, Any] | None"]
+Touched = list[tuple[str, Hashable]]  # (index name, index key) whose views changed
+
+
+@dataclass(frozen=True)
+class Contribution:
+    """What one object put in the indexes: its resourceVersion and, per index, (key, view)."""
+
+    resource_version: str
+    entries: tuple[tuple[str, Hashable, Any], ...]
+
+
+class Index(Mapping[Hashable, ValuesView]):
+    """key -> the views filed under it (iterable); what the reconciler reads, as it read Kopf's indexes."""
+
+    def __init__(self) -> None:
+        self.by_key: dict[Hashable, dict[ObjectKey, Any]] = {}
+
+    def __getitem__(self, key: Hashable) -> ValuesView:
+        return self.by_key[key].values()
+
+    def __iter__(self) -> Iterator[Hashable]:
+        return iter(self.by_key)
+
+    def __len__(self) -> int:
+        return len(self.by_key)
+
+    def put(self, key: Hashable, obj: ObjectKey, view: Any) -> None:
+        self.by_key.setdefault(key, {})[obj] = view
+
+    def remove(self, key: Hashable, obj: ObjectKey) -> None:
+        views = self.by_key.get(key)
+        if views is not None:
+            views.pop(obj, None)
+            if not views:
+                del self.by_key[key]
+
+
+def object_key(body: Mapping[str, Any]) -> ObjectKey:
+    metadata = body.get("metadata") or {}
+    return (metadata.get("namespace") or "", metadata.get("name") or "")
+
+
+class ResourceStore:
+    """The objects one informer (one resource in one namespace, or in all) has seen, and their index entries.
+
+    `indexes` may be shared by several stores (one per watched namespace); each store prunes only its own objects.
+    """
+
+    def __init__(self, indexes: Mapping[str, Index], functions: Mapping[str, IndexFunction]) -> None:
+        self.indexes = indexes
+        self.functions = functions
+        self.objects: dict[ObjectKey, Contribution] = {}
+
+    def __len__(self) -> int:
+        return len(self.objects)
+
+    def contribution(self, body: Mapping[str, Any]) -> Contribution:
+        entries = []
+        for name, function in self.functions.items():
+            entry = function(body)
+            if entry is not None:
+                entries.append((name, entry[0], entry[1]))
+        return Contribution(str((body.get("metadata") or {}).get("resourceVersion") or ""), tuple(entries))
+
+    def upsert(self, body: Mapping[str, Any]) -> Touched:
+        return self._set(object_key(body), self.contribution(body))
+
+    def delete(self, body: Mapping[str, Any]) -> Touched:
+        return self._set(object_key(body), None)
+
+    def replace(self, contributions: Mapping[ObjectKey, Contribution]) -> Touched:
+        """A full listing: objects it lacks are deleted, the others set; returns every touched (index, key)."""
+        touched: Touched = []
+        for obj in [obj for obj in self.objects if obj not in contributions]:
+            touched += self._set(obj, None)
+        for obj, contribution in contributions.items():
+            touched += self._set(obj, contribution)
+        return touched
+
+    def _set(self, obj: ObjectKey, new: Contribution | None) -> Touched:
+        old = self.objects.pop(obj, None)
+        if new is not None:
+            self.objects[obj] = new
+        old_entries = {(name, key): view for name, key, view in (old.entries if old else ())}
+        new_entries = {(name, key): view for name, key, view in (new.entries if new else ())}
+        touched: Touched = []
+        for slot in old_entries.keys() - new_entries.keys():
+            self.indexes[slot[0]].remove(slot[1], obj)
+            touched.append(slot)
+        for slot, view in new_entries.items():
+            if slot not in old_entries or old_entries[slot] != view:
+                self.indexes[slot[0]].put(slot[1], obj, view)
+                touched.append(slot)
+        return touched
+
+
+def merge_touched(batches: Iterable[Touched]) -> Touched:
+    """Each (index, key) once, in first-seen order."""
+    return list(dict.fromkeys(slot for batch in batches for slot in batch))

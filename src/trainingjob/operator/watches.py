@@ -1,0 +1,147 @@
+"""What the operator watches, with which server-side label selector, and what it keeps of each object.
+
+Each watched resource feeds one or more indexes: a function from the raw object to (key, trimmed view), the key
+being the (namespace, name) of the TrainingJob or LLMModel the object belongs to. The views are what the planners
+read and nothing more (pods become PodViews, services their ports, …), so memory grows with what planning needs,
+not with the size of the objects. tests/rbac_usage.py derives the operator's get/list/watch grants from WATCHES.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainingjob.api import constants as k
+from trainingjob.api.conversion import to_internal
+from trainingjob.api.names import config_map_name, service_name
+from trainingjob.builders.service import service_ports
+from trainingjob.operator.informer import Resource
+from trainingjob.operator.store import IndexFunction
+from trainingjob.reconcile.observed import pod_view
+from trainingjob.reconcile.surroundings import claim_view
+from trainingjob.scheduling.gang import GangProvider
+from trainingjob.serving.observed import child_view
+
+MANAGED = f"{k.LABEL_MANAGED_BY}={k.MANAGED_BY}"
+MODEL_CHILDREN = f"{MANAGED},{k.LABEL_MODEL}"
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+Entry = tuple[Hashable, Any] | None
+
+
+@dataclass(frozen=True)
+class Watch:
+    resource: Resource
+    label_selector: str
+    indexes: Mapping[str, IndexFunction] = field(default_factory=dict)
+
+
+def trimmed_body(body: Mapping[str, Any], api_version: str, kind: str) -> dict[str, Any]:
+    """The object without managedFields and kubectl's last-applied copy of itself (often half its size); a list's
+    items lack apiVersion and kind, which conversion reads, so they are filled in."""
+    metadata = dict(body.get("metadata") or {})
+    metadata.pop("managedFields", None)
+    annotations = metadata.get("annotations")
+    if annotations and LAST_APPLIED in annotations:
+        metadata["annotations"] = {key: value for key, value in annotations.items() if key != LAST_APPLIED}
+    return {**body, "apiVersion": body.get("apiVersion") or api_version, "kind": kind, "metadata": metadata}
+
+
+def _own_key(body: Mapping[str, Any]) -> tuple[str, str]:
+    metadata = body.get("metadata") or {}
+    return (metadata.get("namespace") or "", metadata.get("name") or "")
+
+
+def _labels(body: Mapping[str, Any]) -> Mapping[str, str]:
+    return (body.get("metadata") or {}).get("labels") or {}
+
+
+def trainingjob_body(body: Mapping[str, Any]) -> Entry:
+    """Stored in the internal shape (api/conversion.py): nothing downstream cares which version was watched."""
+    return _own_key(body), to_internal(trimmed_body(body, k.WATCHED_API_VERSION, k.KIND))
+
+
+def worker_pod(body: Mapping[str, Any]) -> Entry:
+    job = _labels(body).get(k.LABEL_JOB_NAME)
+    return ((_own_key(body)[0], job), pod_view(body)) if job else None
+
+
+def worker_service(body: Mapping[str, Any]) -> Entry:
+    """Its ports, not just its name: the planner compares them with spec.networking.masterPort."""
+    namespace, name = _own_key(body)
+    job = _labels(body).get(k.LABEL_JOB_NAME)
+    if not job or name != service_name(job):
+        return None
+    return (namespace, job), service_ports(list((body.get("spec") or {}).get("ports") or []))
+
+
+def job_config_map(body: Mapping[str, Any]) -> Entry:
+    namespace, name = _own_key(body)
+    job = _labels(body).get(k.LABEL_JOB_NAME)
+    return ((namespace, job), dict(body.get("data") or {})) if job and name == config_map_name(job) else None
+
+
+def job_claim(body: Mapping[str, Any]) -> Entry:
+    """Name, phase and creation time: a checkpoint PVC still Pending after a while is reported on the job."""
+    job = _labels(body).get(k.LABEL_JOB_NAME)
+    return ((_own_key(body)[0], job), claim_view(body)) if job else None
+
+
+def llmmodel_body(body: Mapping[str, Any]) -> Entry:
+    return _own_key(body), trimmed_body(body, k.MODEL_API_VERSION, k.MODEL_KIND)
+
+
+def model_by_source(body: Mapping[str, Any]) -> Entry:
+    """Which models serve which TrainingJob, so that the job's changes reach the models waiting for it."""
+    namespace, name = _own_key(body)
+    job = ((body.get("spec") or {}).get("source") or {}).get("trainingJob")
+    return ((namespace, job), name) if job else None
+
+
+def model_child(kind: str) -> IndexFunction:
+    def view(body: Mapping[str, Any]) -> Entry:
+        model = _labels(body).get(k.LABEL_MODEL)
+        return ((_own_key(body)[0], model), child_view({**body, "kind": kind})) if model else None
+
+    return view
+
+
+def gang_object(provider: GangProvider) -> IndexFunction:
+    def view(body: Mapping[str, Any]) -> Entry:
+        job = _labels(body).get(k.LABEL_JOB_NAME)
+        return ((_own_key(body)[0], job), provider.view(body)) if job else None
+
+    return view
+
+
+JOB_INDEXES = ("trainingjob_bodies", "worker_pods", "worker_services", "job_config_maps", "job_claims")
+MODEL_INDEXES = ("llmmodel_bodies", "model_deployments", "model_services", "model_autoscalers")
+WATCHES: tuple[Watch, ...] = (
+    Watch(Resource(k.GROUP, k.WATCHED_VERSION, k.PLURAL), "", {"trainingjob_bodies": trainingjob_body}),
+    Watch(Resource("", "v1", "pods"), MANAGED, {"worker_pods": worker_pod}),
+    Watch(
+        Resource("", "v1", "services"),
+        MANAGED,
+        {"worker_services": worker_service, "model_services": model_child("Service")},
+    ),
+    Watch(Resource("", "v1", "configmaps"), MANAGED, {"job_config_maps": job_config_map}),
+    Watch(Resource("", "v1", "persistentvolumeclaims"), MANAGED, {"job_claims": job_claim}),
+    Watch(
+        Resource(k.MODEL_GROUP, k.MODEL_VERSION, k.MODEL_PLURAL),
+        "",
+        {"llmmodel_bodies": llmmodel_body, "models_by_source": model_by_source},
+    ),
+    Watch(Resource("apps", "v1", "deployments"), MODEL_CHILDREN, {"model_deployments": model_child("Deployment")}),
+    Watch(
+        Resource("autoscaling", "v2", "horizontalpodautoscalers"),
+        MODEL_CHILDREN,
+        {"model_autoscalers": model_child("HorizontalPodAutoscaler")},
+    ),
+)
+
+
+def gang_watches(providers: list[GangProvider]) -> tuple[Watch, ...]:
+    """The gang objects of every gang API the cluster serves (found by discovery at startup), one index each."""
+    return tuple(
+        Watch(Resource(p.api.group, p.api.version, p.api.plural), MANAGED, {p.index: gang_object(p)}) for p in providers
+    )
