@@ -131,7 +131,14 @@ class Ours(Contender):
             *(sys.executable, "-m", "trainingjob.cli", "operator", "--all-namespaces", "--log-format", "json"),
             *("--log-level", "WARNING", "--metrics-port", str(port), "--metrics-bind", "127.0.0.1"),
         ]
-        env = {"KUBECONFIG": str(self.kubeconfig), "PATH": "/usr/bin:/bin", "HOME": str(Path.home())}
+        # A fixed $POD_NAME, as the downward API gives a container restarted in its pod (kill -9 below): the new
+        # process re-takes its own Lease at once. Kubeflow runs without leader election here (its default).
+        env = {
+            "KUBECONFIG": str(self.kubeconfig),
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(Path.home()),
+            "POD_NAME": "trainingjob-operator-bench",
+        }
         # /readyz answers 200 once this replica leads (after a kill, once the dead holder's Lease expired).
         self.launch(command, env, f"http://127.0.0.1:{port}/readyz", cluster)
 

@@ -76,7 +76,7 @@ class FakeApiServer:
         self.pods[pod["metadata"]["name"]] = pod
 
     def indexes(self, namespace: str) -> dict[str, Any]:
-        """What the Kopf indexes would hold once every watch event has arrived."""
+        """What the informers' indexes would hold once every watch event has arrived."""
         pods: dict[tuple[str, str], list[Any]] = {}
         for pod in self.pods.values():
             job = pod["metadata"]["labels"]["ml.example.com/job-name"]

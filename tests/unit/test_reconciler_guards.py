@@ -76,7 +76,7 @@ def test_a_new_leader_plans_nothing_until_every_index_is_filled() -> None:
         await asyncio.sleep(0.2)
         assert len(server.status_patches) == patches and set(server.pods) == {"job-worker-0", "job-worker-1"}
 
-        leader.indexes = server.indexes(NS)  # Kopf calls an event handler only once every index is filled
+        leader.indexes = server.indexes(NS)  # planning starts only once every informer has listed
         leader.caches_synced()
         await asyncio.sleep(0.2)
         await leader.stop()

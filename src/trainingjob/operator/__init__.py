@@ -1,1 +1,1 @@
-"""The running operator: Kopf glue (handlers), the work queue, and the one place that writes to the API."""
+"""The running operator: informers and their caches, the work queue, and the one place that writes to the API."""

@@ -1,7 +1,7 @@
 """The reconciler's Kubernetes client, counting every request by verb, resource and response code.
 
-Counting at the client (not at each call site) covers every write and read the operator makes through it; Kopf's
-own watch connections use Kopf's client and are not counted here.
+Counting at the client (not at each call site) covers every write and read the operator makes through it, the
+informers' lists and watches included (they use a second instance with its own connection pool).
 """
 
 from __future__ import annotations

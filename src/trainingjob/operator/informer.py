@@ -106,6 +106,7 @@ class Informer:
             try:
                 if self.resource_version is None:
                     self.resource_version = await self.list()
+                    self.failures = 0
                 self.resource_version = await self.watch(self.resource_version)
                 self.failures = 0
             except Gone:

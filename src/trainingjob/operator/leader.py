@@ -1,10 +1,9 @@
 """Leader election on a coordination.k8s.io Lease, so several replicas can run and only one reconciles.
 
-Kopf's peering pauses operators but is not leader election; this is client-go's algorithm in small: a replica
-acquires the Lease when it is free or expired, renews it every `retry_period`, and a standby takes over once the
-holder has not renewed for `lease_duration`. Standbys keep their watches and indexes warm, so a takeover starts
-reconciling at once. A leader that cannot renew within `renew_deadline` stops the process: continuing could let
-two replicas write at the same time.
+client-go's algorithm in small: a replica acquires the Lease when it is free or expired, renews it every
+`retry_period`, and a standby takes over once the holder has not renewed for `lease_duration`. Standbys keep their
+watches and indexes warm, so a takeover starts reconciling at once. A leader that cannot renew within
+`renew_deadline` stops the process: continuing could let two replicas write at the same time.
 
 Two details make that hold on real networks and clocks, both as in client-go:
 - Expiry is judged on the observer's own monotonic clock: a replica notes when *it* saw the Lease record change

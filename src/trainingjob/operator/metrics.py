@@ -111,7 +111,7 @@ def _restart_reason(status: Mapping[str, Any]) -> str:
 
 
 class CacheCollector(Collector):
-    """Gauges from the Kopf indexes: jobs by phase, workers by pod phase, GPUs of running workers, progress."""
+    """Gauges from the informers' indexes: jobs by phase, workers by pod phase, GPUs of running workers, progress."""
 
     def __init__(
         self,

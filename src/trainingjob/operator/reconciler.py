@@ -1,4 +1,4 @@
-"""Feeds the pure planner from the Kopf indexes and applies its plan; one job at a time per key."""
+"""Feeds the pure planner from the informers' indexes and applies its plan; one job at a time per key."""
 
 from __future__ import annotations
 
@@ -106,14 +106,14 @@ class Reconciler:
         self.tasks: list[asyncio.Task] = []
         # Since when each worker has been in its current reconcile (monotonic), read by the liveness probe.
         self.in_flight: dict[JobKey, float] = {}
-        # Set once Kopf has filled every index from its initial listings (see caches_synced).
+        # Set once every informer has its first listing (see caches_synced).
         self.synced = asyncio.Event()
 
     def enqueue(self, key: JobKey) -> None:
         self.queue.add(key)
 
     def caches_synced(self) -> None:
-        """Called by the Kopf event handlers: Kopf runs none of them before every index holds its initial listing.
+        """Called once every informer holds its first listing (operator/process.py); workers plan nothing before.
 
         Until then a job may be in the cache while its pods are not yet: planning from that would take running
         workers for deleted ones and restart the gang (seen at 1000 jobs x 8 workers when a restarted operator

@@ -26,7 +26,7 @@ from trainingjob.serving.types import LLMModel, ServingConfig
 
 logger = logging.getLogger(__name__)
 ModelKey = tuple[str, str, str]
-# Index names (handlers.py): model bodies, their children by (namespace, model), models by their source job.
+# Index names (watches.py): model bodies, their children by (namespace, model), models by their source job.
 CHILD_INDEXES = ("model_deployments", "model_services", "model_autoscalers")
 MODEL_INDEXES = ("llmmodel_bodies", *CHILD_INDEXES, "models_by_source")
 

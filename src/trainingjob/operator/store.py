@@ -27,7 +27,7 @@ class Contribution:
 
 
 class Index(Mapping[Hashable, ValuesView]):
-    """key -> the views filed under it (iterable); what the reconciler reads, as it read Kopf's indexes."""
+    """key -> the views filed under it (iterable); what the reconciler reads."""
 
     def __init__(self) -> None:
         self.by_key: dict[Hashable, dict[ObjectKey, Any]] = {}

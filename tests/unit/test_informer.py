@@ -1,0 +1,236 @@
+"""The informer's protocol handling (operator/informer.py) against scripted HTTP responses: paged LIST, watch events
+and bookmarks, 410 → re-list whose diff deletes what vanished during the gap, backoff after errors, and the
+caches-synced barrier. What it does against a real API server is in tests/integration/test_watch_gaps.py."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from trainingjob.config import OperatorConfig
+from trainingjob.operator import informer as informer_module
+from trainingjob.operator.caches import Caches, route
+from trainingjob.operator.informer import Informer, Resource, backoff_delay
+from trainingjob.operator.reconciler import Reconciler
+from trainingjob.operator.store import Index, ResourceStore, Touched
+from trainingjob.operator.watches import Watch, worker_pod
+
+PODS = Resource("", "v1", "pods")
+JOB_LABEL = "ml.example.com/job-name"
+
+
+def pod(name: str, version: str, phase: str = "Running") -> dict[str, Any]:
+    labels = {JOB_LABEL: name.split("-worker-")[0]}
+    return {"metadata": {"name": name, "namespace": "ml", "resourceVersion": version, "labels": labels},
+            "status": {"phase": phase}}  # fmt: skip
+
+
+class Content:
+    def __init__(self, lines: list[bytes]) -> None:
+        self.lines = lines
+
+    async def readline(self) -> bytes:
+        return self.lines.pop(0) if self.lines else b""
+
+
+class Response:
+    def __init__(self, status: int, body: Any = None, events: list[dict[str, Any]] | None = None) -> None:
+        self.status = status
+        self.body = json.dumps(body).encode()
+        self.content = Content([json.dumps(e).encode() + b"\n" for e in events or []])
+
+    async def read(self) -> bytes:
+        return self.body
+
+    def release(self) -> None:
+        pass
+
+
+class ScriptedApi:
+    """Answers each GET with the next scripted response for its kind (list or watch); records the queries."""
+
+    def __init__(self, lists: list[Response], watches: list[Response]) -> None:
+        self.lists, self.watches = lists, watches
+        self.queries: list[dict[str, str]] = []
+        self.exhausted = asyncio.Event()
+
+    async def call_api(self, path: str, method: str, query_params: list, **_: Any) -> Response:
+        params = dict(query_params)
+        self.queries.append(params)
+        script = self.watches if params.get("watch") else self.lists
+        if not script:
+            self.exhausted.set()
+            await asyncio.Event().wait()  # as a watch that stays open
+        return script.pop(0)
+
+
+def listing(pods: list[dict[str, Any]], version: str, token: str = "") -> Response:
+    return Response(200, {"metadata": {"resourceVersion": version, "continue": token}, "items": pods})
+
+
+def make_informer(api: ScriptedApi, changes: list[Touched]) -> tuple[Informer, Index]:
+    index = Index()
+    store = ResourceStore({"worker_pods": index}, {"worker_pods": worker_pod})
+    return Informer(api, PODS, "ml", "app=x", store, changes.append, page_size=2), index
+
+
+async def run_until_exhausted(informer: Informer, api: ScriptedApi) -> None:
+    task = asyncio.create_task(informer.run())
+    await asyncio.wait_for(api.exhausted.wait(), 5)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+def names(index: Index) -> list[str]:
+    return sorted(view.name for views in index.values() for view in views)
+
+
+def test_a_paged_list_fills_the_store_then_the_watch_resumes_from_the_listing() -> None:
+    api = ScriptedApi(
+        lists=[
+            listing([pod("a-worker-0", "5"), pod("a-worker-1", "6")], "7", "next"),
+            listing([pod("b-worker-0", "8")], "9"),
+        ],
+        watches=[],
+    )
+    changes: list[Touched] = []
+    informer, index = make_informer(api, changes)
+    asyncio.run(run_until_exhausted(informer, api))
+    assert informer.synced.is_set() and names(index) == ["a-worker-0", "a-worker-1", "b-worker-0"]
+    assert api.queries[1]["continue"] == "next" and api.queries[0]["limit"] == "2"
+    assert api.queries[2]["watch"] == "true" and api.queries[2]["resourceVersion"] == "9"
+    assert api.queries[2]["allowWatchBookmarks"] == "true" and api.queries[2]["labelSelector"] == "app=x"
+
+
+def test_watch_events_update_the_store_and_bookmarks_move_the_resource_version() -> None:
+    events = [
+        {"type": "ADDED", "object": pod("a-worker-0", "11")},
+        {"type": "MODIFIED", "object": pod("a-worker-0", "12", phase="Failed")},
+        {"type": "ADDED", "object": pod("a-worker-1", "13")},
+        {"type": "DELETED", "object": pod("a-worker-1", "14")},
+        {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "20"}}},
+    ]
+    api = ScriptedApi(lists=[listing([], "10")], watches=[Response(200, events=events)])
+    changes: list[Touched] = []
+    informer, index = make_informer(api, changes)
+    asyncio.run(run_until_exhausted(informer, api))
+    assert [v.phase for v in index[("ml", "a")]] == ["Failed"]
+    assert len(changes) == 4  # the bookmark touched nothing
+    assert api.queries[-1]["resourceVersion"] == "20"  # the watch ended; it resumed from the bookmark
+
+
+def test_gone_relists_and_the_diff_deletes_what_vanished_during_the_gap() -> None:
+    gone = {"type": "ERROR", "object": {"kind": "Status", "code": 410, "message": "too old resource version"}}
+    api = ScriptedApi(
+        lists=[listing([pod("a-worker-0", "5"), pod("a-worker-1", "6")], "7"), listing([pod("a-worker-0", "5")], "30")],
+        watches=[Response(200, events=[gone])],
+    )  # fmt: skip
+    changes: list[Touched] = []
+    informer, index = make_informer(api, changes)
+    asyncio.run(run_until_exhausted(informer, api))
+    assert names(index) == ["a-worker-0"] and informer.relists == 1
+    assert changes[-1] == [("worker_pods", ("ml", "a"))]
+    assert api.queries[-1]["resourceVersion"] == "30"
+
+
+def test_errors_back_off_and_retry_without_ending_the_informer(monkeypatch: pytest.MonkeyPatch) -> None:
+    sleeps: list[float] = []
+
+    async def no_sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+
+    monkeypatch.setattr(informer_module.asyncio, "sleep", no_sleep)
+    api = ScriptedApi(
+        lists=[Response(500, {"message": "etcdserver: leader changed"}), Response(410, {}), listing([], "3")],
+        watches=[Response(503, {"message": "unavailable"})],
+    )
+    informer, _ = make_informer(api, [])
+    asyncio.run(run_until_exhausted(informer, api))
+    assert informer.synced.is_set()
+    assert len(sleeps) == 2  # after the 500 and the 503; a 410 on a list just lists again
+    assert sleeps[1] < 1.5  # the successful list in between reset the backoff
+    assert informer.failures == 1
+
+
+def test_backoff_doubles_to_thirty_seconds_with_jitter() -> None:
+    assert [backoff_delay(n, rand=lambda: 0.5) for n in (1, 2, 3, 6, 9)] == [1.0, 2.0, 4.0, 30.0, 30.0]
+    assert backoff_delay(1, rand=lambda: 0.0) == pytest.approx(0.8)
+    assert backoff_delay(1, rand=lambda: 1.0) == pytest.approx(1.2)
+
+
+def test_no_reconcile_runs_before_every_informer_has_listed() -> None:
+    """The barrier that stopped a restarted leader from planning jobs whose pods it had not listed yet."""
+
+    async def scenario() -> tuple[list[tuple], list[tuple]]:
+        pods_listed = asyncio.Event()
+
+        class SlowPods(ScriptedApi):
+            async def call_api(self, path: str, method: str, query_params: list, **kwargs: Any) -> Response:
+                if path.endswith("/pods") and not dict(query_params).get("watch"):
+                    await pods_listed.wait()
+                return await super().call_api(path, method, query_params, **kwargs)
+
+        jobs = Resource("ml.example.com", "v1alpha1", "trainingjobs")
+        body = {"metadata": {"name": "a", "namespace": "ml", "resourceVersion": "1"}, "spec": {}}
+        api = SlowPods(lists=[listing([body], "1"), listing([pod("a-worker-0", "2")], "2")], watches=[])
+        job_watch = Watch(jobs, "", {"trainingjob_bodies": lambda b: (("ml", b["metadata"]["name"]), b)})
+        caches = Caches(api, [job_watch, Watch(PODS, "", {"worker_pods": worker_pod})], ["ml"], watch_timeout=60)
+        reconciler = Reconciler(caches.indexes, applier=None, config=OperatorConfig(resync_seconds=0))  # type: ignore[arg-type]
+        seen: list[tuple] = []
+
+        async def reconcile(key: tuple) -> None:
+            seen.append((key, len(list(caches.indexes["worker_pods"].get(("ml", "a"), [])))))
+
+        reconciler.reconcile = reconcile  # type: ignore[method-assign]
+        caches.on_change = lambda touched: route(touched, reconciler.enqueue, lambda ns, job: [])
+        caches.start()
+        reconciler.start()
+        await asyncio.sleep(0.1)
+        before = list(seen)
+        pods_listed.set()
+        await caches.wait_synced()
+        reconciler.caches_synced()
+        await asyncio.sleep(0.1)
+        await reconciler.stop()
+        await caches.stop()
+        return before, seen
+
+    before, after = asyncio.run(scenario())
+    assert before == []  # the job was listed and queued, but nothing planned without its pods
+    assert after == [(("ml", "a"), 1)]  # one reconcile, coalesced, seeing its pod
+
+
+def test_resync_replans_every_cached_job_and_model_without_events() -> None:
+    async def scenario() -> list[tuple]:
+        jobs, models = Index(), Index()
+        jobs.put(("ml", "a"), ("ml", "a"), {}), jobs.put(("ml", "b"), ("ml", "b"), {})
+        models.put(("ml", "m"), ("ml", "m"), {})
+        reconciler = Reconciler(
+            {"trainingjob_bodies": jobs, "llmmodel_bodies": models},
+            applier=None,  # type: ignore[arg-type]
+            config=OperatorConfig(resync_seconds=0.05),  # type: ignore[arg-type]
+        )
+        reconciler.serving = type("Serving", (), {"keys": lambda self: [("LLMModel", "ml", "m")]})()
+        seen: list[tuple] = []
+        done: Callable[[], bool] = lambda: len(seen) >= 6  # noqa: E731
+        reconciler.reconcile = lambda key: _record(seen, key)  # type: ignore[method-assign]
+        reconciler.synced.set()
+        reconciler.start()
+        for _ in range(100):
+            if done():
+                break
+            await asyncio.sleep(0.02)
+        await reconciler.stop()
+        return seen
+
+    seen = asyncio.run(scenario())
+    assert {("ml", "a"), ("ml", "b"), ("LLMModel", "ml", "m")} <= set(seen)
+    assert seen.count(("ml", "a")) >= 2  # again each period, with no event in between
+
+
+async def _record(seen: list[tuple], key: tuple) -> None:
+    seen.append(key)
