@@ -234,3 +234,21 @@ def test_resync_replans_every_cached_job_and_model_without_events() -> None:
 
 async def _record(seen: list[tuple], key: tuple) -> None:
     seen.append(key)
+
+
+def test_a_resource_not_served_counts_as_empty_and_is_listed_once_served(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The LLMModel CRD missing must not hold every TrainingJob behind the caches-synced barrier."""
+
+    async def no_sleep(seconds: float) -> None:
+        pass
+
+    monkeypatch.setattr(informer_module.asyncio, "sleep", no_sleep)
+    missing = Response(404, {"message": "the server could not find the requested resource"})
+    api = ScriptedApi(lists=[missing], watches=[])
+    informer, index = make_informer(api, [])
+    asyncio.run(run_until_exhausted(informer, api))
+    assert informer.synced.is_set() and names(index) == []  # synced while still not served
+    api = ScriptedApi(lists=[missing, missing, listing([pod("a-worker-0", "5")], "5")], watches=[])
+    informer, index = make_informer(api, [])
+    asyncio.run(run_until_exhausted(informer, api))
+    assert names(index) == ["a-worker-0"]

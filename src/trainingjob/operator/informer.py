@@ -117,8 +117,22 @@ class Informer:
             except Exception as error:  # every failure is retried; none may end the informer
                 self.failures += 1
                 delay = backoff_delay(self.failures)
-                logger.warning("%s: %s; retrying in %.1fs", self.name, describe(error), delay)
+                if isinstance(error, ApiError) and error.status == 404:
+                    self.not_served()
+                else:
+                    logger.warning("%s: %s; retrying in %.1fs", self.name, describe(error), delay)
                 await asyncio.sleep(delay)
+
+    def not_served(self) -> None:
+        """404: the resource is not served (its CRD is not installed, or was deleted). Nothing of it exists, which
+        an empty store says; jobs of the other resources must not wait behind it. Listed again until served."""
+        if not self.synced.is_set() or len(self.store):
+            logger.warning("%s is not served (is its CRD installed?); nothing of it is cached", self.name)
+        self.resource_version = None
+        touched = self.store.replace({})
+        self.synced.set()
+        if touched:
+            self.on_change(touched)
 
     async def list(self) -> str:
         """Read every matching object, page by page, replace the store with it; the listing's resourceVersion."""
