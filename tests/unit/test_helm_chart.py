@@ -106,3 +106,13 @@ def test_the_charts_crd_file_is_deploys_generated_crd() -> None:
 
 def test_the_chart_targets_the_operators_namespace_by_default() -> None:
     assert yaml.safe_load((REPO / "deploy" / "rbac" / "00-namespace.yaml").read_text())["metadata"]["name"] == NAMESPACE
+
+
+def test_extra_args_reach_the_operator_command_line(tmp_path: Path) -> None:
+    """Options the chart has no value of its own for (MLflow, GPU types, the serving image) go through extraArgs."""
+    rendered = helm_template(
+        tmp_path, "--set-json", 'extraArgs=["--mlflow-tracking-uri","http://mlflow:5000","--gpu-type","H100=a=b"]'
+    )
+    deployment = next(d for d in yaml.safe_load_all(rendered) if d and d["kind"] == "Deployment")
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[-4:] == ["--mlflow-tracking-uri", "http://mlflow:5000", "--gpu-type", "H100=a=b"]
