@@ -94,3 +94,13 @@ def test_every_cached_job_is_planned_again_each_resync_period_without_events() -
     planned = asyncio.run(scenario())
     assert set(planned) == {("team-a", "bert"), ("team-b", "gpt")}
     assert all(2 <= n <= 4 for n in planned.values()), planned
+
+
+def test_watches_end_within_half_the_liveness_bound_even_for_small_bounds() -> None:
+    """A quiet watch hears from the API server when it ends and resumes: at most every watch_timeout seconds,
+    which must stay well below the bound, or an idle healthy operator fails /healthz."""
+    from trainingjob.operator.process import WATCH_TIMEOUT_MAX, watch_timeout
+
+    for bound in range(2, 1000):
+        assert 1 <= watch_timeout(bound) <= bound / 2, bound
+    assert watch_timeout(300) == 150 and watch_timeout(10_000) == WATCH_TIMEOUT_MAX
