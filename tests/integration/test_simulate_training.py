@@ -53,7 +53,10 @@ def test_refused_reports_fail_the_simulator_and_leave_the_pods_running(
 
     assert result.returncode == 1
     assert "did not accept the final report" in result.stderr and "NOT accepted" in result.stdout
-    pods = [kube.core.read_namespaced_pod("refused-worker-0", namespace), *live_pods(kube, namespace, "refused")]
+    # The simulator completes no pod it could not report for. (The operator, for its part, sees worker 0 leave the
+    # job with its label and restarts the gang: that is the job's business, not the simulator's.)
+    reporter = kube.core.read_namespaced_pod("refused-worker-0", namespace)
+    pods = [reporter, *live_pods(kube, namespace, "refused")]
     assert all(f"{SIM}/complete-after" not in (pod.metadata.annotations or {}) for pod in pods)
-    assert all(pod.status.phase == "Running" for pod in pods)
+    assert reporter.status.phase == "Running"
     assert "progress" not in (get_job(kube, namespace, "refused") or {}).get("status", {})

@@ -157,4 +157,4 @@ def test_a_taken_webhook_port_stops_the_operator_at_once_and_says_why(operator: 
         log = operator.log_path.with_name("taken.log")
         with pytest.raises(AssertionError, match="operator exited with 1"):
             start_operator(operator.kubeconfig, log, webhook_port=port)
-    assert f"failed permanently: cannot serve the webhooks on 127.0.0.1:{port}" in log.read_text()
+    assert f"error: cannot serve the webhooks on 127.0.0.1:{port}" in log.read_text()
