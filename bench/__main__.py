@@ -44,8 +44,9 @@ from `/proc` for every process (the operator, API server, etcd, … share the ma
 operator's VmHWM. Requests are counted from the API server's audit log, filtered by each contender's identity;
 "writes" are create/update/patch/delete except Lease renewals. Steady state: N jobs that keep running, writes in a
 {idle}-s window with nothing changing, then `kill -9` of the operator and a restart: "ready" is when it serves
-readiness again (ours: once the dead replica's Lease has expired and it leads), "re-observed" when it has
-reconciled at least N times and its work queue is empty (ours: `trainingjob_reconcile_duration_seconds_count`,
+readiness again (ours: once it leads; it keeps the killed process's `$POD_NAME` identity, as a restarted container
+does, so it re-takes its own Lease at once; Kubeflow runs without leader election, its default), "re-observed" when
+it has reconciled at least N times and its work queue is empty (ours: `trainingjob_reconcile_duration_seconds_count`,
 `trainingjob_workqueue_depth`; Kubeflow: `controller_runtime_reconcile_total`, `workqueue_depth`).
 """
 
