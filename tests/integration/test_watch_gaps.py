@@ -125,8 +125,11 @@ def test_a_pod_deleted_during_a_watch_gap_leaves_the_cache_through_a_relist(
         kube.core.delete_namespaced_pod("gap-worker-1", namespace, grace_period_seconds=0)
         wait_until(lambda: kube.pod_or_none(namespace, "gap-worker-1") is None, 30, "the pod to be gone")
         compact_etcd(state)  # the operator's resourceVersion is history now, in etcd too
+    # Usually every resume now gets 410 and the re-list's diff removes the pod. In one CI run the pods watch resumed
+    # once more before the compaction and carried the DELETED event itself, and its re-list came on a later resume
+    # (77 s after the freeze): the re-list must still happen, and the job's state must be right either way.
     relisted = wait_until(
-        lambda: f"{PODS_INFORMER}: {RELISTED}" in log_since(gap_operator, offset), 60, "the pod informer to re-list"
+        lambda: f"{PODS_INFORMER}: {RELISTED}" in log_since(gap_operator, offset), 180, "the pod informer to re-list"
     )
     assert relisted
     pods = wait_until(lambda: running_world(kube, namespace, "gap", 2), 90, "the gang to run again")
