@@ -13,7 +13,7 @@ import os
 import signal
 import ssl
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from trainingjob.cluster import components as c
@@ -33,12 +33,14 @@ def command_line(pid: int) -> list[str]:
     return [part.decode() for part in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if part]
 
 
-def restart(state: ClusterState, names: tuple[str, ...]) -> None:
-    """Stop `names` (last first, so etcd outlives the API server), then start them again in order, each with the
-    command line it ran with, waiting until each is healthy."""
+def restart(state: ClusterState, names: tuple[str, ...], while_down: Callable[[], object] | None = None) -> None:
+    """Stop `names` (last first, so etcd outlives the API server), call `while_down` (if given) while they are all
+    stopped, then start them again in order, each with the command line it ran with, waiting until each is healthy."""
     commands = {name: command_line(state.pids[name]) for name in names}
     for name in reversed(names):
         stop(state.pids[name], state.binaries[name])
+    if while_down is not None:
+        while_down()
     for name in names:
         start_again(state, name, commands[name])
 
