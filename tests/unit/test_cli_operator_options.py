@@ -66,3 +66,11 @@ def test_options_reach_the_operator_configuration(monkeypatch: pytest.MonkeyPatc
     assert config.progress_reporters == (0, 1)
     defaults = run_with(monkeypatch)
     assert defaults.gpu_tolerations == OperatorConfig().gpu_tolerations and defaults.progress_reporters == (0,)
+
+
+def test_a_liveness_bound_below_5_seconds_is_refused_and_5_is_taken(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Watches resume within half the bound (process.watch_timeout): a 1 s bound let a quiet, healthy operator's
+    watches stay silent as long as the bound itself, and /healthz flapped."""
+    result = CliRunner().invoke(operator_cli.operator, ["--reconcile-stuck-after", "4"])
+    assert result.exit_code == 2 and "--reconcile-stuck-after" in result.output
+    assert run_with(monkeypatch, "--reconcile-stuck-after", "5").stuck_reconcile_seconds == 5

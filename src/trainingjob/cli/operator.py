@@ -208,10 +208,11 @@ def webhook_settings(
     "--reconcile-stuck-after",
     default=300,
     show_default=True,
-    type=click.IntRange(1, 86400),
+    type=click.IntRange(5, 86400),
     metavar="SECONDS",
-    help="/healthz on the metrics port fails once one reconcile has run this long (the liveness probe then "
-    "restarts a wedged operator).",
+    help="/healthz on the metrics port fails once one reconcile has run this long, or a watch has heard nothing "
+    "for as long (the liveness probe then restarts a wedged operator). At least 5: watches end and resume within "
+    "half of it, and below that a quiet, healthy operator's probe could flap.",
 )
 @click.option(
     "--progress-port",
