@@ -247,18 +247,19 @@ class Applier:
         gang after the other, the first gang's pods are all queued before any of the second's."""
         members = [a for a in actions if joins_gang(a)]
         others = [a for a in actions if not joins_gang(a)]
+        done_others, done_members = await asyncio.gather(self.apply_all(job, others), self.apply_burst(job, members))
+        members_done, others_done = iter(done_members), iter(done_others)
+        return [next(members_done) if joins_gang(a) else next(others_done) for a in actions]
 
-        async def burst() -> list[str]:
-            if not members:
-                return []
-            async with self.gang_bursts:
-                return list(await asyncio.gather(*(self.apply_child(job, a) for a in members)))
+    async def apply_all(self, job: TrainingJob, actions: list) -> list[str]:
+        return list(await asyncio.gather(*(self.apply_child(job, a) for a in actions)))
 
-        done_others, done_members = await asyncio.gather(
-            asyncio.gather(*(self.apply_child(job, a) for a in others)), burst()
-        )
-        outcome = {id(a): o for a, o in zip([*others, *members], [*done_others, *done_members], strict=True)}
-        return [outcome[id(a)] for a in actions]
+    async def apply_burst(self, job: TrainingJob, members: list) -> list[str]:
+        """A gang's pods, while no other gang's are being created (see apply_children)."""
+        if not members:
+            return []
+        async with self.gang_bursts:
+            return await self.apply_all(job, members)
 
     async def apply_child(self, job: TrainingJob, action: Any) -> str:
         """Run one child action: DONE, EXISTED, GONE, or REJECTED + the API server's reason for refusing it."""
