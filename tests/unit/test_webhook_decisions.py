@@ -135,6 +135,7 @@ class Cluster:
         return self.objects.get("quotas", [])
 
     async def limit_ranges(self, namespace: str) -> list[dict[str, Any]]:
+        self.limit_range_reads = getattr(self, "limit_range_reads", 0) + 1
         return self.objects.get("limit_ranges", [])
 
 
@@ -207,6 +208,15 @@ def test_a_quota_on_cpu_needs_every_worker_to_request_it_unless_a_limit_range_de
     assert judged(Cluster(quotas=[cpu], limit_ranges=defaults), {"numWorkers": 2, "gpusPerWorker": 0}).allowed
     too_many = judged(Cluster(quotas=[cpu]), {"numWorkers": 11, "resources": {"requests": {"cpu": "1"}}})
     assert "ResourceQuota compute allows pods 10" in (too_many.message or "")
+
+
+def test_limit_ranges_are_read_only_where_a_quota_counts_their_defaults() -> None:
+    without_quotas = Cluster(limit_ranges=[{"spec": {"limits": []}}])
+    assert judged(without_quotas, {"numWorkers": 2}).allowed
+    assert getattr(without_quotas, "limit_range_reads", 0) == 0, "no quota: admission lists no LimitRanges"
+    with_quota = Cluster(quotas=[quota("pods", {"pods": "10"})])
+    assert judged(with_quota, {"numWorkers": 2}).allowed
+    assert with_quota.limit_range_reads == 1
 
 
 def test_a_scoped_quota_counts_only_the_pods_it_selects() -> None:
