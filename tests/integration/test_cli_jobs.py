@@ -18,6 +18,7 @@ import yaml
 from tests.jobs import SIM, create_job, get_job, job_manifest, live_pods, wait_phase
 from tests.kube import Kube, wait_until
 from tests.operator_harness import REPO
+from trainingjob.cli.plumbing import INTERRUPTED_EXIT
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("operator")]
 
@@ -58,6 +59,17 @@ def tj_background(cluster, *args: str) -> tuple[subprocess.Popen[str], queue.Que
 
     threading.Thread(target=pump, daemon=True).start()
     return process, lines
+
+
+def interrupted(process: subprocess.Popen[str]) -> None:
+    """The command ended after Ctrl-C, with its exit code 130; else fail showing what it wrote to stderr."""
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        _, err = process.communicate()
+        pytest.fail(f"`tj` still ran 30 s after SIGINT; its stderr:\n{err}")
+    assert process.returncode == INTERRUPTED_EXIT
 
 
 def next_line_with(lines: queue.Queue[str], *words: str, timeout: float = 60) -> str:
@@ -198,7 +210,7 @@ def test_get_watch_streams_changes_until_interrupted(cluster, kube: Kube, namesp
         next_line_with(lines, "streamed", "Succeeded")
     finally:
         process.send_signal(signal.SIGINT)
-        process.wait(timeout=30)
+        interrupted(process)
     assert process.returncode == 130
     assert "Traceback" not in process.stderr.read()
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import os
+import signal
 import sys
+import threading
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +25,8 @@ if TYPE_CHECKING:
 
 TIMEOUT_EXIT = 2
 INTERRUPTED_EXIT = 130
+# What an interrupted command gets to close its connections before the process ends regardless.
+INTERRUPT_GRACE_SECONDS = 5.0
 
 
 # Plumbing ------------------------------------------------------------------------------------------------------------
@@ -30,13 +35,49 @@ INTERRUPTED_EXIT = 130
 def run(main: Coroutine[Any, Any, int | None]) -> None:
     """Run one command's coroutine; exit with its code, or report a CliError as one line."""
     try:
-        code = asyncio.run(main)
+        code = asyncio.run(_interruptible(main))
     except CliError as error:
         click.echo(f"error: {error}", err=True)
         sys.exit(error.exit_code)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, asyncio.CancelledError):
         sys.exit(INTERRUPTED_EXIT)
     sys.exit(code or 0)
+
+
+async def _interruptible(main: Coroutine[Any, Any, int | None]) -> int | None:
+    """`main`, cancelled by Ctrl-C (SIGINT), which also arms a hard exit.
+
+    Cancelling lets the command close its connections, but a cleanup that hangs, or a library that swallows the
+    cancellation, would keep the command alive after Ctrl-C (a fresh-clone CI run once saw `tj get -w` outlive its
+    SIGINT by 30 s, not reproduced since): so the process ends INTERRUPT_GRACE_SECONDS later whatever it is doing.
+    """
+    loop, task = asyncio.get_running_loop(), asyncio.current_task()
+
+    def interrupted() -> None:
+        _exit_after(INTERRUPT_GRACE_SECONDS)
+        if task is not None:
+            task.cancel()
+
+    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not in the main thread: no handler
+        loop.add_signal_handler(signal.SIGINT, interrupted)
+    try:
+        return await main
+    finally:
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.remove_signal_handler(signal.SIGINT)
+
+
+def _exit_after(seconds: float) -> None:
+    """End the process with INTERRUPTED_EXIT in `seconds` unless it has ended by then (a daemon thread dies with it)."""
+
+    def hard_exit() -> None:
+        # os.write, not sys.stderr: the main thread may hold the stream's lock wherever it hangs.
+        os.write(2, f"interrupted: cleanup did not finish within {seconds:g} s, exiting\n".encode())
+        os._exit(INTERRUPTED_EXIT)
+
+    timer = threading.Timer(seconds, hard_exit)
+    timer.daemon = True
+    timer.start()
 
 
 def connection_options(command: Callable[..., Any]) -> Callable[..., Any]:
