@@ -106,3 +106,26 @@ def test_an_untracked_job_gets_no_tracking_status_and_no_lookup() -> None:
         "runName": "mnist-01234567",
     }
     assert again is None  # nothing runs yet, so no run to look for
+
+
+def test_a_prefetched_run_is_linked_without_asking_the_server_again(monkeypatch) -> None:
+    """The reconciler prefetches before a quota turn: `link` inside the turn must not call MLflow."""
+    lookups: list[str] = []
+
+    async def lookup(session: Any, settings: Any) -> dict[str, str]:
+        lookups.append(settings.run_name)
+        return {"experimentId": "7", "runId": "abc"}
+
+    monkeypatch.setattr(MlflowRuns, "_lookup", staticmethod(lookup))
+    runs, running = MlflowRuns("http://default:5000"), job()
+    running.status["phase"] = "Running"
+    asyncio.run(runs.prefetch(("ml", "mnist"), running))
+    assert lookups == ["mnist-01234567"]
+    linked, again = asyncio.run(
+        runs.link(("ml", "mnist"), running, Plan(status={"phase": "Running"}), datetime.datetime.now(datetime.UTC))
+    )
+    assert lookups == ["mnist-01234567"], "link answered from what the prefetch found"
+    assert linked.status["tracking"]["runId"] == "abc" and again is None
+    pending = job()
+    asyncio.run(runs.prefetch(("ml", "other"), pending))
+    assert len(lookups) == 1, "a job that runs nothing yet has no run to look for"

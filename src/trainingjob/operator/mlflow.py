@@ -52,6 +52,16 @@ class MlflowRuns:
             result = dataclasses.replace(result, status={**result.status, "tracking": status})
         return result, again
 
+    async def prefetch(self, key: tuple, job: TrainingJob) -> None:
+        """Look for a running job's run now, before its reconcile may take a quota turn (operator/quota_gate.py):
+        `link` inside the turn then answers from memory (or "asked too recently"), so a slow MLflow server never
+        holds the turn other jobs of the namespace wait for."""
+        settings = tracking_settings(job, self.default_uri)
+        if settings is None or (job.status.get("tracking") or {}).get("runId"):
+            return
+        if job.status.get("phase") not in (None, "Pending", "Suspended"):
+            await self.find(key, settings)
+
     def due(self, key: tuple) -> bool:
         return time.monotonic() - self.asked.get(key, -1e9) >= LOOKUP_INTERVAL
 

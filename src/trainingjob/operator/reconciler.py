@@ -277,6 +277,7 @@ class Reconciler:
         now = self.clock()
         finished = job.status.get("phase") in TERMINAL_PHASES
         observed = self.observed(key, job.uid, self.progress.get(key) if finished else self.due_progress(key))
+        await self.mlflow_runs.prefetch(key, job)  # network, so not inside a quota turn
         async with self.quota_gate.turn(job.namespace, creates_workers(job, observed)):
             observed = await self.surroundings(key, job, observed, now)
             planned = plan(job, observed, now, self.config)
