@@ -40,7 +40,7 @@ async def follow(cluster: BenchCluster, who: Contender, timeline: Timeline, sync
             timeline.on_pod(kind, pod, from_pods)
 
     async def jobs() -> None:
-        async for kind, obj in cluster.admin.watch(who.job_path):
+        async for kind, obj in cluster.admin.watch(who.watch_path or who.job_path):
             timeline.on_job(who.job_state, kind, obj)
 
     tasks = [asyncio.create_task(pods())] + ([asyncio.create_task(jobs())] if who.job_path else [])

@@ -91,6 +91,14 @@ def test_timeline_takes_job_state_from_the_controllers_status() -> None:
     assert timeline.summary()["jobs_succeeded"] == 1
 
 
+def test_ours_is_watched_in_the_storage_version_so_no_event_needs_our_conversion_webhook() -> None:
+    ours = Ours()
+    assert ours.watch_path is not None and "/ml.example.com/v1/" in ours.watch_path
+    completed = {"apiVersion": "ml.example.com/v1", "metadata": {"name": "a"}, "status": {"state": "Completed"}}
+    assert ours.job_state(completed) == "Succeeded"
+    assert ours.job_state({**completed, "status": {"state": "Initializing", "workers": 2}}) == "Pending"
+
+
 def test_raw_pods_are_our_operators_pods_without_an_owner() -> None:
     pods = Raw.pods("job-00001", 4, "30s")
     assert [p["metadata"]["name"] for p in pods] == [f"job-00001-worker-{i}" for i in range(4)]
