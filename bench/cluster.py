@@ -82,6 +82,10 @@ class BenchCluster:
     def audit_log(self) -> Path:
         return self.state.layout.logs / "audit.log"
 
+    @property
+    def apiserver_log(self) -> Path:
+        return self.state.layout.logs / "kube-apiserver.log"
+
     def component_pids(self) -> dict[str, int]:
         return dict(self.state.pids)
 

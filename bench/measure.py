@@ -140,3 +140,16 @@ def writes(tally: Mapping[str, int], include_per_operator: bool = False) -> int:
         if verb in WRITE_VERBS and (include_per_operator or resource not in PER_OPERATOR_RESOURCES):
             total += count
     return total
+
+
+FORCED_CLOSE = "watcher close due to unresponsiveness"
+
+
+def forced_watch_closes(apiserver_log: Path) -> int | None:
+    """Watchers kube-apiserver closed because they fell behind its event stream (cache_watcher.go: "Forcing pods
+    watcher close due to unresponsiveness"): each must resume, or list everything again after 410 Gone. On a
+    saturated 2-core machine the runs with many of them are the slow ones, whoever the contender."""
+    if not apiserver_log.exists():
+        return None
+    with apiserver_log.open(errors="replace") as lines:
+        return sum(1 for line in lines if FORCED_CLOSE in line)

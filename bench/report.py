@@ -87,6 +87,7 @@ def summarize_throughput(records: list[dict[str, Any]]) -> dict[tuple[int, int],
                 "writes_per_job": median(r["writes_per_job"] for r in runs),
                 "writes_per_job_without_events": median(r["writes_per_job_without_events"] for r in runs),
                 "requests": runs[len(runs) // 2]["requests"],
+                "each_run": [(r.get("all_pods_running_s"), r.get("forced_watch_closes")) for r in runs],
             }
     return summary
 
@@ -97,6 +98,23 @@ THROUGHPUT_HEADER = (
     "| writes/job (w/o Events) |\n"
     "|---|---|---|---|---|---|---|---|---|---|---|---|\n"
 )
+
+
+def each_run_line(figures: dict[str, dict[str, Any]]) -> str:
+    """Every run's "all pods Running", with the watchers the API server closed for falling behind where counted:
+    medians of two or three runs hide how far apart single runs are here."""
+    parts = []
+    for name in LABELS:
+        runs = figures.get(name, {}).get("each_run") or []
+        shown = [fmt(running, " s") + (f" ({closes})" if closes is not None else "") for running, closes in runs]
+        if shown:
+            parts.append(f"{LABELS[name]} {', '.join(shown)}")
+    if not parts:
+        return ""
+    return (
+        "\nEach run's all pods Running (in brackets: watchers the API server closed for falling behind, where "
+        f"counted): {'; '.join(parts)}.\n"
+    )
 
 
 def throughput_section(scenario: tuple[int, int], figures: dict[str, dict[str, Any]]) -> str:
@@ -121,6 +139,7 @@ def throughput_section(scenario: tuple[int, int], figures: dict[str, dict[str, A
             comparisons.append(f"ours/{LABELS[other]} = {fmt(r)}")
     if comparisons:
         lines.append(f"\nTime until every job's pods all run, ratios: {'; '.join(comparisons)}.\n")
+    lines.append(each_run_line(figures))
     if ours.get("requests"):
         top = sorted(ours["requests"].items(), key=lambda item: -item[1])
         lines.append("\nOur operator's requests in the median run: " + ", ".join(f"{k} {v}" for k, v in top) + ".\n")

@@ -11,7 +11,7 @@ from typing import Any
 
 from bench.cluster import NAMESPACE, BenchCluster
 from bench.contenders import CONTENDERS, Contender, contender
-from bench.measure import CpuMeter, peak_rss_mib, read_audit, requests_by, writes
+from bench.measure import CpuMeter, forced_watch_closes, peak_rss_mib, read_audit, requests_by, writes
 from bench.observe import Timeline
 
 SAMPLE_INTERVAL = 1.0
@@ -121,6 +121,7 @@ async def throughput_run(
             "cpu_seconds": cpu,
             "harness_cpu_seconds": round(harness_cpu() - harness_before, 2),
             "operator_peak_rss_mib": round(peak, 1) if peak else None,
+            "forced_watch_closes": forced_watch_closes(cluster.apiserver_log),
             "series": series,
         }
         record.update(request_figures(cluster, who, began, ended, jobs))

@@ -11,9 +11,9 @@ import yaml
 
 from bench.contenders import Ours, Raw, metric_sum
 from bench.kubeflow import pytorch_job
-from bench.measure import audit_policy, cpu_seconds, parse_audit_line, requests_by, writes
+from bench.measure import audit_policy, cpu_seconds, forced_watch_closes, parse_audit_line, requests_by, writes
 from bench.observe import Timeline
-from bench.report import summarize_throughput, targets
+from bench.report import summarize_throughput, targets, throughput_section
 from trainingjob.api import constants as k
 
 T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
@@ -196,3 +196,18 @@ def test_a_restart_that_never_re_observed_is_a_miss_not_a_gap() -> None:
     }
     row = next(line for line in targets({}, [steady]).splitlines() if "re-observed" in line)
     assert "not within 918.2 s" in row and "**missed**" in row
+
+
+def test_every_run_is_shown_beside_the_median_with_its_forced_watch_closes() -> None:
+    slow, fast = (throughput("trainingjob-operator", 1000, seconds, 60.0, 140.0, 14.0) for seconds in (354.8, 204.9))
+    fast["forced_watch_closes"] = 12
+    section = throughput_section((1000, 8), summarize_throughput([slow, fast])[(1000, 8)])
+    assert "trainingjob-operator 354.8 s, 204.9 s (12)" in section
+
+
+def test_forced_watch_closes_are_counted_from_the_api_server_log(tmp_path) -> None:
+    log = tmp_path / "kube-apiserver.log"
+    assert forced_watch_closes(log) is None, "no log: not counted, not zero"
+    close = 'I1126 cache_watcher.go:203] Forcing pods watcher close due to unresponsiveness: key: "/pods/"\n'
+    log.write_text(close + "I1126 something else\n" + close)
+    assert forced_watch_closes(log) == 2
