@@ -121,6 +121,7 @@ class Cluster:
 
     def __init__(self, **objects: Any) -> None:
         self.objects = objects
+        self.limit_range_reads = 0
 
     async def claim(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self.objects.get("claims", {}).get(name)
@@ -135,7 +136,7 @@ class Cluster:
         return self.objects.get("quotas", [])
 
     async def limit_ranges(self, namespace: str) -> list[dict[str, Any]]:
-        self.limit_range_reads = getattr(self, "limit_range_reads", 0) + 1
+        self.limit_range_reads += 1
         return self.objects.get("limit_ranges", [])
 
 

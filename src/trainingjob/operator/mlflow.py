@@ -23,6 +23,7 @@ logger = logging.getLogger(__name__)
 TIMEOUT = aiohttp.ClientTimeout(total=3)
 LOOKUP_INTERVAL = 5.0  # seconds between two lookups of the same job's run
 TRACKING_GRACE = 300.0  # how long after a job finished its run is still looked for
+NO_RUN_YET = (None, "Pending", "Suspended")  # phases in which no chief has run, so there is no run to look for
 
 
 class MlflowRuns:
@@ -43,7 +44,7 @@ class MlflowRuns:
             return result, None
         known = job.status.get("tracking") or {}
         run, again = (known if known.get("runId") else None), None
-        if run is None and result.status.get("phase") not in (None, "Pending", "Suspended"):
+        if run is None and result.status.get("phase") not in NO_RUN_YET:
             run = await self.find(key, settings)
             if run is None and still_looking(result.status, now):
                 again = LOOKUP_INTERVAL
@@ -59,7 +60,7 @@ class MlflowRuns:
         settings = tracking_settings(job, self.default_uri)
         if settings is None or (job.status.get("tracking") or {}).get("runId"):
             return
-        if job.status.get("phase") not in (None, "Pending", "Suspended"):
+        if job.status.get("phase") not in NO_RUN_YET:
             await self.find(key, settings)
 
     def due(self, key: tuple) -> bool:
