@@ -32,6 +32,16 @@ def test_each_cluster_gets_its_own_bridge_and_a_free_subnet() -> None:
     assert pod_addresses("10.9.1.0/24")[0] == "10.9.1.1" and len(pod_addresses("10.9.1.0/24")) == 254
 
 
+def test_each_bridge_has_a_fixed_locally_administered_unicast_mac() -> None:
+    """The bridge's MAC is set, not taken from its ports: see PodNetwork.bridge_mac."""
+    macs = {PodNetwork(bridge_name(f"/clusters/{n}"), "10.1.0.0/16").bridge_mac for n in range(200)}
+    assert len(macs) == 200
+    for mac in macs:
+        octets = [int(part, 16) for part in mac.split(":")]
+        assert len(octets) == 6 and octets[0] & 0x02 and not octets[0] & 0x01, mac
+    assert PodNetwork("tjbr1", "10.1.0.0/16").bridge_mac == PodNetwork("tjbr1", "10.2.0.0/16").bridge_mac
+
+
 @pytest.mark.parametrize(
     ("name", "normalized"),
     [

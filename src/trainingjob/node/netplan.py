@@ -55,6 +55,15 @@ class PodNetwork:
         base = self.network.network_address + (index + 1) * 256
         return f"{base}/24"
 
+    @property
+    def bridge_mac(self) -> str:
+        """A fixed, locally administered unicast MAC for the bridge. Left alone, a Linux bridge takes the lowest MAC
+        of its ports and changes it whenever that port comes or goes: every pod still holding the old gateway MAC in
+        its neighbour cache then cannot reach the host (API server, DNS, progress endpoint) for tens of seconds."""
+        octets = _digest(self.bridge).to_bytes(32, "big")[:6]
+        first = (octets[0] | 0x02) & 0xFE  # locally administered, unicast
+        return ":".join(f"{octet:02x}" for octet in (first, *octets[1:]))
+
     def to_dict(self) -> dict[str, str]:
         return {"bridge": self.bridge, "subnet": self.subnet}
 

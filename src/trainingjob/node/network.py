@@ -64,15 +64,23 @@ def link_exists(name: str) -> bool:
     return ip("link", "show", "dev", name, check=False) != ""
 
 
+def link_address(name: str) -> str:
+    """The link's MAC address, lower case."""
+    links = json.loads(ip("-j", "link", "show", "dev", name) or "[]")
+    return str(links[0].get("address", "")).lower() if links else ""
+
+
 def _addresses(device: str) -> set[str]:
     links = json.loads(ip("-j", "-4", "addr", "show", "dev", device) or "[]")
     return {f"{a['local']}/{a['prefixlen']}" for link in links for a in link.get("addr_info", [])}
 
 
 def ensure_bridge(network: PodNetwork, node_indexes: list[int]) -> None:
-    """The bridge with the gateway and the given nodes' addresses, up."""
+    """The bridge with its fixed MAC (PodNetwork.bridge_mac), the gateway and the given nodes' addresses, up."""
     if not link_exists(network.bridge):
-        ip("link", "add", network.bridge, "type", "bridge")
+        ip("link", "add", network.bridge, "address", network.bridge_mac, "type", "bridge")
+    elif link_address(network.bridge) != network.bridge_mac:
+        ip("link", "set", network.bridge, "address", network.bridge_mac)  # a bridge made before the MAC was fixed
     present = _addresses(network.bridge)
     for address in [network.gateway, *(network.node_ip(i) for i in node_indexes)]:
         cidr = f"{address}/{network.prefix_length}"
