@@ -322,6 +322,27 @@ def test_checkpoint_held_back_while_down_is_delivered_by_flush(
     assert endpoint.received[-1].json() == {"worker": 0, "checkpoint": checkpoint}
 
 
+def test_flush_waits_out_a_pause_that_ends_within_its_timeout_and_sends_again(
+    endpoint: ProgressEndpoint, pki: Pki, token_file: Path, clock: FakeClock, sleeps: list[float]
+) -> None:
+    """The final report of a run, met by an endpoint down for a moment (an operator restarting, a network blip):
+    flush(timeout) tries again once the pause is over instead of giving up after the first round of retries."""
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        clock.advance(seconds)
+
+    reporter = ProgressReporter(env=job_env(endpoint.url, pki, token_file), clock=clock, sleep=sleep)
+    for _ in range(4):
+        endpoint.answer(503)
+    assert reporter.report_progress(epoch=12, total_epochs=12) is True
+    assert reporter.flush(timeout=reporter.failure_pause - 1) is False  # the pause outlasts it: no wait
+    assert sleeps == [0.25, 0.5, 1.0] and len(endpoint.received) == 4
+    assert reporter.flush(timeout=30) is True
+    assert sleeps[3:] == [pytest.approx(reporter.failure_pause)]
+    assert endpoint.received[-1].json() == {"worker": 0, "epoch": 12, "totalEpochs": 12}
+
+
 def test_untrusted_certificate_is_not_retried(
     endpoint: ProgressEndpoint,
     token_file: Path,

@@ -17,6 +17,7 @@ Why it is built like this (the contract is docs/progress-protocol.md):
   with the next report that is sent (or with ``flush()``), so ``status.lastCheckpoint`` catches up.
 - 5xx answers and connection errors are retried ``retries`` times with exponential backoff (``backoff``, 2 * backoff,
   …); after that, or after a 429, reports are skipped for a while (``failure_pause``, or the Retry-After).
+  ``flush(timeout)`` waits out such a pause when it ends within the timeout, then sends again.
 - The clock, sleep, HTTP opener and environment are injectable, so tests neither sleep nor need a cluster.
 """
 
@@ -84,6 +85,7 @@ class ProgressReporter:
             )
         )
         self._clock = clock
+        self._sleep = sleep
         self._log = logger or log
         self._lock = threading.RLock()
         self._seen: set[str] = set()
@@ -140,25 +142,40 @@ class ProgressReporter:
     def flush(self, timeout: float = FLUSH_SECONDS) -> bool:
         """Send the newest report (and checkpoint) held back, then wait up to `timeout` s for the sender.
 
-        Ignores the throttle window but not a pause the endpoint asked for. True if everything reported so far has
-        been accepted by the endpoint; False if something is held back, still in flight, or failed. Never raises.
+        Ignores the throttle window. A pause (after a 429, or after the endpoint was unreachable) is waited out
+        when it ends within `timeout`, and the report is sent again: the last report of a training run is the one
+        worth waiting for, and an operator restarting or a network blip lasts seconds. True if everything reported
+        so far has been accepted by the endpoint; False if something is held back, still in flight, or failed.
+        Never raises.
         """
 
         def send_pending() -> bool:
-            with self._lock:
-                if self._transport is None:
+            deadline = self._clock() + max(0.0, timeout)
+            while True:
+                with self._lock:
+                    if self._transport is None:
+                        return False
+                    self._queue_pending(self._clock())
+                idle = self._sender.wait_idle(max(0.0, deadline - self._clock()))
+                with self._lock:
+                    held = self._pending is not None or self._pending_checkpoint is not None
+                    if not idle or not held:
+                        return idle and self._last_outcome is Outcome.SENT
+                    resume = self._paused_until if self._paused_until is not None else self._clock()
+                if resume >= deadline:
                     return False
-                now = self._clock()
-                paused = self._paused_until is not None and now < self._paused_until
-                if not paused and (self._pending is not None or self._pending_checkpoint is not None):
-                    number, body = self._pending or (next(self._numbers), self._identity())
-                    self._queue(number, dict(body), now)
-            idle = self._sender.wait_idle(timeout)
-            with self._lock:
-                held = self._pending is not None or self._pending_checkpoint is not None
-                return idle and not held and self._last_outcome is Outcome.SENT
+                self._sleep(max(0.0, resume - self._clock()))
+                if self._clock() < resume:
+                    return False  # the (injected) clock did not move: waiting again would spin
 
         return self._guarded(send_pending)
+
+    def _queue_pending(self, now: float) -> None:
+        """Hand what is held back to the sender unless a pause still runs (caller holds the lock)."""
+        paused = self._paused_until is not None and now < self._paused_until
+        if not paused and (self._pending is not None or self._pending_checkpoint is not None):
+            number, body = self._pending or (next(self._numbers), self._identity())
+            self._queue(number, dict(body), now)
 
     def wait(self, timeout: float = FLUSH_SECONDS) -> bool:
         """Wait up to `timeout` s until reports already handed to the sender are sent or given up; True if so."""
