@@ -9,6 +9,7 @@ from typing import Any
 import yaml
 
 from trainingjob.api import constants as k
+from trainingjob.operator.serving import ChildOutcome, creation_events
 from trainingjob.reconcile.actions import CreateChild, DeleteChild, ReplaceChild
 from trainingjob.serving import builders
 from trainingjob.serving.observed import ObservedServing, SourceJob, child_view
@@ -66,7 +67,18 @@ def test_the_seed_becomes_a_deployment_of_three_gpu_replicas_and_a_service() -> 
         "Progressing": ("True", "Reconciling"),
         "Degraded": ("False", "AsExpected"),
     }
-    assert [e.reason for e in plan.events] == ["Created", "Created"]
+    assert [e.reason for e in plan.events] == []  # Created comes from the applier, for what it really created
+
+
+def test_created_events_only_for_children_this_apply_really_created() -> None:
+    """A create retried while the cache lags finds the object there (409, created=False): no second Event."""
+    plan = plan_model(model(), ObservedServing(), CONFIG, NOW)
+    service, deployment = (a for a in plan.actions if isinstance(a, CreateChild))
+    outcomes = [ChildOutcome(created=True) if a is service else ChildOutcome() for a in plan.actions]
+    (event,) = creation_events(plan.actions, outcomes)
+    assert (event.reason, event.message) == ("Created", f"created Service {service.name}")
+    assert creation_events(plan.actions, [ChildOutcome()] * len(plan.actions)) == []
+    assert deployment.kind == "Deployment"
 
 
 def test_a_gpu_type_without_a_mapping_only_requests_gpus() -> None:

@@ -9,7 +9,8 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from kubernetes_asyncio import client
@@ -44,6 +45,25 @@ def _values(index: Mapping[Any, Any], key: Any) -> list[Any]:
     return list(store) if store is not None else []
 
 
+@dataclass(frozen=True)
+class ChildOutcome:
+    """What one child action did: `created` only when this call made the object (not when it already existed),
+    `rejection` when the API server found the manifest invalid."""
+
+    created: bool = False
+    rejection: str = ""
+
+
+def creation_events(actions: Sequence[Any], outcomes: Sequence[ChildOutcome]) -> list[Event]:
+    """A `Created` Event per child this apply really created. A create retried while the cache still lags behind
+    the first one finds the object there (409): no second Event for it."""
+    return [
+        Event("Normal", "Created", f"created {action.kind} {action.name}")
+        for action, outcome in zip(actions, outcomes, strict=True)
+        if outcome.created
+    ]
+
+
 class ServingApplier:
     """Every API write for LLMModels: children through their own APIs, the model's status, Events."""
 
@@ -64,9 +84,10 @@ class ServingApplier:
                 if error.status in (404, 409):
                     return []  # a newer model is on its way through the watch
                 raise
-        results = await asyncio.gather(*(self.apply_child(model, action) for action in plan.actions))
-        await asyncio.gather(*(self.record_event(model, event) for event in plan.events))
-        return [result for result in results if result]
+        outcomes = await asyncio.gather(*(self.apply_child(model, action) for action in plan.actions))
+        events = [*plan.events, *creation_events(plan.actions, outcomes)]
+        await asyncio.gather(*(self.record_event(model, event) for event in events))
+        return [outcome.rejection for outcome in outcomes if outcome.rejection]
 
     async def write_status(self, model: LLMModel, body: Mapping[str, Any], status: Mapping[str, Any]) -> None:
         patch = {
@@ -84,19 +105,20 @@ class ServingApplier:
             _content_type=MERGE_PATCH,
         )
 
-    async def apply_child(self, model: LLMModel, action: Any) -> str:
+    async def apply_child(self, model: LLMModel, action: Any) -> ChildOutcome:
         async with self.write_slots:
             try:
                 await self._apply_child(model.namespace, action)
             except ApiException as error:
                 if isinstance(action, CreateChild) and error.status == 409:
-                    return ""  # exists; the cache shows it soon and the next plan compares it
+                    return ChildOutcome()  # exists; the cache shows it soon and the next plan compares it
                 if isinstance(action, DeleteChild | ReplaceChild) and error.status in (404, 409):
-                    return ""
+                    return ChildOutcome()
                 if isinstance(action, CreateChild | ReplaceChild) and is_invalid_child(error):
-                    return f"{action.kind} {action.name} was rejected: {error.reason}: {str(error.body)[:300]}"
+                    rejection = f"{action.kind} {action.name} was rejected: {error.reason}: {str(error.body)[:300]}"
+                    return ChildOutcome(rejection=rejection)
                 raise
-        return ""
+        return ChildOutcome(created=isinstance(action, CreateChild))
 
     async def _apply_child(self, ns: str, action: Any) -> None:
         if isinstance(action, DeleteChild):

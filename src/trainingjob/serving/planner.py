@@ -69,8 +69,7 @@ def child_actions(
     for kind, manifest in desired.items():
         current = observed.children.get(kind)
         if current is None:
-            plan.actions.append(CreateChild(manifest))
-            plan.events.append(Event("Normal", "Created", f"created {kind} {manifest['metadata']['name']}"))
+            plan.actions.append(CreateChild(manifest))  # its Created Event comes from the applier, once created
             continue
         if current.controller_uid != model.uid:
             taken.append(f"{kind} {current.name}")
