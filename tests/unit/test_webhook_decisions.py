@@ -246,3 +246,48 @@ def test_a_new_model_with_the_image_of_the_old_one_is_warned() -> None:
     )
     chosen = judged(Cluster(), {"model": "resnet101", "image": "mine:2"}, old={"model": "resnet50", "image": "mine:1"})
     assert chosen.warnings == []
+
+
+class QuotaListings:
+    """CoreV1Api's list_namespaced_resource_quota as the API server answers it, counting the calls."""
+
+    def __init__(self) -> None:
+        self.items: dict[str, list[dict]] = {}
+        self.calls = 0
+
+    async def list_namespaced_resource_quota(self, namespace: str, **options: object) -> object:
+        self.calls += 1
+        body = json.dumps({"items": self.items.get(namespace, [])}).encode()
+
+        class Response:
+            status = 200
+
+            async def read(self) -> bytes:
+                return body
+
+        return Response()
+
+
+def test_a_namespace_without_quotas_is_listed_once_per_ttl_and_one_with_quotas_every_time() -> None:
+    """A burst of jobs into a namespace with no ResourceQuota cost one LIST each; `used` of a real quota must be
+    fresh for the warning of a job that must wait."""
+    from kubernetes_asyncio import client
+
+    from trainingjob.operator.lookups import QUOTA_TTL
+    from trainingjob.webhooks.component import ApiClusterView
+
+    now = [100.0]
+    listings = QuotaListings()
+
+    async def admit(times: int) -> list[list[dict]]:
+        async with client.ApiClient() as api:
+            view = ApiClusterView(api, clock=lambda: now[0])
+            view.core = listings
+            first = [await view.quotas("ml") for _ in range(times)]
+            now[0] += QUOTA_TTL
+            listings.items["ml"] = [{"metadata": {"name": "team"}}]
+            return first + [await view.quotas("ml") for _ in range(3)]
+
+    answers = asyncio.run(admit(50))
+    assert answers[:50] == [[]] * 50 and answers[50:] == [[{"metadata": {"name": "team"}}]] * 3
+    assert listings.calls == 1 + 3

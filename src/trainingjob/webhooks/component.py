@@ -13,6 +13,9 @@ import contextlib
 import datetime
 import ipaddress
 import logging
+import time
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -23,6 +26,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from trainingjob.api import constants as c
 from trainingjob.api import webhook_config as w
 from trainingjob.config import OperatorConfig
+from trainingjob.operator.lookups import MAX_ENTRIES, QUOTA_TTL
 from trainingjob.webhooks.admission import AdmissionRequest, Verdict
 from trainingjob.webhooks.defaulting import default_image
 from trainingjob.webhooks.registration import Registration, answer
@@ -78,11 +82,18 @@ class WebhookSettings:
 
 
 class ApiClusterView:
-    """validation.ClusterView over the API, as plain JSON."""
+    """validation.ClusterView over the API, as plain JSON.
 
-    def __init__(self, api: client.ApiClient) -> None:
+    A namespace found without ResourceQuotas (the common case) is taken at its word for QUOTA_TTL: a burst of 1000
+    jobs into one namespace cost 1000 LISTs of nothing. One with quotas is read for every job, since `used` words
+    the warning of a job that must wait. A quota created within that window is missed by this early check only;
+    the API server enforces it on every pod anyway."""
+
+    def __init__(self, api: client.ApiClient, clock: Callable[[], float] = time.monotonic) -> None:
         self.core = client.CoreV1Api(api)
         self.scheduling = client.SchedulingV1Api(api)
+        self.clock = clock
+        self.without_quotas: OrderedDict[str, float] = OrderedDict()  # namespace -> when a LIST found none
 
     async def claim(self, namespace: str, name: str) -> dict[str, Any] | None:
         return await answer(self.core.read_namespaced_persistent_volume_claim(name, namespace, **OPTIONS))
@@ -94,7 +105,18 @@ class ApiClusterView:
         return await answer(self.core.read_namespaced_service_account(name, namespace, **OPTIONS))
 
     async def quotas(self, namespace: str) -> list[dict[str, Any]]:
-        return ((await answer(self.core.list_namespaced_resource_quota(namespace, **OPTIONS))) or {}).get("items") or []
+        found_none = self.without_quotas.get(namespace)
+        if found_none is not None and self.clock() - found_none < QUOTA_TTL:
+            return []
+        items = ((await answer(self.core.list_namespaced_resource_quota(namespace, **OPTIONS))) or {}).get("items")
+        if items:
+            self.without_quotas.pop(namespace, None)
+            return list(items)
+        self.without_quotas[namespace] = self.clock()
+        self.without_quotas.move_to_end(namespace)
+        while len(self.without_quotas) > MAX_ENTRIES:
+            self.without_quotas.popitem(last=False)
+        return []
 
     async def limit_ranges(self, namespace: str) -> list[dict[str, Any]]:
         return ((await answer(self.core.list_namespaced_limit_range(namespace, **OPTIONS))) or {}).get("items") or []
