@@ -14,7 +14,6 @@ import datetime
 import ipaddress
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,7 +25,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from trainingjob.api import constants as c
 from trainingjob.api import webhook_config as w
 from trainingjob.config import OperatorConfig
-from trainingjob.operator.lookups import MAX_ENTRIES, QUOTA_TTL
+from trainingjob.operator.lookups import QUOTA_TTL, TtlCache
 from trainingjob.webhooks.admission import AdmissionRequest, Verdict
 from trainingjob.webhooks.defaulting import default_image
 from trainingjob.webhooks.registration import Registration, answer
@@ -92,8 +91,8 @@ class ApiClusterView:
     def __init__(self, api: client.ApiClient, clock: Callable[[], float] = time.monotonic) -> None:
         self.core = client.CoreV1Api(api)
         self.scheduling = client.SchedulingV1Api(api)
-        self.clock = clock
-        self.without_quotas: OrderedDict[str, float] = OrderedDict()  # namespace -> when a LIST found none
+        # Concurrent admissions into one namespace share one read; only an empty answer outlives its call.
+        self.quota_reads: TtlCache[list[dict[str, Any]]] = TtlCache(self._list_quotas, QUOTA_TTL, clock=clock)
 
     async def claim(self, namespace: str, name: str) -> dict[str, Any] | None:
         return await answer(self.core.read_namespaced_persistent_volume_claim(name, namespace, **OPTIONS))
@@ -105,18 +104,13 @@ class ApiClusterView:
         return await answer(self.core.read_namespaced_service_account(name, namespace, **OPTIONS))
 
     async def quotas(self, namespace: str) -> list[dict[str, Any]]:
-        found_none = self.without_quotas.get(namespace)
-        if found_none is not None and self.clock() - found_none < QUOTA_TTL:
-            return []
-        items = ((await answer(self.core.list_namespaced_resource_quota(namespace, **OPTIONS))) or {}).get("items")
+        items = await self.quota_reads.get(namespace)
         if items:
-            self.without_quotas.pop(namespace, None)
-            return list(items)
-        self.without_quotas[namespace] = self.clock()
-        self.without_quotas.move_to_end(namespace)
-        while len(self.without_quotas) > MAX_ENTRIES:
-            self.without_quotas.popitem(last=False)
-        return []
+            self.quota_reads.forget(namespace)  # a namespace with quotas is read afresh for the next job
+        return items
+
+    async def _list_quotas(self, namespace: str) -> list[dict[str, Any]]:
+        return ((await answer(self.core.list_namespaced_resource_quota(namespace, **OPTIONS))) or {}).get("items") or []
 
     async def limit_ranges(self, namespace: str) -> list[dict[str, Any]]:
         return ((await answer(self.core.list_namespaced_limit_range(namespace, **OPTIONS))) or {}).get("items") or []
