@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from trainingjob.operator import store as store_module
 from trainingjob.operator.store import Index, ResourceStore, merge_touched
-from trainingjob.operator.watches import trainingjob_body, worker_pod, worker_service
+from trainingjob.operator.watches import disrupted_worker, trainingjob_body, worker_pod, worker_service
 
 JOB_LABEL = "ml.example.com/job-name"
 
@@ -19,6 +22,14 @@ def pod(name: str, job: str, phase: str = "Running", version: str = "1", **extra
 def pod_store() -> tuple[ResourceStore, dict[str, Index]]:
     indexes = {"worker_pods": Index()}
     return ResourceStore(indexes, {"worker_pods": worker_pod}), indexes
+
+
+PREEMPTED = {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}
+
+
+def departing_store() -> tuple[ResourceStore, dict[str, Index]]:
+    indexes = {"worker_pods": Index(), "departed_pods": Index()}
+    return ResourceStore(indexes, {"worker_pods": worker_pod}, {"departed_pods": disrupted_worker}), indexes
 
 
 def names(index: Index, key: tuple[str, str]) -> list[str]:
@@ -96,3 +107,34 @@ def test_job_bodies_are_stored_without_managed_fields_or_the_last_applied_copy()
 
 def test_touched_keys_are_merged_once_each_in_order() -> None:
     assert merge_touched([[("i", 1), ("i", 2)], [("i", 1), ("j", 1)]]) == [("i", 1), ("i", 2), ("j", 1)]
+
+
+def test_a_pod_deleted_marked_disruption_target_is_remembered_until_its_name_returns() -> None:
+    store, indexes = departing_store()
+    store.upsert(pod("a-worker-1", "a"))
+    preempted = pod("a-worker-1", "a", version="2", conditions=[PREEMPTED])
+    touched = store.delete(preempted)
+    assert set(touched) == {("worker_pods", ("ml", "a")), ("departed_pods", ("ml", "a"))}
+    assert ("ml", "a") not in indexes["worker_pods"]
+    [gone] = indexes["departed_pods"][("ml", "a")]
+    assert (gone.name, gone.disruption_reason) == ("a-worker-1", "PreemptionByScheduler")
+    store.upsert(pod("a-worker-1", "a", version="3"))  # the next attempt's worker takes the name
+    assert ("ml", "a") not in indexes["departed_pods"]
+
+
+def test_a_plain_delete_and_a_relist_record_no_departure() -> None:
+    store, indexes = departing_store()
+    store.upsert(pod("a-worker-0", "a"))
+    store.delete(pod("a-worker-0", "a", version="2"))
+    store.upsert(pod("a-worker-1", "a", conditions=[PREEMPTED]))
+    store.replace({})  # a listing has no final body to say how a pod went
+    assert len(indexes["departed_pods"]) == 0 and len(indexes["worker_pods"]) == 0
+
+
+def test_departures_are_bounded_oldest_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(store_module, "DEPARTURES_KEPT", 3)
+    store, indexes = departing_store()
+    for i in range(5):
+        store.delete(pod(f"j{i}-worker-0", f"j{i}", conditions=[PREEMPTED]))
+    assert sorted(key[1] for key in indexes["departed_pods"]) == ["j2", "j3", "j4"]
+    assert len(store.departed) == 3

@@ -188,3 +188,18 @@ def test_a_deleted_worker_is_described_by_its_disruption_condition() -> None:
     result = plan(job, children(job, pod(job, 0), leaving), NOW, CONFIG)
     [event] = [e for e in result.events if e.reason == "Restarting"]
     assert "worker 1 (pod job-worker-1) was preempted by the scheduler" in event.message
+
+
+def test_a_worker_gone_before_any_plan_saw_it_go_is_described_by_its_departure() -> None:
+    """The scheduler marks a victim and deletes it; where deletion is immediate, the cache may hold only the pod's
+    final state (operator/store.py departures)."""
+    running = [{"workerId": i, "podName": f"job-worker-{i}", "phase": "Running"} for i in (0, 1)]
+    job = make_job(status={"phase": "Running", "startTime": "2026-11-22T11:00:00Z", "workerStatuses": running})
+    gone = pod(job, 1, deleting=True, disrupted=True, disruption_reason="PreemptionByScheduler")
+    result = plan(job, children(job, pod(job, 0), departed_pods={gone.name: gone}), NOW, CONFIG)
+    [event] = [e for e in result.events if e.reason == "Restarting"]
+    assert "worker 1 (pod job-worker-1) was preempted by the scheduler" in event.message
+    assert result.status["disruptionCount"] == 1 and result.status.get("restartCount", 0) == 0
+    without = plan(job, children(job, pod(job, 0)), NOW, CONFIG)
+    [event] = [e for e in without.events if e.reason == "Restarting"]
+    assert event.message == "worker 1 (pod job-worker-1) was deleted"

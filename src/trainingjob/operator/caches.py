@@ -28,7 +28,9 @@ class Caches:
         watch_timeout: int,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.indexes: dict[str, Index] = {name: Index() for watch in watches for name in watch.indexes}
+        self.indexes: dict[str, Index] = {
+            name: Index() for watch in watches for name in [*watch.indexes, *watch.departures]
+        }
         self.clock = clock
         self.on_change: Callable[[Touched], None] = lambda touched: None
         self.informers = [
@@ -37,7 +39,7 @@ class Caches:
                 watch.resource,
                 namespace,
                 watch.label_selector,
-                ResourceStore(self.indexes, watch.indexes),
+                ResourceStore(self.indexes, watch.indexes, watch.departures),
                 self._changed,
                 watch_timeout=watch_timeout,
                 clock=clock,

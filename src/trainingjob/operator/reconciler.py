@@ -245,6 +245,9 @@ class Reconciler:
             services=_values(self.indexes["worker_services"], key),
             config_maps=_values(self.indexes["job_config_maps"], key),
             rejections=self.rejections.get(key, ()),
+            departed_pods=[
+                p for p in _values(self.indexes.get("departed_pods") or {}, key) if p.controller_uid == job_uid
+            ],
             claimed_pods=pending_expectations(self.claimed, key, {p.name for p in pods}),
             released_pods=released,
             claims=_values(self.indexes["job_claims"], key),

@@ -8,6 +8,7 @@ jobs whose planner input moved are reconciled.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, ValuesView
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +17,8 @@ ObjectKey = tuple[str, str]  # (namespace, name) of a watched object
 # One index: a function from a raw object to (index key, view), None when the object does not belong there.
 IndexFunction = Callable[[Mapping[str, Any]], "tuple[Hashable, Any] | None"]
 Touched = list[tuple[str, Hashable]]  # (index name, index key) whose views changed
+# At most this many departures are remembered per store; the oldest goes first.
+DEPARTURES_KEPT = 1024
 
 
 @dataclass(frozen=True)
@@ -61,12 +64,24 @@ class ResourceStore:
     """The objects one informer (one resource in one namespace, or in all) has seen, and their index entries.
 
     `indexes` may be shared by several stores (one per watched namespace); each store prunes only its own objects.
+
+    `departures` file what an object looked like when its watch said it was deleted: the final body is the only
+    word of how it went (a pod the scheduler preempted carries DisruptionTarget), and a pod removed at once after
+    being marked is often gone before anyone plans from the mark. A departure lasts until an object of the same
+    name appears again, and at most DEPARTURES_KEPT of them are kept. A re-list records none: it has no final body.
     """
 
-    def __init__(self, indexes: Mapping[str, Index], functions: Mapping[str, IndexFunction]) -> None:
+    def __init__(
+        self,
+        indexes: Mapping[str, Index],
+        functions: Mapping[str, IndexFunction],
+        departures: Mapping[str, IndexFunction] | None = None,
+    ) -> None:
         self.indexes = indexes
         self.functions = functions
+        self.departure_functions = departures or {}
         self.objects: dict[ObjectKey, Contribution] = {}
+        self.departed: OrderedDict[ObjectKey, tuple[tuple[str, Hashable], ...]] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self.objects)
@@ -80,10 +95,33 @@ class ResourceStore:
         return Contribution(str((body.get("metadata") or {}).get("resourceVersion") or ""), tuple(entries))
 
     def upsert(self, body: Mapping[str, Any]) -> Touched:
-        return self._set(object_key(body), self.contribution(body))
+        obj = object_key(body)
+        return self._forget_departure(obj) + self._set(obj, self.contribution(body))
 
     def delete(self, body: Mapping[str, Any]) -> Touched:
-        return self._set(object_key(body), None)
+        obj = object_key(body)
+        return self._set(obj, None) + self._record_departure(obj, body)
+
+    def _record_departure(self, obj: ObjectKey, body: Mapping[str, Any]) -> Touched:
+        touched = self._forget_departure(obj)
+        slots = []
+        for name, function in self.departure_functions.items():
+            entry = function(body)
+            if entry is not None:
+                self.indexes[name].put(entry[0], obj, entry[1])
+                slots.append((name, entry[0]))
+        if slots:
+            self.departed[obj] = tuple(slots)
+            touched += slots
+        while len(self.departed) > DEPARTURES_KEPT:
+            touched += self._forget_departure(next(iter(self.departed)))
+        return touched
+
+    def _forget_departure(self, obj: ObjectKey) -> Touched:
+        slots = self.departed.pop(obj, ())
+        for name, key in slots:
+            self.indexes[name].remove(key, obj)
+        return list(slots)
 
     def replace(self, contributions: Mapping[ObjectKey, Contribution]) -> Touched:
         """A full listing: objects it lacks are deleted, the others set; returns every touched (index, key)."""
@@ -91,7 +129,7 @@ class ResourceStore:
         for obj in [obj for obj in self.objects if obj not in contributions]:
             touched += self._set(obj, None)
         for obj, contribution in contributions.items():
-            touched += self._set(obj, contribution)
+            touched += self._forget_departure(obj) + self._set(obj, contribution)
         return touched
 
     def _set(self, obj: ObjectKey, new: Contribution | None) -> Touched:

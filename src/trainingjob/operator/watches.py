@@ -34,6 +34,8 @@ class Watch:
     resource: Resource
     label_selector: str
     indexes: Mapping[str, IndexFunction] = field(default_factory=dict)
+    # Indexes of what objects looked like when deleted (operator/store.py, departures).
+    departures: Mapping[str, IndexFunction] = field(default_factory=dict)
 
 
 def trimmed_body(body: Mapping[str, Any], api_version: str, kind: str) -> dict[str, Any]:
@@ -64,6 +66,13 @@ def trainingjob_body(body: Mapping[str, Any]) -> Entry:
 def worker_pod(body: Mapping[str, Any]) -> Entry:
     job = _labels(body).get(k.LABEL_JOB_NAME)
     return ((_own_key(body)[0], job), pod_view(body)) if job else None
+
+
+def disrupted_worker(body: Mapping[str, Any]) -> Entry:
+    """A worker pod that left marked DisruptionTarget (preempted, evicted): the planner says why it went even when
+    the pod was removed before any plan saw it being deleted. Other departures need no memory."""
+    entry = worker_pod(body)
+    return entry if entry is not None and entry[1].disruption_reason else None
 
 
 def worker_service(body: Mapping[str, Any]) -> Entry:
@@ -118,7 +127,7 @@ JOB_INDEXES = ("trainingjob_bodies", "worker_pods", "worker_services", "job_conf
 MODEL_INDEXES = ("llmmodel_bodies", "model_deployments", "model_services", "model_autoscalers")
 WATCHES: tuple[Watch, ...] = (
     Watch(Resource(k.GROUP, k.WATCHED_VERSION, k.PLURAL), "", {"trainingjob_bodies": trainingjob_body}),
-    Watch(Resource("", "v1", "pods"), MANAGED, {"worker_pods": worker_pod}),
+    Watch(Resource("", "v1", "pods"), MANAGED, {"worker_pods": worker_pod}, {"departed_pods": disrupted_worker}),
     Watch(
         Resource("", "v1", "services"),
         MANAGED,

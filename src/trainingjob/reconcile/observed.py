@@ -137,6 +137,9 @@ class ObservedChildren:
     """A job's children as the caches see them right now."""
 
     pods: tuple[PodView, ...] = ()
+    # Pods that were gone before a plan saw them go, as they looked when deleted: only those marked DisruptionTarget,
+    # by name (operator/store.py keeps them until the name is taken again).
+    departed_pods: Mapping[str, PodView] = field(default_factory=dict)
     service_exists: bool = False
     # The Service's ports as service_ports() reduces them; None: not known (nothing to compare).
     service_ports: tuple[tuple[Any, ...], ...] | None = None
@@ -170,6 +173,7 @@ class ObservedChildren:
         services: Iterable[Any],
         config_maps: Iterable[Mapping[str, str]],
         rejections: Iterable[str] = (),
+        departed_pods: Iterable[PodView] = (),
         claimed_pods: Iterable[str] = (),
         released_pods: Iterable[str] = (),
         claims: Iterable[ClaimView | str] = (),
@@ -184,6 +188,7 @@ class ObservedChildren:
             service_ports=services[0] if services else None,
             config_data=config_maps[0] if config_maps else None,
             rejections=tuple(rejections),
+            departed_pods={p.name: p for p in departed_pods},
             claimed_pods=frozenset(claimed_pods),
             released_pods=frozenset(released_pods),
             claims={view.name: view for view in (c if isinstance(c, ClaimView) else ClaimView(c) for c in claims)},

@@ -29,7 +29,8 @@ class Gang:
     spec: WorkerSpec
     # Pods a recorded restart replaces that are not deleted yet: counted already, only to be deleted.
     replaced: list[PodView] = field(default_factory=list)
-    # Pods being deleted, by name: what a worker that went last looked like (e.g. preempted by the scheduler).
+    # Pods being deleted or gone marked DisruptionTarget, by name: how a worker that went last looked (e.g. preempted
+    # by the scheduler).
     leaving: dict[str, PodView] = field(default_factory=dict)
 
 

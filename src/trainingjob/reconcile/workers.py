@@ -66,7 +66,7 @@ def observe_gang(job: TrainingJob, observed: ObservedChildren) -> Gang:
     spec = current_worker_spec(job, live)
     current = {p.replica: p for p in live if p.spec_hash == spec.pod_hash and is_desired(job.spec, p.replica)}
     stale = [p for p in live if current.get(p.replica) is not p]
-    leaving = {p.name: p for p in observed.pods if p.deleting}
+    leaving = {**observed.departed_pods, **{p.name: p for p in observed.pods if p.deleting}}
     return Gang(current, stale, live, spec, replaced, leaving)
 
 
