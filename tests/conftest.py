@@ -108,3 +108,17 @@ def namespace(kube: Kube) -> Iterator[str]:
     wait_until(lambda: kube.has_service_account(name, "default"), 60, "the namespace's default ServiceAccount")
     yield name
     kube.core.delete_namespace(name)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    """A failed test that had a namespace reports what was in it (tests/failure_report.py)."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.when != "call" or not report.failed:
+        return
+    from tests.failure_report import describe
+
+    state = describe(getattr(item, "funcargs", {}))
+    if state:
+        report.sections.append(("state of the test's namespace at the failure", state))

@@ -1,0 +1,78 @@
+"""What a failed integration test leaves in its report: the state of its namespace when it failed.
+
+CI shows the end of a failed run's output; a timeout such as "waiting for the preemption to be counted" says what
+did not happen, not why. This adds, under the failure, each TrainingJob's phase, counters and conditions, the
+namespace's latest Events and the operator's log lines about the namespace or at warning level and above, so a
+flake met once in CI can be understood from that run alone.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from trainingjob.api import constants as k
+
+EVENTS_SHOWN = 12
+LOG_LINES_SHOWN = 12
+LINE_WIDTH = 240
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= LINE_WIDTH else text[: LINE_WIDTH - 1] + "…"
+
+
+def job_lines(kube: Any, namespace: str) -> list[str]:
+    jobs = kube.custom.list_namespaced_custom_object(k.GROUP, k.VERSION, namespace, k.PLURAL)["items"]
+    lines = []
+    for job in jobs:
+        status = job.get("status") or {}
+        counters = {key: status.get(key) for key in ("attempt", "restartCount", "disruptionCount") if key in status}
+        lines.append(_clip(f"job {job['metadata']['name']}: {status.get('phase')} {counters} {status.get('message')}"))
+        for condition in status.get("conditions") or []:
+            reason, message = condition.get("reason"), condition.get("message")
+            lines.append(_clip(f"  {condition['type']}={condition['status']} {reason}: {message}"))
+    return lines
+
+
+def event_lines(kube: Any, namespace: str) -> list[str]:
+    events = kube.core.list_namespaced_event(namespace).items
+    events.sort(key=lambda e: str(e.last_timestamp or e.event_time or ""))
+    return [
+        _clip(f"event {e.involved_object.kind}/{e.involved_object.name} {e.reason} x{e.count or 1}: {e.message}")
+        for e in events[-EVENTS_SHOWN:]
+    ]
+
+
+def operator_lines(log_path: Path, namespace: str) -> list[str]:
+    """The operator's JSON log lines about this namespace, or warnings and errors from anywhere."""
+    chosen = []
+    for line in log_path.read_text(errors="replace").splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if record.get("namespace") == namespace or record.get("level") in ("warning", "error", "critical"):
+            where = f"{record.get('namespace', '')}/{record.get('job', '')}".strip("/")
+            chosen.append(
+                _clip(f"log {record.get('timestamp', '')[11:23]} {record.get('level')} {where} {record.get('message')}")
+            )
+    return chosen[-LOG_LINES_SHOWN:]
+
+
+def describe(funcargs: dict[str, Any]) -> str | None:
+    """The namespace's state for a test that had one (None for a test without a namespace)."""
+    kube, namespace = funcargs.get("kube"), funcargs.get("namespace")
+    if kube is None or not isinstance(namespace, str):
+        return None
+    sections = []
+    for read in (lambda: job_lines(kube, namespace), lambda: event_lines(kube, namespace)):
+        try:
+            sections += read()
+        except Exception as error:  # the report must never hide the failure itself
+            sections.append(f"(could not read: {error})")
+    operator = funcargs.get("operator")
+    if operator is not None and getattr(operator, "log_path", None) is not None:
+        sections += operator_lines(operator.log_path, namespace)
+    return "\n".join(sections)
