@@ -21,7 +21,7 @@ from tests.integration.ui_support import (
     start_ui,
     wait_for_job,
 )
-from tests.jobs import create_job, get_job, job_manifest, wait_phase
+from tests.jobs import create_job, get_job, job_manifest, patch_job, wait_phase
 from tests.kube import Kube
 
 pytestmark = pytest.mark.integration
@@ -83,6 +83,25 @@ def test_scale_through_the_scale_subresource(page: Any, admin_ui: RunningUi, kub
     expect(page.get_by_test_id("action-ok")).to_have_text("scaled to 3")
     wait_for_job(kube, namespace, "grow", lambda job: job["spec"]["workers"] == 3, "spec.workers to be 3")
     expect(page.get_by_test_id("job-workers")).to_have_text("3 running / 3 wanted")
+
+
+def test_an_update_of_the_job_keeps_what_was_typed_into_the_scale_box(
+    page: Any, admin_ui: RunningUi, kube: Kube, namespace: str
+) -> None:
+    """The page re-renders the job on every change of it (progress, status): the scale box must survive that."""
+    create_job(kube, namespace, job_manifest("typing", complete_after=None))
+    wait_phase(kube, namespace, "typing", "Running")
+    open_job(page, admin_ui, namespace, "typing")
+    box = page.get_by_test_id("scale-input")
+    box.fill("4")
+    patch_job(kube, namespace, "typing", {"spec": {"ttlSecondsAfterFinished": 4321}})
+    expect(page.get_by_test_id("spec")).to_contain_text("4321")  # the page has the changed job
+    expect(box).to_have_value("4")
+    expect(box).to_be_focused()
+    page.get_by_test_id("scale").click()
+    confirm(page, "to 4 worker(s)?")
+    expect(page.get_by_test_id("action-ok")).to_have_text("scaled to 4")
+    wait_for_job(kube, namespace, "typing", lambda job: job["spec"]["workers"] == 4, "spec.workers to be 4")
 
 
 def test_scale_refused_by_the_schema_shows_its_message(

@@ -95,11 +95,19 @@ function checkpointRows(job, points) {
   return [...seen.values()].reverse().map((c) => [c.path, c.epoch ?? "", c.step ?? "", c.time ?? ""]);
 }
 
-function actions(job, resultBox) {
+// `draft` holds what the user typed into the scale box until a scale goes through: the job is re-rendered on every
+// change of its status, and a progress report must not wipe a number being typed.
+function actions(job, resultBox, draft) {
   const { namespace, name } = job.metadata;
   const base = `/api/namespaces/${encodeURIComponent(namespace)}/trainingjobs/${encodeURIComponent(name)}`;
   const suspended = !!job.spec?.suspend;
-  const workers = el("input", { type: "number", min: "1", value: job.spec?.workers ?? 1, "data-testid": "scale-input" });
+  const workers = el("input", { type: "number", min: "1", value: draft.workers ?? job.spec?.workers ?? 1,
+    "data-testid": "scale-input", oninput: () => { draft.workers = workers.value; } });
+  const scale = async () => {
+    const result = await api("POST", `${base}/scale`, { workers: Number(workers.value) });
+    if (result.ok) draft.workers = null;
+    return result;
+  };
   const run = async (title, text, call, success) => {
     if (!(await confirmAction(title, text))) return;
     showResult(resultBox, await call(), success);
@@ -113,7 +121,7 @@ function actions(job, resultBox) {
     el("span", {}, "Workers ", workers,
       el("button", { "data-testid": "scale", onclick: () => run("Scale job",
         `Scale ${namespace}/${name} to ${workers.value} worker(s)? The gang restarts with the new size.`,
-        () => api("POST", `${base}/scale`, { workers: Number(workers.value) }), `scaled to ${workers.value}`) }, "Scale")),
+        scale, `scaled to ${workers.value}`) }, "Scale")),
     el("button", { class: "danger", "data-testid": "delete", onclick: () => run("Delete job",
       `Delete ${namespace}/${name}? Its workers, Service and ConfigMap are deleted with it.`,
       () => api("DELETE", base), "delete requested") }, "Delete"));
@@ -121,7 +129,12 @@ function actions(job, resultBox) {
 
 export function showJob(main, namespace, name) {
   const state = { job: null, points: [], events: new Map(), curves: null, log: null };
-  const head = el("div");
+  // The actions are rebuilt only when what they show changes (suspended or not, spec.workers), so a status update
+  // neither blurs the scale box nor drops what was typed into it (`draft`).
+  const draft = { workers: null };
+  const actionsBox = el("div"), summaryBox = el("div");
+  let actionsShown = null;
+  const head = el("div", {}, actionsBox, summaryBox);
   const resultBox = el("div", { "data-testid": "result" });
   const curveBox = el("div", { class: "grid" });
   const details = el("div");
@@ -137,7 +150,12 @@ export function showJob(main, namespace, name) {
 
   const renderJob = () => {
     const job = state.job, status = job.status || {};
-    head.replaceChildren(actions(job, resultBox), el("section", { class: "card", "data-testid": "summary" }, summary(job)));
+    const shown = JSON.stringify([!!job.spec?.suspend, job.spec?.workers]);
+    if (shown !== actionsShown) {
+      actionsBox.replaceChildren(actions(job, resultBox, draft));
+      actionsShown = shown;
+    }
+    summaryBox.replaceChildren(el("section", { class: "card", "data-testid": "summary" }, summary(job)));
     details.replaceChildren(
       el("section", { class: "card" }, el("h3", {}, "Workers"), table(["Worker", "Pod", "Phase", "Restarts", "Exit code", "Reason", "Node"],
         (status.workerStatuses || []).map((w) => [w.workerId, w.podName, w.phase, w.restartCount ?? 0, w.exitCode ?? "", w.reason ?? "", w.nodeName ?? ""]), "workers-table")),
