@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import uuid
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,6 +109,23 @@ def namespace(kube: Kube) -> Iterator[str]:
     wait_until(lambda: kube.has_service_account(name, "default"), 60, "the namespace's default ServiceAccount")
     yield name
     kube.core.delete_namespace(name)
+
+
+@pytest.fixture(autouse=True)
+def session_operator_running(request: pytest.FixtureRequest) -> None:
+    """Before each test that uses the session's operator: if it exited (it does when it loses its Lease), start it
+    again, as a kubelet would, and say so in the run's warnings with the last line it logged."""
+    if "operator" not in request.fixturenames:
+        return
+    from tests.operator_harness import revive
+
+    running = request.getfixturevalue("operator")
+    if running.process.poll() is None:
+        return
+    last_line = running.log_tail(1)
+    code = revive(running)
+    if code is not None:
+        warnings.warn(f"the session's operator had exited with code {code} ({last_line}); started again", stacklevel=1)
 
 
 @pytest.hookimpl(hookwrapper=True)

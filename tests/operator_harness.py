@@ -204,6 +204,7 @@ class RunningOperator:
     metrics_port: int = 0
     webhook_port: int = 0
     progress_host: str = "127.0.0.1"
+    extra_args: tuple[str, ...] = ()
 
     @property
     def metrics_url(self) -> str:
@@ -261,7 +262,7 @@ def start_operator(
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
     STARTED.append(process)
     running = RunningOperator(
-        process, log_path, kubeconfig, health_url, progress_port, metrics_port, webhook_port, progress_host
+        process, log_path, kubeconfig, health_url, progress_port, metrics_port, webhook_port, progress_host, extra_args
     )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -272,6 +273,27 @@ def start_operator(
         time.sleep(0.2)
     running.stop()
     raise AssertionError(f"operator not healthy within 60s:\n{running.log_tail()}")
+
+
+def revive(running: RunningOperator) -> int | None:
+    """Start the operator again if its process exited, on the same ports and log; its exit code (None: it runs).
+
+    The operator exits on purpose when it cannot renew its Lease in time (an API server too slow to answer for
+    seconds), so that only a new leader writes; in a Deployment the kubelet starts it again. A session's operator
+    that nobody restarts would fail every later test for a reason none of them is about.
+    """
+    code = running.process.poll()
+    if code is None:
+        return None
+    again = start_operator(
+        running.kubeconfig,
+        running.log_path,
+        *running.extra_args,
+        progress_port=running.progress_port,
+        webhook_port=running.webhook_port,
+    )
+    running.process, running.health_url, running.metrics_port = again.process, again.health_url, again.metrics_port
+    return code
 
 
 def stop_all() -> None:
