@@ -123,8 +123,6 @@ def gang_object(provider: GangProvider) -> IndexFunction:
     return view
 
 
-JOB_INDEXES = ("trainingjob_bodies", "worker_pods", "worker_services", "job_config_maps", "job_claims")
-MODEL_INDEXES = ("llmmodel_bodies", "model_deployments", "model_services", "model_autoscalers")
 WATCHES: tuple[Watch, ...] = (
     Watch(Resource(k.GROUP, k.WATCHED_VERSION, k.PLURAL), "", {"trainingjob_bodies": trainingjob_body}),
     Watch(Resource("", "v1", "pods"), MANAGED, {"worker_pods": worker_pod}, {"departed_pods": disrupted_worker}),
