@@ -113,15 +113,16 @@ def namespace(kube: Kube) -> Iterator[str]:
 
 @pytest.fixture(autouse=True)
 def session_operator_running(request: pytest.FixtureRequest) -> None:
-    """Before each test that uses the session's operator: if it exited (it does when it loses its Lease), start it
-    again, as a kubelet would, and say so in the run's warnings with the last line it logged."""
+    """Before each test that uses the session's operator: if it exited on its own (it does when it loses its Lease),
+    start it again, as a kubelet would, and say so in the run's warnings with the last line it logged. One a test
+    stopped (RunningOperator.stop) is left alone: that test or its fixture runs and restores an operator itself."""
     if "operator" not in request.fixturenames:
         return
     from tests.operator_harness import revive
 
     running = request.getfixturevalue("operator")
-    if running.process.poll() is None:
-        return
+    if running.process.poll() is None or running.process is running.stopped_process:
+        return  # running, or stopped by a test on purpose (which then runs an operator of its own)
     last_line = running.log_tail(1)
     code = revive(running)
     if code is not None:

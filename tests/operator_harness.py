@@ -205,6 +205,8 @@ class RunningOperator:
     webhook_port: int = 0
     progress_host: str = "127.0.0.1"
     extra_args: tuple[str, ...] = ()
+    # The process a test stopped on purpose (stop()): it stays stopped; only one that exited on its own is revived.
+    stopped_process: subprocess.Popen | None = None
 
     @property
     def metrics_url(self) -> str:
@@ -218,6 +220,7 @@ class RunningOperator:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
     def stop(self, hard: bool = False) -> None:
+        self.stopped_process = self.process
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGKILL if hard else signal.SIGTERM)
             try:
@@ -276,14 +279,15 @@ def start_operator(
 
 
 def revive(running: RunningOperator) -> int | None:
-    """Start the operator again if its process exited, on the same ports and log; its exit code (None: it runs).
+    """Start the operator again if its process exited on its own (not by stop()), on the same ports and log; its
+    exit code (None: nothing to do).
 
     The operator exits on purpose when it cannot renew its Lease in time (an API server too slow to answer for
     seconds), so that only a new leader writes; in a Deployment the kubelet starts it again. A session's operator
     that nobody restarts would fail every later test for a reason none of them is about.
     """
     code = running.process.poll()
-    if code is None:
+    if code is None or running.process is running.stopped_process:
         return None
     again = start_operator(
         running.kubeconfig,
