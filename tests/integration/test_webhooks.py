@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 import pytest
-from kubernetes import client
+from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from tests.conftest import ClusterUnderTest
@@ -160,13 +160,45 @@ def webhook_calls(kube: Kube) -> dict[tuple[str, str], float]:
 
 
 def test_the_operators_own_writes_never_call_the_webhooks(kube: Kube, namespace: str) -> None:
-    """Finalizers, status, children: a job run to the end costs one validating call (its create), no more."""
+    """Status, children, the finalizer's removal: a job run to the end costs its create's two calls (the mutating
+    one adds the finalizer), no more."""
     before = webhook_calls(kube)
     create(kube, namespace, job_manifest("quiet", workers=2, complete_after="1s"))
     wait_phase(kube, namespace, "quiet", "Succeeded")
     after = webhook_calls(kube)
     delta = {key: after.get(key, 0) - before.get(key, 0) for key in after}
-    assert {key: value for key, value in delta.items() if value} == {(w.VALIDATING_WEBHOOK, "CREATE"): 1}
+    assert {key: value for key, value in delta.items() if value} == {
+        (w.MUTATING_WEBHOOK, "CREATE"): 1,
+        (w.VALIDATING_WEBHOOK, "CREATE"): 1,
+    }
+
+
+def job_events(kube: Kube, namespace: str, name: str, since: str) -> list[dict[str, Any]]:
+    """Every stored version of a job after resourceVersion `since`, replayed from the API server's watch cache."""
+    stream = watch.Watch().stream(
+        kube.custom.list_namespaced_custom_object,
+        c.GROUP,
+        c.V1,
+        namespace,
+        c.PLURAL,
+        field_selector=f"metadata.name={name}",
+        resource_version=since,
+        timeout_seconds=2,
+    )
+    return [event["object"] for event in stream if event["type"] == "MODIFIED"]
+
+
+def test_a_new_job_is_stored_with_the_finalizer_and_the_operator_writes_only_its_status(
+    kube: Kube, namespace: str
+) -> None:
+    """The mutating webhook adds the finalizer on create, so the operator spends no write of its own on it."""
+    created = create(kube, namespace, job_manifest("sealed", workers=2, complete_after="1s"))
+    assert created["metadata"]["finalizers"] == [c.FINALIZER]
+    wait_phase(kube, namespace, "sealed", "Succeeded")
+    versions = job_events(kube, namespace, "sealed", created["metadata"]["resourceVersion"])
+    assert len(versions) >= 2, "the status writes up to Succeeded"
+    kept = [(v["metadata"].get("finalizers"), v["metadata"]["generation"], v.get("spec")) for v in versions]
+    assert kept == [([c.FINALIZER], 1, versions[0]["spec"])] * len(versions), "only the status changed after create"
 
 
 def test_while_the_operator_is_down_jobs_stay_safe_and_v1_stays_readable(

@@ -77,6 +77,17 @@ def conversion(endpoint: Endpoint = SHIPPED_ENDPOINT, ca_bundle: str | None = No
     }
 
 
+# CEL for the mutating webhook's matchConditions: a create without our finalizer, or a v1 request without an image.
+FINALIZER_UNSET = (
+    "request.operation == 'CREATE' && "
+    f"!(has(object.metadata.finalizers) && '{c.FINALIZER}' in object.metadata.finalizers)"
+)
+IMAGE_UNSET = (
+    f"request.kind.version == '{c.V1}' && (!has(object.spec) || !has(object.spec.image) || object.spec.image == '')"
+)
+MUTATE_WHEN = f"({FINALIZER_UNSET}) || ({IMAGE_UNSET})"
+
+
 def _rule(versions: list[str]) -> dict[str, Any]:
     return {
         "apiGroups": [c.GROUP],
@@ -109,14 +120,13 @@ def _configuration(kind: str, webhook: dict[str, Any]) -> dict[str, Any]:
 
 
 def mutating_configuration(endpoint: Endpoint = SHIPPED_ENDPOINT, ca_bundle: str | None = None) -> dict[str, Any]:
-    """Defaults the schema cannot express: a v1 job's image from its model. Called only for v1 requests without an
-    image (v1alpha1 requires one), so nothing else pays for a webhook call."""
+    """Defaults the schema cannot express: the operator's finalizer on a new job (any version), and a v1 job's image
+    from its model. Called only when one of them applies, so the operator's own writes never pay for a webhook
+    call."""
     webhook = _webhook(MUTATING_WEBHOOK, MUTATE_PATH, endpoint, ca_bundle)
     webhook["reinvocationPolicy"] = "Never"
-    webhook["rules"] = [_rule([c.V1])]
-    webhook["matchConditions"] = [
-        {"name": "image-unset", "expression": "!has(object.spec) || !has(object.spec.image) || object.spec.image == ''"}
-    ]
+    webhook["rules"] = [_rule(["*"])]
+    webhook["matchConditions"] = [{"name": "finalizer-or-image-unset", "expression": MUTATE_WHEN}]
     return _configuration("MutatingWebhookConfiguration", webhook)
 
 

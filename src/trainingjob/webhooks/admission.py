@@ -24,6 +24,7 @@ class AdmissionRequest:
     object: dict[str, Any]
     old_object: dict[str, Any] | None
     dry_run: bool = False
+    version: str = ""  # the API version the request was made in (matchPolicy Exact: the object's version)
 
     @property
     def spec(self) -> dict[str, Any]:
@@ -69,6 +70,7 @@ def parse_review(body: Any) -> AdmissionRequest:
         object=obj,
         old_object=request.get("oldObject") if isinstance(request.get("oldObject"), dict) else None,
         dry_run=bool(request.get("dryRun")),
+        version=str((request.get("kind") or {}).get("version") or ""),
     )
 
 

@@ -27,7 +27,7 @@ from trainingjob.api import webhook_config as w
 from trainingjob.config import OperatorConfig
 from trainingjob.operator.lookups import QUOTA_TTL, TtlCache
 from trainingjob.webhooks.admission import AdmissionRequest, Verdict
-from trainingjob.webhooks.defaulting import default_image
+from trainingjob.webhooks.defaulting import mutate
 from trainingjob.webhooks.registration import Registration, answer
 from trainingjob.webhooks.server import WebhookServer
 from trainingjob.webhooks.tls import Rotation, SecretStore, ServingNames, WebhookTls, advance
@@ -129,7 +129,7 @@ class Webhooks:
         self.task: asyncio.Task | None = None
 
     async def mutate(self, request: AdmissionRequest) -> Verdict:
-        return default_image(request, self.settings.default_image)
+        return mutate(request, self.settings.default_image)
 
     async def validate(self, request: AdmissionRequest) -> Verdict:
         return await validate(request, self.view, self.config, self.settings.default_image)

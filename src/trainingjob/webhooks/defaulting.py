@@ -1,15 +1,21 @@
-"""The mutating webhook: defaults the schema cannot express.
+"""The mutating webhook: what the schema cannot default.
 
-Only one today: a v1 job without spec.image gets one derived from spec.model by the operator's --default-image
-pattern (the guide's `training-image:{model}`; `{model}` and `{framework}` are replaced). The API server calls it
-only for v1 requests without an image (see api/webhook_config.py), and the schema's rule that requires an image
-runs after it, so a job is never stored without one.
+- A v1 job without spec.image gets one derived from spec.model by the operator's --default-image pattern (the
+  guide's `training-image:{model}`; `{model}` and `{framework}` are replaced). The schema's rule that requires an
+  image runs after the webhook, so a job is never stored without one.
+- A new job gets the operator's finalizer, in any version: otherwise the operator's first reconcile adds it with a
+  write of its own, one per job (and one more watch event for every watcher of jobs). The operator still adds it
+  to a job that comes without (created while no operator served the webhook: failurePolicy Ignore).
+
+The API server calls the webhook only when one of the two applies (matchConditions in api/webhook_config.py).
 """
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
+from trainingjob.api import constants as k
 from trainingjob.webhooks.admission import AdmissionRequest, Verdict
 
 # An image reference as the container runtimes parse it: [registry[:port]/]path[:tag][@digest].
@@ -46,3 +52,26 @@ def default_image(request: AdmissionRequest, pattern: str | None) -> Verdict:
         )
     verdict.patch.append({"op": "add", "path": "/spec/image", "value": image})
     return verdict.warn(f"spec.image set to {image}, derived from spec.model by the operator's --default-image")
+
+
+def finalizer_patch(request: AdmissionRequest) -> list[dict[str, Any]]:
+    """The JSON patch that adds the operator's finalizer to a job being created without it; else nothing.
+
+    Only on CREATE: a job that lost its finalizer later is being deleted (or had it removed on purpose), and the
+    operator, not admission, decides what a live job needs."""
+    if request.operation != "CREATE":
+        return []
+    finalizers = (request.object.get("metadata") or {}).get("finalizers")
+    if not finalizers:
+        return [{"op": "add", "path": "/metadata/finalizers", "value": [k.FINALIZER]}]
+    if k.FINALIZER in finalizers:
+        return []
+    return [{"op": "add", "path": "/metadata/finalizers/-", "value": k.FINALIZER}]
+
+
+def mutate(request: AdmissionRequest, pattern: str | None) -> Verdict:
+    """Both defaults in one answer: the image (v1 requests only; v1alpha1 requires one) and the finalizer."""
+    verdict = default_image(request, pattern) if request.version == k.V1 else Verdict()
+    if verdict.allowed:
+        verdict.patch.extend(finalizer_patch(request))
+    return verdict
