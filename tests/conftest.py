@@ -120,12 +120,9 @@ def session_operator_running(request: pytest.FixtureRequest) -> None:
         return
     from tests.operator_harness import revive
 
-    running = request.getfixturevalue("operator")
-    if running.process.poll() is None or running.process is running.stopped_process:
-        return  # running, or stopped by a test on purpose (which then runs an operator of its own)
-    last_line = running.log_tail(1)
-    code = revive(running)
-    if code is not None:
+    revived = revive(request.getfixturevalue("operator"))
+    if revived is not None:
+        code, last_line = revived
         warnings.warn(f"the session's operator had exited with code {code} ({last_line}); started again", stacklevel=1)
 
 

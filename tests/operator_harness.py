@@ -278,9 +278,9 @@ def start_operator(
     raise AssertionError(f"operator not healthy within 60s:\n{running.log_tail()}")
 
 
-def revive(running: RunningOperator) -> int | None:
+def revive(running: RunningOperator) -> tuple[int, str] | None:
     """Start the operator again if its process exited on its own (not by stop()), on the same ports and log; its
-    exit code (None: nothing to do).
+    exit code and the last line it logged before (None: nothing to do).
 
     The operator exits on purpose when it cannot renew its Lease in time (an API server too slow to answer for
     seconds), so that only a new leader writes; in a Deployment the kubelet starts it again. A session's operator
@@ -289,6 +289,7 @@ def revive(running: RunningOperator) -> int | None:
     code = running.process.poll()
     if code is None or running.process is running.stopped_process:
         return None
+    last_line = running.log_tail(1)
     again = start_operator(
         running.kubeconfig,
         running.log_path,
@@ -297,7 +298,7 @@ def revive(running: RunningOperator) -> int | None:
         webhook_port=running.webhook_port,
     )
     running.process, running.health_url, running.metrics_port = again.process, again.health_url, again.metrics_port
-    return code
+    return code, last_line
 
 
 def stop_all() -> None:
