@@ -221,10 +221,10 @@ def targets(summary: dict[tuple[int, int], dict[str, dict[str, Any]]], records: 
                     verdict(None if r is None else r <= limit),
                 )
             )
-        w = ours.get("writes_per_job")
+        w = ours.get("writes_per_job_without_events")  # the target counts writes without Events
         rows.append(
             (
-                f"writes per job ≤ W + 4 = {workers + 4} ({where})",
+                f"writes per job, without Events, ≤ W + 4 = {workers + 4} ({where})",
                 fmt(w),
                 verdict(None if w is None else w <= workers + 4),
             )

@@ -172,6 +172,16 @@ def test_targets_compare_ours_with_the_raw_limit(ours_running: float, expected: 
     assert "Kubeflow (defaults) (1000x8) | — | not measured |" in table
 
 
+def test_the_writes_target_counts_writes_without_events() -> None:
+    """Issue 12's target is W + 4 writes per job without Events: 15 with Events (12 without) meets it at W = 8."""
+    records = [throughput("trainingjob-operator", 1000, 100.0, 200.0, 120.0, 15.0)]
+    row = next(line for line in targets(summarize_throughput(records), records).splitlines() if "W + 4" in line)
+    assert "without Events" in row and "| 12 | met |" in row
+    records = [throughput("trainingjob-operator", 1000, 100.0, 200.0, 120.0, 16.0)]
+    row = next(line for line in targets(summarize_throughput(records), records).splitlines() if "W + 4" in line)
+    assert "| 13 | **missed** |" in row
+
+
 def test_summary_takes_medians_over_repeats() -> None:
     records = [throughput("trainingjob-operator", 100, seconds, 20.0, 90.0, 12.0) for seconds in (10.0, 30.0, 11.0)]
     figures = summarize_throughput(records)[(100, 8)]["ours"]
