@@ -339,7 +339,15 @@ async def record_event(core: client.CoreV1Api, involved: tuple[str, str, str, st
     try:
         await unread(core.create_namespaced_event, namespace, manifest)
     except ApiException as error:
-        logger.warning("could not record event %s on %s %s/%s: %s", event.reason, kind, namespace, name, error.reason)
+        # A namespace being deleted refuses new content; its jobs go with it, so that refusal is nothing to warn of.
+        level = logging.DEBUG if namespace_terminating(error) else logging.WARNING
+        message = "could not record event %s on %s %s/%s: %s"
+        logger.log(level, message, event.reason, kind, namespace, name, error.reason)
+
+
+def namespace_terminating(error: ApiException) -> bool:
+    """The API server's NamespaceLifecycle refusal: 403, cause NamespaceTerminating."""
+    return error.status == 403 and "NamespaceTerminating" in str(error.body or "")
 
 
 async def unread(call: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> None:
