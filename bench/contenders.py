@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import time
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -97,7 +98,9 @@ class Contender:
         while_waiting: Callable[[], None] = lambda: None,
     ) -> None:
         # Outside the cluster's directory, which is removed with the cluster: a failed run's log stays readable.
-        self.log_path = cluster.state.root.parent.parent / "bench-logs" / f"{self.name}-{self.restarts}.log"
+        # Named by the start time too, so that the next repeat's log does not overwrite this one.
+        started = time.strftime("%Y%m%dT%H%M%S")
+        self.log_path = cluster.state.root.parent.parent / "bench-logs" / f"{self.name}-{started}-{self.restarts}.log"
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.restarts += 1
         with self.log_path.open("wb") as log:

@@ -132,6 +132,25 @@ def requests_by(
     return tally
 
 
+def refused_by(
+    records: Iterable[AuditRecord],
+    user: str,
+    since: datetime.datetime | None = None,
+    until: datetime.datetime | None = None,
+) -> Counter[str]:
+    """`verb resource code` -> count of one identity's requests the API server answered with an error (a create
+    that met AlreadyExists, a conflict, a timeout): the requests counted in `requests_by` that did not do their
+    work."""
+    tally: Counter[str] = Counter()
+    for record in records:
+        if record.user != user or record.code < 400:
+            continue
+        if (since is not None and record.at < since) or (until is not None and record.at >= until):
+            continue
+        tally[f"{record.verb} {record.resource} {record.code}"] += 1
+    return tally
+
+
 def writes(tally: Mapping[str, int], include_per_operator: bool = False) -> int:
     """Write requests in a tally from `requests_by`; Lease renewals are per operator, not per job."""
     total = 0

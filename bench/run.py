@@ -11,7 +11,7 @@ from typing import Any
 
 from bench.cluster import NAMESPACE, BenchCluster
 from bench.contenders import CONTENDERS, Contender, contender
-from bench.measure import CpuMeter, forced_watch_closes, peak_rss_mib, read_audit, requests_by, writes
+from bench.measure import CpuMeter, forced_watch_closes, peak_rss_mib, read_audit, refused_by, requests_by, writes
 from bench.observe import Timeline
 
 SAMPLE_INTERVAL = 1.0
@@ -141,11 +141,13 @@ async def teardown(cluster: BenchCluster, who: Contender, *tasks: asyncio.Task) 
 def request_figures(
     cluster: BenchCluster, who: Contender, since: datetime.datetime, until: datetime.datetime, jobs: int
 ) -> dict[str, Any]:
-    tally = requests_by(read_audit(cluster.audit_log), who.identity, since, until)
+    records = read_audit(cluster.audit_log)
+    tally = requests_by(records, who.identity, since, until)
     job_writes = writes(tally)
     events = sum(count for key, count in tally.items() if key == "create events")
     return {
         "requests": dict(sorted(tally.items())),
+        "refused_requests": dict(sorted(refused_by(records, who.identity, since, until).items())),
         "writes": job_writes,
         "writes_per_job": round(job_writes / jobs, 2),
         "writes_per_job_without_events": round((job_writes - events) / jobs, 2),

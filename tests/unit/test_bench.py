@@ -11,7 +11,15 @@ import yaml
 
 from bench.contenders import Ours, Raw, metric_sum
 from bench.kubeflow import pytorch_job
-from bench.measure import audit_policy, cpu_seconds, forced_watch_closes, parse_audit_line, requests_by, writes
+from bench.measure import (
+    audit_policy,
+    cpu_seconds,
+    forced_watch_closes,
+    parse_audit_line,
+    refused_by,
+    requests_by,
+    writes,
+)
 from bench.observe import Timeline
 from bench.report import summarize_throughput, targets, throughput_section
 from trainingjob.api import constants as k
@@ -20,7 +28,7 @@ T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 OPERATOR = "system:serviceaccount:trainingjob-system:trainingjob-operator"
 
 
-def audit_line(user: str, verb: str, resource: str, seconds: float, subresource: str = "") -> str:
+def audit_line(user: str, verb: str, resource: str, seconds: float, subresource: str = "", code: int = 201) -> str:
     ref = {"resource": resource, **({"subresource": subresource} if subresource else {})}
     when = (T0 + datetime.timedelta(seconds=seconds)).isoformat().replace("+00:00", "Z")
     return json.dumps(
@@ -28,7 +36,7 @@ def audit_line(user: str, verb: str, resource: str, seconds: float, subresource:
             "user": {"username": user},
             "verb": verb,
             "objectRef": ref,
-            "responseStatus": {"code": 201},
+            "responseStatus": {"code": code},
             "requestReceivedTimestamp": when,
         }
     )
@@ -57,6 +65,20 @@ def test_requests_are_counted_per_identity_and_window_with_subresources() -> Non
     assert writes(window) == 2
     assert writes(window, include_per_operator=True) == 3
     assert parse_audit_line("not json") is None
+
+
+def test_refused_requests_are_counted_by_code() -> None:
+    """A create that met AlreadyExists is a request that did nothing: the run says how many there were."""
+    records = [
+        parse_audit_line(line)
+        for line in (
+            audit_line(OPERATOR, "create", "pods", 1),
+            audit_line(OPERATOR, "create", "pods", 2, code=409),
+            audit_line(OPERATOR, "patch", "trainingjobs", 2, subresource="status", code=409),
+            audit_line("someone-else", "create", "pods", 2, code=409),
+        )
+    ]
+    assert refused_by(records, OPERATOR) == {"create pods 409": 1, "patch trainingjobs/status 409": 1}
 
 
 def test_cpu_seconds_of_this_process_and_of_a_missing_one() -> None:
