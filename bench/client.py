@@ -16,6 +16,9 @@ from typing import Any
 import aiohttp
 import yaml
 
+WATCH_QUIET_S = 150.0  # no byte for this long on a watch with bookmarks: the stream is stalled
+WATCH_RETRY_S = 1.0
+
 
 class ApiError(RuntimeError):
     def __init__(self, status: int, body: str) -> None:
@@ -65,7 +68,9 @@ class Api:
     async def watch(self, path: str) -> AsyncIterator[tuple[str, dict[str, Any]]]:
         """Every object under `path` as ("ADDED", obj) from a list, then its watch events, forever.
 
-        Re-watches from the last resourceVersion when the server ends a watch, and re-lists on 410 Gone.
+        Re-watches from the last resourceVersion when the server ends a watch or the connection breaks or goes
+        quiet for longer than WATCH_QUIET_S (the server sends a bookmark about every minute), and re-lists on 410
+        Gone. A harness whose watch died or stalled waited out its run's whole timeout, and said nothing.
         """
         resource_version = None
         while True:
@@ -75,22 +80,25 @@ class Api:
                 for item in listing.get("items", []):
                     yield "ADDED", item
             query = f"?watch=1&allowWatchBookmarks=true&resourceVersion={resource_version}&timeoutSeconds=600"
-            timeout = aiohttp.ClientTimeout(total=None, sock_read=None)
-            async with self.session.get(self.server + path + query, timeout=timeout) as response:
-                if response.status == 410:
-                    resource_version = None
-                    continue
-                if response.status >= 300:
-                    raise ApiError(response.status, await response.text())
-                async for line in response.content:
-                    event = json.loads(line)
-                    kind, obj = event["type"], event["object"]
-                    if kind == "ERROR":
-                        resource_version = None if obj.get("code") == 410 else resource_version
-                        break
-                    resource_version = obj["metadata"]["resourceVersion"]
-                    if kind != "BOOKMARK":
-                        yield kind, obj
+            timeout = aiohttp.ClientTimeout(total=None, sock_read=WATCH_QUIET_S)
+            try:
+                async with self.session.get(self.server + path + query, timeout=timeout) as response:
+                    if response.status == 410:
+                        resource_version = None
+                        continue
+                    if response.status >= 300:
+                        raise ApiError(response.status, await response.text())
+                    async for line in response.content:
+                        event = json.loads(line)
+                        kind, obj = event["type"], event["object"]
+                        if kind == "ERROR":
+                            resource_version = None if obj.get("code") == 410 else resource_version
+                            break
+                        resource_version = obj["metadata"]["resourceVersion"]
+                        if kind != "BOOKMARK":
+                            yield kind, obj
+            except (aiohttp.ClientError, TimeoutError, ValueError):
+                await asyncio.sleep(WATCH_RETRY_S)  # a broken, cut or quiet stream: watch again from where it was
 
 
 async def create_all(api: Api, requests: Iterable[tuple[str, dict[str, Any]]], concurrency: int) -> int:

@@ -52,6 +52,10 @@ async def follow(cluster: BenchCluster, who: Contender, timeline: Timeline, sync
             task.cancel()
 
 
+def failed(task: asyncio.Task) -> bool:
+    return task.done() and not task.cancelled() and task.exception() is not None
+
+
 async def wait_until(condition: Callable[[], bool], within_s: float, on_tick: Callable[[], None]) -> bool:
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
@@ -99,12 +103,15 @@ async def throughput_run(
     series: list[tuple[float, int]] = []
     try:
         finished = await wait_until(
-            lambda: timeline.all("Succeeded") or (submitter.done() and submitter.exception() is not None),
+            lambda: timeline.all("Succeeded") or failed(submitter) or follower.done(),
             within_s,
             lambda: series.append((timeline.now(), timeline.running_now())),
         )
-        if submitter.done() and submitter.exception() is not None:
+        if failed(submitter):
             raise submitter.exception()
+        if follower.done():  # it watches forever: done means it failed, and every later figure would be wrong
+            cause = None if follower.cancelled() else follower.exception()
+            raise RuntimeError(f"{name}: the harness's watch of pods and jobs stopped") from cause
         ended = utcnow()
         cpu = meter.stop()
         peak = peak_rss_mib(who.pid) if who.pid else None
