@@ -84,6 +84,16 @@ class Contender:
     def start(self, cluster: BenchCluster) -> None:
         """Start (or restart) the controller process and wait until it is ready."""
 
+    def exit_report(self) -> str | None:
+        """None while the contender's process runs (or it has none); else its exit code and the end of its log.
+
+        Our operator exits on purpose when its Lease cannot be renewed in time (a Deployment restarts it); the bench
+        restarts nothing, so a run must end at once with the reason instead of waiting out its timeout."""
+        if self.process is None or self.process.poll() is None:
+            return None
+        tail = self.log_path.read_text(errors="replace")[-2000:] if self.log_path is not None else ""
+        return f"{self.name} exited with {self.process.returncode}:\n{tail}"
+
     def stop(self, hard: bool = False) -> None:
         if self.process is not None and self.process.poll() is None:
             (self.process.kill if hard else self.process.terminate)()
@@ -107,9 +117,9 @@ class Contender:
             self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
 
         def ready() -> bool:
-            if self.process.poll() is not None:
-                tail = self.log_path.read_text(errors="replace")[-2000:]
-                raise RuntimeError(f"{self.name} exited with {self.process.returncode}:\n{tail}")
+            report = self.exit_report()
+            if report is not None:
+                raise RuntimeError(report)
             while_waiting()
             return scrape(ready_url) != ""
 

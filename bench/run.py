@@ -103,12 +103,15 @@ async def throughput_run(
     series: list[tuple[float, int]] = []
     try:
         finished = await wait_until(
-            lambda: timeline.all("Succeeded") or failed(submitter) or follower.done(),
+            lambda: timeline.all("Succeeded") or failed(submitter) or follower.done() or who.exit_report() is not None,
             within_s,
             lambda: series.append((timeline.now(), timeline.running_now())),
         )
         if failed(submitter):
             raise submitter.exception()
+        exited = who.exit_report()
+        if exited is not None:
+            raise RuntimeError(exited)
         if follower.done():  # it watches forever: done means it failed, and every later figure would be wrong
             cause = None if follower.cancelled() else follower.exception()
             raise RuntimeError(f"{name}: the harness's watch of pods and jobs stopped") from cause

@@ -5,11 +5,14 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import yaml
 
-from bench.contenders import Ours, Raw, metric_sum
+from bench.contenders import Contender, Ours, Raw, metric_sum
 from bench.kubeflow import pytorch_job
 from bench.measure import (
     audit_policy,
@@ -243,3 +246,18 @@ def test_forced_watch_closes_are_counted_from_the_api_server_log(tmp_path) -> No
     close = 'I1126 cache_watcher.go:203] Forcing pods watcher close due to unresponsiveness: key: "/pods/"\n'
     log.write_text(close + "I1126 something else\n" + close)
     assert forced_watch_closes(log) == 2
+
+
+def test_a_contender_that_exited_is_reported_with_its_code_and_log(tmp_path: Path) -> None:
+    """A run must end at once when the operator exits (it does on a lost Lease), not wait out its timeout."""
+    contender = Contender("trainingjob-operator", "someone", log_path=tmp_path / "operator.log")
+    assert contender.exit_report() is None, "no process: nothing to report"
+    with contender.log_path.open("wb") as log:  # type: ignore[union-attr]
+        contender.process = subprocess.Popen(
+            [sys.executable, "-c", "import time; time.sleep(0.3); print('leadership lost'); raise SystemExit(3)"],
+            stdout=log,
+        )
+    assert contender.exit_report() is None, "still running"
+    contender.process.wait(timeout=10)
+    report = contender.exit_report() or ""
+    assert report.startswith("trainingjob-operator exited with 3:") and "leadership lost" in report
