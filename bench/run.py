@@ -56,6 +56,21 @@ def failed(task: asyncio.Task) -> bool:
     return task.done() and not task.cancelled() and task.exception() is not None
 
 
+def run_broken(name: str, who: Contender, submitter: asyncio.Task, follower: asyncio.Task) -> BaseException | None:
+    """Why a run can no longer finish, if it cannot: the submitter failed, the operator exited, or the harness's
+    watch (which runs forever) ended, after which every later figure would be wrong."""
+    if failed(submitter):
+        return submitter.exception()
+    exited = who.exit_report()
+    if exited is not None:
+        return RuntimeError(exited)
+    if follower.done():
+        problem = RuntimeError(f"{name}: the harness's watch of pods and jobs stopped")
+        problem.__cause__ = None if follower.cancelled() else follower.exception()
+        return problem
+    return None
+
+
 async def wait_until(condition: Callable[[], bool], within_s: float, on_tick: Callable[[], None]) -> bool:
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
@@ -103,18 +118,13 @@ async def throughput_run(
     series: list[tuple[float, int]] = []
     try:
         finished = await wait_until(
-            lambda: timeline.all("Succeeded") or failed(submitter) or follower.done() or who.exit_report() is not None,
+            lambda: timeline.all("Succeeded") or run_broken(name, who, submitter, follower) is not None,
             within_s,
             lambda: series.append((timeline.now(), timeline.running_now())),
         )
-        if failed(submitter):
-            raise submitter.exception()
-        exited = who.exit_report()
-        if exited is not None:
-            raise RuntimeError(exited)
-        if follower.done():  # it watches forever: done means it failed, and every later figure would be wrong
-            cause = None if follower.cancelled() else follower.exception()
-            raise RuntimeError(f"{name}: the harness's watch of pods and jobs stopped") from cause
+        problem = run_broken(name, who, submitter, follower)
+        if problem is not None:
+            raise problem
         ended = utcnow()
         cpu = meter.stop()
         peak = peak_rss_mib(who.pid) if who.pid else None
@@ -171,7 +181,7 @@ async def steady_run(
     cluster, who, timeline, follower, submitter, _ = await start_workload(name, jobs, workers, nodes, None, say)
     try:
         running = await wait_until(lambda: timeline.all("Running") or submitter.done(), within_s, lambda: None)
-        if submitter.done() and submitter.exception() is not None:
+        if failed(submitter):
             raise submitter.exception()
         running = running and await wait_until(lambda: timeline.all("Running"), within_s, lambda: None)
         if not running:
