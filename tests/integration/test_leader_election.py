@@ -6,7 +6,9 @@ that every pod the old leader created keeps its UID, and that the standby wrote 
 
 from __future__ import annotations
 
+import asyncio
 import time
+from pathlib import Path
 
 import pytest
 
@@ -98,3 +100,59 @@ def test_a_restarted_leader_retakes_its_own_lease_at_once(kube: Kube, operator: 
         assert retaken.lease_transitions == lease.lease_transitions  # the same holder: no transition
     finally:
         adopt(operator, restarted)
+
+
+async def renew_beside_busy_writers(kubeconfig: Path, namespace: str) -> tuple[bool, list[str]]:
+    """Take every connection of the operator's writers' pool (held watches), then lead on the Lease client the
+    operator builds beside it for 3 s, past the renew deadline. (Whether a writer waited; the leader's edges.)"""
+    from kubernetes_asyncio import client, config
+
+    from trainingjob.config import OperatorConfig
+    from trainingjob.operator.leader import LeaderElector, LeaseSettings
+    from trainingjob.operator.process import open_clients, writer_connections
+
+    await config.load_kube_config(config_file=str(kubeconfig))
+    operator_config = OperatorConfig(max_concurrent_creates=1, max_concurrent_reconciles=1)
+    clients = open_clients(operator_config, lambda *_: None)
+    core = client.CoreV1Api(clients.api)
+    held = []
+    edges: list[str] = []
+    try:
+        for _ in range(writer_connections(operator_config)):
+            held.append(await core.list_namespaced_config_map(namespace, watch=True, _preload_content=False))
+        try:
+            async with asyncio.timeout(1):
+                await core.read_namespace(namespace)
+            writer_waited = False
+        except TimeoutError:
+            writer_waited = True
+        timing = {"lease_duration": 4.0, "renew_deadline": 2.0, "retry_period": 0.2}
+        settings = LeaseSettings(namespace, "busy-writers", identity="busy-writers", **timing)
+        elector = LeaderElector(client.CoordinationV1Api(clients.lease), settings)
+        leading = asyncio.Event()
+        task = asyncio.create_task(elector.run(leading.set, lambda: edges.append("stopped")))
+        try:
+            await asyncio.wait_for(leading.wait(), 10)
+            edges.append("started")
+            await asyncio.sleep(3)
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        return writer_waited, edges
+    finally:
+        for response in held:
+            response.close()
+        await clients.close()
+
+
+def test_the_leader_renews_its_lease_while_every_writer_connection_is_busy(kube: Kube, namespace: str) -> None:
+    """A creation burst can hold every connection of the writers' pool for seconds; a renewal queued behind it
+    missed the renew deadline once at 1000 x 8 and the healthy leader stopped. The Lease has a client of its own."""
+    writer_waited, edges = asyncio.run(renew_beside_busy_writers(kube.kubeconfig, namespace))
+    assert writer_waited, "the test did not take every writer connection"
+    assert edges == ["started"], edges
+    from kubernetes import client
+
+    lease = client.CoordinationV1Api(kube.api).read_namespaced_lease("busy-writers", namespace).spec
+    assert lease.holder_identity == "busy-writers"
+    assert (lease.renew_time - lease.acquire_time).total_seconds() >= 2.5  # renewed all along, not just acquired

@@ -24,10 +24,14 @@ def held_by(holder: str | None, renewed: datetime.datetime | None, duration: int
 
 
 class FakeCoordination:
-    """One Lease in memory; reads or replaces can be made to hang until cancelled, as on a dead connection."""
+    """One Lease in memory; reads or replaces can be made to hang until cancelled, as on a dead connection. A
+    replace carrying another resourceVersion than the stored one conflicts (409), as on the API server."""
 
     def __init__(self, lease: client.V1Lease | None = None) -> None:
         self.lease = lease
+        self.version = 1
+        self.reads = 0
+        self.conflicts = 0
         self.hang_reads = False
         self.hang_replaces = False
         self.cancelled = 0
@@ -42,23 +46,37 @@ class FakeCoordination:
             raise
 
     async def read_namespaced_lease(self, name: str, namespace: str) -> client.V1Lease:
+        self.reads += 1
         if self.hang_reads:
             await self._hang()
         if self.lease is None:
             raise ApiException(status=404)
         return copy.deepcopy(self.lease)
 
-    async def create_namespaced_lease(self, namespace: str, body: client.V1Lease) -> client.V1Lease:
+    def _store(self, body: client.V1Lease) -> client.V1Lease:
+        self.version += 1
         self.lease = copy.deepcopy(body)
-        return body
+        self.lease.metadata.resource_version = str(self.version)
+        return copy.deepcopy(self.lease)
+
+    def write_as(self, holder: str) -> None:
+        """Another replica (or a user) writes the Lease: our resourceVersion is stale from now on."""
+        self._store(held_by(holder, WALL))
+
+    async def create_namespaced_lease(self, namespace: str, body: client.V1Lease) -> client.V1Lease:
+        return self._store(body)
 
     async def replace_namespaced_lease(self, name: str, namespace: str, body: client.V1Lease) -> client.V1Lease:
         if self.hang_replaces:
             await self._hang()
+        stored = self.lease.metadata.resource_version if self.lease is not None else None
+        if body.metadata.resource_version != stored:
+            self.conflicts += 1
+            raise ApiException(status=409, reason="Conflict")
         self.renewed_at.append(time.monotonic())
-        self.lease = copy.deepcopy(body)
+        written = self._store(body)
         self.on_renew()
-        return body
+        return written
 
 
 class Clock:
@@ -158,6 +176,54 @@ def test_a_hung_acquire_is_abandoned_and_retried() -> None:
 
     asyncio.run(scenario())
     assert candidate.is_leader and api.lease.spec.holder_identity == "me"
+
+
+def test_a_leader_renews_without_reading_the_lease_first() -> None:
+    """One request per renewal: under a busy API server a renewal has one request to get through, not two."""
+    api = FakeCoordination()
+    leader = elector(api, lease_duration=2.0, renew_deadline=1.0, retry_period=0.02)
+
+    async def scenario() -> None:
+        renewed = asyncio.Event()
+        api.on_renew = lambda: len(api.renewed_at) >= 5 and renewed.set()
+        task = asyncio.create_task(leader.run(lambda: None, lambda: None))
+        await asyncio.wait_for(renewed.wait(), 5)
+        task.cancel()
+
+    asyncio.run(scenario())
+    assert api.reads == 1  # the acquisition's read (no Lease yet); none of the five renewals read
+    assert api.lease.spec.holder_identity == "me"
+
+
+def renew_after_a_write_by(holder: str) -> tuple[list[bool], FakeCoordination, LeaderElector]:
+    """Lead, let `holder` write the Lease, renew once more: (both attempts' outcomes, the API, the elector)."""
+    api = FakeCoordination()
+    leader = elector(api, Clock())
+
+    async def scenario() -> list[bool]:
+        outcomes = [await leader.try_acquire_or_renew()]
+        leader.is_leader = True
+        api.write_as(holder)
+        outcomes.append(await leader.try_acquire_or_renew())
+        return outcomes
+
+    return asyncio.run(scenario()), api, leader
+
+
+def test_a_conflicting_renewal_reads_the_lease_and_renews_it_if_still_ours() -> None:
+    """Someone wrote our Lease (a label, say) since our last renewal: the unread write conflicts, the read that
+    follows shows it still ours, and the renewal goes through in the same attempt."""
+    outcomes, api, _ = renew_after_a_write_by("me")
+    assert outcomes == [True, True]
+    assert api.conflicts == 1 and api.reads == 2  # the acquisition's read, and the one after the conflict
+    assert api.lease.spec.holder_identity == "me" and len(api.renewed_at) == 1
+
+
+def test_a_leader_whose_lease_another_replica_took_does_not_renew_over_it() -> None:
+    outcomes, api, leader = renew_after_a_write_by("other")
+    assert outcomes == [True, False]
+    assert api.conflicts == 1 and api.renewed_at == []
+    assert api.lease.spec.holder_identity == "other" and leader.held is None
 
 
 def test_api_errors_are_logged_as_one_line() -> None:

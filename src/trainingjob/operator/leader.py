@@ -12,6 +12,9 @@ Two details make that hold on real networks and clocks, both as in client-go:
 - Every acquire or renew attempt is cut off by a timeout, and a leader must complete a renewal within
   `renew_deadline` of starting its last successful one. A hung request therefore cannot keep a leader
   reconciling after standbys (which wait `lease_duration`, longer than `renew_deadline`) may have taken over.
+- A leader renews optimistically: it replaces the Lease it last wrote (its resourceVersion is the precondition)
+  without reading it first, one request instead of two, and reads only when that write conflicts (client-go's
+  fast path since 1.27). A renewal then has a single request to get through a busy API server.
 """
 
 from __future__ import annotations
@@ -110,6 +113,8 @@ class LeaderElector:
         self.is_leader = False
         self.observed = Observation()
         self._clock = clock
+        # The Lease as our last successful write returned it (its resourceVersion), for the optimistic renewal.
+        self.held: client.V1Lease | None = None
 
     def _spec(self, now: datetime.datetime, transitions: int, acquired: datetime.datetime) -> client.V1LeaseSpec:
         return client.V1LeaseSpec(
@@ -122,6 +127,8 @@ class LeaderElector:
 
     async def try_acquire_or_renew(self) -> bool:
         """One attempt; True while we hold the Lease. Conflicts (another replica won) are a plain False."""
+        if self.is_leader and self.held is not None and await self._renew_held(self.held):
+            return True
         now = _now()
         try:
             lease = await self.coordination.read_namespaced_lease(self.settings.name, self.settings.namespace)
@@ -142,15 +149,29 @@ class LeaderElector:
             self.coordination.replace_namespaced_lease(self.settings.name, self.settings.namespace, lease), lease.spec
         )
 
+    async def _renew_held(self, lease: client.V1Lease) -> bool:
+        """Replace the Lease we last wrote, unread; False when someone wrote it since (the caller reads it)."""
+        spec = lease.spec
+        renewed = client.V1Lease(
+            metadata=lease.metadata,
+            spec=self._spec(_now(), spec.lease_transitions or 0, spec.acquire_time or _now()),
+        )
+        request = self.coordination.replace_namespaced_lease(self.settings.name, self.settings.namespace, renewed)
+        if await self._write(request, renewed.spec):
+            return True
+        self.held = None
+        return False
+
     async def _write(self, request: Awaitable, spec: client.V1LeaseSpec) -> bool:
         """Send a create or replace; on success the record we wrote is the one we last observed."""
         try:
-            await request
+            written = await request
         except ApiException as error:
             if error.status == 409:
                 return False
             raise
         self.observed = Observation(lease_record(spec), self._clock())
+        self.held = written if isinstance(written, client.V1Lease) else None
         return True
 
     async def run(self, on_started_leading: Callable[[], None], on_stopped_leading: Callable[[], None]) -> None:
@@ -214,3 +235,4 @@ class LeaderElector:
         except (TimeoutError, ApiException, OSError) as error:
             logger.warning("could not release the lease: %s", getattr(error, "reason", None) or repr(error))
         self.is_leader = False
+        self.held = None

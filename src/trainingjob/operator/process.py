@@ -14,7 +14,7 @@ import functools
 import logging
 import os
 import signal
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from urllib.parse import urlparse
 
 from aiohttp import web
@@ -42,6 +42,8 @@ logger = logging.getLogger(__name__)
 SERVICE_NAME = "trainingjob-operator"  # the operator's Service: the progress certificate is issued for its names
 WATCH_TIMEOUT_MAX = 240
 WRITER_SPARE_CONNECTIONS = 8
+# The Lease's own connection: a renewal is two small requests every 2 s, never in flight twice.
+LEASE_CONNECTIONS = 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,11 +74,41 @@ def watch_timeout(stuck_after: float) -> int:
 
 def writer_connections(config: OperatorConfig) -> int:
     """Connections of the writers' client: one per create slot, two per reconcile worker (its job or status write
-    and its Events) and a few for the Lease and lookups. The client's default (100) let a creation burst open
-    connections whose buffers the peak RSS kept: at 1000 x 8 the peak went from 152-154 to 144-146 MiB with this
-    cap, pods created as fast (bench/findings.md). Capped at one per reconcile worker, the pods were created 7-26 %
-    slower."""
+    and its Events) and a few for lookups (the Lease has a client of its own). The client's default (100) let a
+    creation burst open connections whose buffers the peak RSS kept: at 1000 x 8 the peak went from 152-154 to
+    144-146 MiB with this cap, pods created as fast (bench/findings.md). Capped at one per reconcile worker, the pods
+    were created 7-26 % slower."""
     return config.max_concurrent_creates + 2 * config.max_concurrent_reconciles + WRITER_SPARE_CONNECTIONS
+
+
+@dataclasses.dataclass(frozen=True)
+class Clients:
+    """The operator's three API clients, each with its own connection pool.
+
+    `api` (the writers: creates, status, Events, lookups) is capped (see writer_connections); `watch_api` holds the
+    informers' long-lived watches, unbounded; `lease` renews the leader's Lease. A renewal queued behind a creation
+    burst in the writers' pool could miss the renew deadline and stop a healthy leader (a leader lost its Lease
+    once in a 1000 x 8 bench run, cause not traced), so it never waits for a writer's connection.
+    """
+
+    api: CountingApiClient
+    watch_api: CountingApiClient
+    lease: CountingApiClient
+
+    async def close(self) -> None:
+        for api in (self.api, self.watch_api, self.lease):
+            await api.close()
+
+
+def open_clients(config: OperatorConfig, count: Callable[[str, str, int], None]) -> Clients:
+    """The clients, configured from the loaded kubeconfig or in-cluster credentials (the default Configuration)."""
+
+    def pooled(connections: int) -> CountingApiClient:
+        configuration = client.Configuration.get_default_copy()
+        configuration.connection_pool_maxsize = connections  # aiohttp: 0 is no limit
+        return CountingApiClient(count, configuration=configuration)
+
+    return Clients(api=pooled(writer_connections(config)), watch_api=pooled(0), lease=pooled(LEASE_CONNECTIONS))
 
 
 async def run(options: ProcessOptions) -> None:
@@ -87,17 +119,10 @@ async def run(options: ProcessOptions) -> None:
         loop.add_signal_handler(sig, stop.set)
     config = options.config
     metrics = OperatorMetrics()
-    count = functools.partial(_count, metrics)
-    api_configuration = client.Configuration.get_default_copy()
-    api_configuration.connection_pool_maxsize = writer_connections(config)
-    api = CountingApiClient(count, configuration=api_configuration)
-    # Watches hold their connections open: their own client, so they never take the writers' connection slots.
-    watch_configuration = client.Configuration.get_default_copy()
-    watch_configuration.connection_pool_maxsize = 0  # aiohttp: no limit
-    watch_api = CountingApiClient(count, configuration=watch_configuration)
-    cleanup: list = [api.close, watch_api.close]
+    clients = open_clients(config, functools.partial(_count, metrics))
+    cleanup: list = [clients.close]
     try:
-        await _serve(options, config, metrics, api, watch_api, cleanup, stop)
+        await _serve(options, config, metrics, clients, cleanup, stop)
     finally:
         for step in reversed(cleanup):
             try:
@@ -110,11 +135,11 @@ async def _serve(
     options: ProcessOptions,
     config: OperatorConfig,
     metrics: OperatorMetrics,
-    api: CountingApiClient,
-    watch_api: CountingApiClient,
+    clients: Clients,
     cleanup: list,
     stop: asyncio.Event,
 ) -> None:
+    api, watch_api = clients.api, clients.watch_api
     if options.webhooks is not None:
         settings = dataclasses.replace(options.webhooks, in_cluster=options.in_cluster)
         try:
@@ -159,7 +184,7 @@ async def _serve(
         reconciler.start()
     else:
         settings = LeaseSettings(config.lease_namespace, config.lease_name, identity=config.lease_identity)
-        elector = LeaderElector(client.CoordinationV1Api(api), settings)
+        elector = LeaderElector(client.CoordinationV1Api(clients.lease), settings)
         election = asyncio.create_task(elector.run(reconciler.start_leading, stop_on_lost_lease), name="election")
         cleanup.append(elector.release)
         cleanup.append(functools.partial(_cancel, election))
