@@ -97,7 +97,9 @@ async def main(args: argparse.Namespace) -> int:
     )
     findings = FINDINGS.read_text() if FINDINGS.exists() else ""
     if args.report_only:
-        write_report(records, args.docs, preamble, findings)
+        # The runs' machine, not this one: the tables were measured there.
+        recorded = json.loads(existing.read_text()).get("machine") if existing.exists() else None
+        write_report(records, args.docs, preamble, findings, recorded)
         say(f"wrote {args.docs / 'benchmarks.md'} from {len(records)} recorded runs")
         return 0
 

@@ -268,13 +268,17 @@ def targets(summary: dict[tuple[int, int], dict[str, dict[str, Any]]], records: 
     return "".join(lines)
 
 
-def write_report(records: list[dict[str, Any]], docs: Path, preamble: str, findings: str) -> Path:
-    """docs/benchmarks.md + docs/benchmarks.json + docs/benchmarks-running.png."""
+def write_report(
+    records: list[dict[str, Any]], docs: Path, preamble: str, findings: str, measured_on: dict[str, str] | None = None
+) -> Path:
+    """docs/benchmarks.md + docs/benchmarks.json + docs/benchmarks-running.png. `measured_on`: the machine the
+    records were measured on, when it is not this one (a report rewritten later, maybe elsewhere)."""
     docs.mkdir(parents=True, exist_ok=True)
-    (docs / "benchmarks.json").write_text(json.dumps({"machine": machine(), "runs": records}, indent=1) + "\n")
+    facts = measured_on or machine()
+    (docs / "benchmarks.json").write_text(json.dumps({"machine": facts, "runs": records}, indent=1) + "\n")
     plotted = plot(records, docs / "benchmarks-running.png")
     summary = summarize_throughput(records)
-    parts = [preamble, "\n## Machine\n\n", "".join(f"- {k}: {v}\n" for k, v in machine().items())]
+    parts = [preamble, "\n## Machine\n\n", "".join(f"- {k}: {v}\n" for k, v in facts.items())]
     parts += ["\n## Targets\n\n", targets(summary, records), "\n## Throughput (medians)\n\n"]
     parts += [throughput_section(scenario, figures) + "\n" for scenario, figures in summary.items()]
     parts += ["## Steady state and restart\n\n", steady_section(records), "\n", gang_section(records)]

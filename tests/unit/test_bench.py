@@ -24,7 +24,7 @@ from bench.measure import (
     writes,
 )
 from bench.observe import Timeline
-from bench.report import summarize_throughput, targets, throughput_section
+from bench.report import machine, summarize_throughput, targets, throughput_section, write_report
 from trainingjob.api import constants as k
 
 T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
@@ -261,3 +261,12 @@ def test_a_contender_that_exited_is_reported_with_its_code_and_log(tmp_path: Pat
     contender.process.wait(timeout=10)
     report = contender.exit_report() or ""
     assert report.startswith("trainingjob-operator exited with 3:") and "leadership lost" in report
+
+
+def test_a_rewritten_report_keeps_the_machine_its_runs_were_measured_on(tmp_path: Path) -> None:
+    """`--report-only` on another machine once relabelled the tables' Intel runs with the AMD machine it ran on."""
+    measured_on = {"cpu": "a machine that is not this one", "memory": "1 GiB"}
+    assert machine() != measured_on
+    report = write_report([], tmp_path, "preamble\n", "findings\n", measured_on)
+    assert "- cpu: a machine that is not this one\n" in report.read_text()
+    assert json.loads((tmp_path / "benchmarks.json").read_text())["machine"] == measured_on
