@@ -86,9 +86,11 @@ async def main(args: argparse.Namespace) -> int:
         say(f"unknown contender(s): {', '.join(sorted(unknown))}")
         return 2
     records: list[dict[str, Any]] = []
+    recorded_machine = None  # the machine the kept runs were measured on
     existing = args.docs / "benchmarks.json"
     if (args.append or args.report_only) and existing.exists():
-        records = json.loads(existing.read_text())["runs"]
+        document = json.loads(existing.read_text())
+        records, recorded_machine = document["runs"], document.get("machine")
     preamble = PREAMBLE.format(
         concurrency=CREATE_CONCURRENCY,
         nodes=args.nodes,
@@ -98,8 +100,7 @@ async def main(args: argparse.Namespace) -> int:
     findings = FINDINGS.read_text() if FINDINGS.exists() else ""
     if args.report_only:
         # The runs' machine, not this one: the tables were measured there.
-        recorded = json.loads(existing.read_text()).get("machine") if existing.exists() else None
-        write_report(records, args.docs, preamble, findings, recorded)
+        write_report(records, args.docs, preamble, findings, recorded_machine)
         say(f"wrote {args.docs / 'benchmarks.md'} from {len(records)} recorded runs")
         return 0
 

@@ -142,7 +142,8 @@ async def renew_beside_busy_writers(kubeconfig: Path, namespace: str) -> tuple[b
     finally:
         for response in held:
             response.close()
-        await clients.close()
+        for api in (clients.api, clients.watch_api, clients.lease):
+            await api.close()
 
 
 def test_the_leader_renews_its_lease_while_every_writer_connection_is_busy(kube: Kube, namespace: str) -> None:

@@ -42,7 +42,7 @@ logger = logging.getLogger(__name__)
 SERVICE_NAME = "trainingjob-operator"  # the operator's Service: the progress certificate is issued for its names
 WATCH_TIMEOUT_MAX = 240
 WRITER_SPARE_CONNECTIONS = 8
-# The Lease's own connection: a renewal is two small requests every 2 s, never in flight twice.
+# The Lease's own connection: a renewal is one small request every 2 s, never in flight twice.
 LEASE_CONNECTIONS = 1
 
 
@@ -95,10 +95,6 @@ class Clients:
     watch_api: CountingApiClient
     lease: CountingApiClient
 
-    async def close(self) -> None:
-        for api in (self.api, self.watch_api, self.lease):
-            await api.close()
-
 
 def open_clients(config: OperatorConfig, count: Callable[[str, str, int], None]) -> Clients:
     """The clients, configured from the loaded kubeconfig or in-cluster credentials (the default Configuration)."""
@@ -120,7 +116,7 @@ async def run(options: ProcessOptions) -> None:
     config = options.config
     metrics = OperatorMetrics()
     clients = open_clients(config, functools.partial(_count, metrics))
-    cleanup: list = [clients.close]
+    cleanup: list = [clients.api.close, clients.watch_api.close, clients.lease.close]  # each closed whatever fails
     try:
         await _serve(options, config, metrics, clients, cleanup, stop)
     finally:
