@@ -161,7 +161,11 @@ class Applier:
             result.writes += 1
         if isinstance(action, CreateChild) and outcome == DONE:
             result.created += 1
-        if isinstance(action, CreateChild) and action.kind == "Pod" and outcome in (DONE, EXISTED):
+        # Only a pod this call created is claimed: its watch event will come. A create that met AlreadyExists
+        # claims nothing (client-go settles it at once): the pod is either in the cache already, on its way there
+        # (the next plan meets AlreadyExists again, harmlessly), or not this job's at all (relabelled or another
+        # owner's), and then no event of this job would ever settle the claim.
+        if isinstance(action, CreateChild) and action.kind == "Pod" and outcome == DONE:
             result.claimed_pods.append(action.name)
         if isinstance(action, DeleteChild) and action.uid and outcome in (DONE, GONE):
             result.released_pods.append(action.uid)  # a pod's or a gang object's: see Reconciler.observed
@@ -268,7 +272,7 @@ class Applier:
                 await self._apply_child(job, action)
             except ApiException as error:
                 if isinstance(action, CreateChild) and error.status == 409:
-                    return EXISTED  # the name is deterministic, so it is ours
+                    return EXISTED  # the name is deterministic: ours, or a namesake the planner will see
                 if isinstance(action, DeleteChild) and error.status in (404, 409):
                     return GONE  # gone already, or a newer namesake (uid precondition failed)
                 if isinstance(action, CreateChild) and is_invalid_child(error):

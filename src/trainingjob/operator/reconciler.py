@@ -13,13 +13,14 @@ from typing import Any
 from trainingjob.api.types import TrainingJob, format_time
 from trainingjob.config import OperatorConfig
 from trainingjob.operator.apply import Applier, ApplyResult
-from trainingjob.operator.expectations import pending_expectations
+from trainingjob.operator.expectations import pending_expectations, sighted
 from trainingjob.operator.logs import reconcile_context
 from trainingjob.operator.lookups import Lookups
 from trainingjob.operator.metrics import OperatorMetrics
 from trainingjob.operator.mlflow import MlflowRuns
 from trainingjob.operator.quota_gate import QuotaGate, creates_workers
 from trainingjob.operator.serving import ServingReconciler, is_model_key
+from trainingjob.operator.store import Index, ObjectKey
 from trainingjob.operator.workqueue import WorkQueue
 from trainingjob.progress.report import Report, merge_reports
 from trainingjob.reconcile.actions import Plan
@@ -93,6 +94,9 @@ class Reconciler:
         # (expectations, as in the ReplicaSet controller; they expire so a missed event cannot pin them).
         self.claimed: dict[JobKey, dict[str, float]] = {}
         self.released: dict[JobKey, dict[str, float]] = {}
+        pods = indexes.get("worker_pods")
+        if isinstance(pods, Index):  # the informers' index: a claim is met when its pod's event arrives
+            pods.on_put = self.pod_sighted
         # resourceVersion of a job body we wrote over: until the cache shows our write, planning from it is moot.
         self.superseded: dict[JobKey, str] = {}
         # Newest accepted progress report per job not yet in status, and when progress was last written.
@@ -111,6 +115,11 @@ class Reconciler:
 
     def enqueue(self, key: JobKey) -> None:
         self.queue.add(key)
+
+    def pod_sighted(self, key: JobKey, pod: ObjectKey) -> None:
+        """The pod watch filed `pod` under job `key`: a claim on its name is met, even if the pod is gone again
+        before the job is next planned (a plan would then wait for a pod that will not come)."""
+        sighted(self.claimed, key, pod[1])
 
     def caches_synced(self) -> None:
         """Called once every informer holds its first listing (operator/process.py); workers plan nothing before.

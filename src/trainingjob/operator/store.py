@@ -30,10 +30,14 @@ class Contribution:
 
 
 class Index(Mapping[Hashable, ValuesView]):
-    """key -> the views filed under it (iterable); what the reconciler reads."""
+    """key -> the views filed under it (iterable); what the reconciler reads.
+
+    `on_put(key, obj)`, when set, hears of every view filed as its event is applied, before any plan reads the
+    index: the reconciler settles its expectations on it (operator/expectations.py)."""
 
     def __init__(self) -> None:
         self.by_key: dict[Hashable, dict[ObjectKey, Any]] = {}
+        self.on_put: Callable[[Hashable, ObjectKey], None] | None = None
 
     def __getitem__(self, key: Hashable) -> ValuesView:
         return self.by_key[key].values()
@@ -46,6 +50,8 @@ class Index(Mapping[Hashable, ValuesView]):
 
     def put(self, key: Hashable, obj: ObjectKey, view: Any) -> None:
         self.by_key.setdefault(key, {})[obj] = view
+        if self.on_put is not None:
+            self.on_put(key, obj)
 
     def remove(self, key: Hashable, obj: ObjectKey) -> None:
         views = self.by_key.get(key)
