@@ -20,6 +20,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from trainingjob.api import constants as k
+from trainingjob.cli.kube import api_message
 
 PAGE = 100
 PARALLEL = 8
@@ -45,6 +46,7 @@ async def _crd(extensions: client.ApiextensionsV1Api) -> dict[str, Any]:
 async def _rewrite(custom: client.CustomObjectsApi, job: dict[str, Any], version: str, migration: Migration) -> None:
     """Write the job back unchanged; on a conflict read it again and retry, as a migrator must."""
     namespace, name = job["metadata"]["namespace"], job["metadata"]["name"]
+    conflict = ""
     for _ in range(RETRIES):
         try:
             await custom.replace_namespaced_custom_object(k.GROUP, version, namespace, k.PLURAL, name, job)
@@ -57,6 +59,7 @@ async def _rewrite(custom: client.CustomObjectsApi, job: dict[str, Any], version
             if error.status != 409:
                 migration.failed.append(f"{namespace}/{name}: {error.status} {error.reason}")
                 return
+            conflict = api_message(error)
         try:
             job = await custom.get_namespaced_custom_object(k.GROUP, version, namespace, k.PLURAL, name)
         except ApiException as error:
@@ -64,7 +67,8 @@ async def _rewrite(custom: client.CustomObjectsApi, job: dict[str, Any], version
                 migration.gone += 1
                 return
             raise
-    migration.failed.append(f"{namespace}/{name}: still conflicting after {RETRIES} attempts")
+    # The API server's words for the last conflict: a writer racing us, or a refusal that no retry can pass.
+    migration.failed.append(f"{namespace}/{name}: still conflicting after {RETRIES} attempts ({conflict})")
 
 
 async def migrate_storage(api: client.ApiClient, dry_run: bool = False) -> Migration:
