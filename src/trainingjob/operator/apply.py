@@ -272,7 +272,7 @@ class Applier:
                 await self._apply_child(job, action)
             except ApiException as error:
                 if isinstance(action, CreateChild) and error.status == 409:
-                    return EXISTED  # the name is deterministic: ours, or a namesake the planner will see
+                    return EXISTED  # the name is deterministic: ours, or a namesake that is not (see account)
                 if isinstance(action, DeleteChild) and error.status in (404, 409):
                     return GONE  # gone already, or a newer namesake (uid precondition failed)
                 if isinstance(action, CreateChild) and is_invalid_child(error):
