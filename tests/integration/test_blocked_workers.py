@@ -203,3 +203,23 @@ def test_a_checkpoint_pvc_that_cannot_bind_is_explained(kube: Kube, namespace: s
     assert "checkpoint PVC ckpt-checkpoints is still Pending" in message
     assert "ReadWriteMany from StorageClass no-such-class" in message
     wait_until(lambda: "CheckpointVolumePending" in warnings(kube, namespace, "ckpt"), REACT, "a Warning Event")
+
+
+def test_a_worker_name_held_by_a_relabelled_pod_is_explained_until_it_is_gone(kube: Kube, namespace: str) -> None:
+    # Relabelling a pod out of its controller is how one quarantines it for debugging: a ReplicaSet then creates a
+    # pod under a new name, but a worker's name is fixed, and the relabelled pod, no longer watched, keeps it.
+    backoff = {"backoff": {"baseSeconds": 2, "maxSeconds": 4}}
+    create_job(kube, namespace, job_manifest("held", workers=2, complete_after=None, failurePolicy=backoff))
+    wait_phase(kube, namespace, "held", "Running", timeout=REACT)
+    kube.core.patch_namespaced_pod("held-worker-0", namespace, {"metadata": {"labels": {k.LABEL_JOB_NAME: "debug"}}})
+    job = wait_blocked(kube, namespace, "held", "PodNameTaken")
+    message = blocked(job)["message"]
+    assert message.startswith("worker 0 (pod held-worker-0) cannot be created: a pod of that name is not this job's")
+    assert f"its label {k.LABEL_JOB_NAME} is 'debug'" in message and message in job["status"]["message"]
+    assert f"kubectl delete pod held-worker-0 -n {namespace}" in message
+    wait_until(lambda: "PodNameTaken" in warnings(kube, namespace, "held"), REACT, "a Warning Event")
+    kube.core.delete_namespaced_pod("held-worker-0", namespace, grace_period_seconds=0)  # its deletion: no event
+    job = wait_phase(kube, namespace, "held", "Running", timeout=REACT)
+    assert blocked(job) is None
+    workers = {p.metadata.name: p.metadata.labels[k.LABEL_JOB_NAME] for p in live_pods(kube, namespace, "held")}
+    assert workers == {"held-worker-0": "held", "held-worker-1": "held"}

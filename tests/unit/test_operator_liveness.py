@@ -68,7 +68,7 @@ def test_a_dead_reconcile_worker_fails_liveness() -> None:
 def test_a_job_admission_refuses_is_requeued_with_backoff_not_at_once() -> None:
     """Requeued at once, a job whose Service create a terminating namespace refuses spun at tens of reconciles a
     second until the namespace was gone."""
-    from trainingjob.operator.reconciler import admission_requeue_delay
+    from trainingjob.operator.backoffs import admission_requeue_delay
 
     assert [admission_requeue_delay(n) for n in (1, 2, 3, 4)] == [0.5, 1.0, 2.0, 4.0]
     assert admission_requeue_delay(50) == 30.0

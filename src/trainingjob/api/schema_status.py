@@ -29,8 +29,9 @@ def _condition() -> Schema:
             "type": string(
                 "Condition type in CamelCase: Running, GangScheduled (the current gang is placed; only for a gang, "
                 "see status.gang), Blocked (something keeps the workers from running: a worker that cannot start "
-                "or be scheduled, admission refusing them, a pod stuck Terminating, a Pending checkpoint PVC, a gang "
-                "API the cluster does not serve), Restarting, Suspended, Succeeded, Failed.",
+                "or be scheduled, admission refusing them, a worker's name held by a pod that is not its worker, a "
+                "pod stuck Terminating, a Pending checkpoint PVC, a gang API the cluster does not serve), Restarting, "
+                "Suspended, Succeeded, Failed.",
                 pattern=CONDITION_TYPE,
                 max_length=316,
             ),
@@ -39,7 +40,8 @@ def _condition() -> Schema:
                 "Machine-readable CamelCase reason for the last transition, e.g. InvalidSpec, BackoffLimitExceeded, "
                 "DeadlineExceeded, StartupTimeout or JobSuspended; for Blocked the kubelet's waiting reason "
                 "(ImagePullBackOff, CreateContainerConfigError, InvalidImageName, ...), Unschedulable, "
-                "AdmissionDenied, PodStuckTerminating, CheckpointVolumePending or GangSchedulingUnavailable; for "
+                "AdmissionDenied, PodNameTaken, PodStuckTerminating, CheckpointVolumePending or "
+                "GangSchedulingUnavailable; for "
                 "GangScheduled the reason of status.gang.",
                 pattern=CONDITION_REASON,
                 min_length=1,

@@ -56,6 +56,8 @@ class ApplyResult:
     created: int = 0
     # Pods whose names are now taken by us (created, or found existing), to bridge the cache's lag.
     claimed_pods: list[str] = field(default_factory=list)
+    # Pods whose create met AlreadyExists: the namesake may be no worker of the job (operator/namesakes.py).
+    existed_pods: list[str] = field(default_factory=list)
     # uids of pods and gang objects deleted here; the cache may show them alive a little longer.
     released_pods: list[str] = field(default_factory=list)
     writes: int = 0
@@ -167,6 +169,8 @@ class Applier:
         # owner's), and then no event of this job would ever settle the claim.
         if isinstance(action, CreateChild) and action.kind == "Pod" and outcome == DONE:
             result.claimed_pods.append(action.name)
+        if isinstance(action, CreateChild) and action.kind == "Pod" and outcome == EXISTED:
+            result.existed_pods.append(action.name)
         if isinstance(action, DeleteChild) and action.uid and outcome in (DONE, GONE):
             result.released_pods.append(action.uid)  # a pod's or a gang object's: see Reconciler.observed
 

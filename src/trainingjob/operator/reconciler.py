@@ -13,11 +13,13 @@ from typing import Any
 from trainingjob.api.types import TrainingJob, format_time
 from trainingjob.config import OperatorConfig
 from trainingjob.operator.apply import Applier, ApplyResult
+from trainingjob.operator.backoffs import admission_requeue_delay, error_backoff
 from trainingjob.operator.expectations import pending_expectations, sighted
 from trainingjob.operator.logs import reconcile_context
 from trainingjob.operator.lookups import Lookups
 from trainingjob.operator.metrics import OperatorMetrics
 from trainingjob.operator.mlflow import MlflowRuns
+from trainingjob.operator.namesakes import Namesakes
 from trainingjob.operator.quota_gate import QuotaGate, creates_workers
 from trainingjob.operator.serving import ServingReconciler, is_model_key
 from trainingjob.operator.store import Index, ObjectKey
@@ -34,15 +36,8 @@ from trainingjob.scheduling.quota import NamespaceQuotas
 
 logger = logging.getLogger(__name__)
 JobKey = tuple[str, str]
-ERROR_BACKOFF_BASE = 1.0
-ERROR_BACKOFF_MAX = 300.0
 # At most one status write for progress per job this often; reports in between only replace the pending one.
 PROGRESS_WRITE_INTERVAL = 3.0
-# A job whose creates admission refused is planned again after this backoff (doubling per refusal in a row): the
-# plan records the refusal, and creates it does not gate on the restart backoff (its Service, its ConfigMap) are
-# tried again no sooner. Requeued at once, a job in a namespace being deleted spun at tens of reconciles a second.
-ADMISSION_REQUEUE_BASE = 0.5
-ADMISSION_REQUEUE_MAX = 30.0
 # A status change in worker details alone waits this long for the next significant change to carry it.
 DETAIL_WRITE_DELAY = 3.0
 
@@ -50,11 +45,6 @@ DETAIL_WRITE_DELAY = 3.0
 def _values(index: Mapping[Any, Any], key: JobKey) -> list[Any]:
     store = index.get(key)
     return list(store) if store is not None else []
-
-
-def admission_requeue_delay(refusals_in_a_row: int) -> float:
-    """Seconds until a job admission refused is planned again: 0.5, 1, 2, … up to 30."""
-    return min(ADMISSION_REQUEUE_BASE * 2 ** max(refusals_in_a_row - 1, 0), ADMISSION_REQUEUE_MAX)
 
 
 class Reconciler:
@@ -105,6 +95,8 @@ class Reconciler:
         # Since when a job's status has differed from ours in worker details only (see defer_details).
         self.details_since: dict[JobKey, float] = {}
         self.mlflow_runs = MlflowRuns(config.mlflow_tracking_uri)
+        # Worker names held by pods that are not the job's workers (unit tests may pass no applier).
+        self.namesakes = Namesakes(getattr(applier, "core", None))
         self.leading = False
         self.failures: dict[JobKey, int] = {}
         self.tasks: list[asyncio.Task] = []
@@ -216,7 +208,7 @@ class Reconciler:
                 if self.metrics is not None:
                     self.metrics.reconcile_errors.labels(type(error).__name__).inc()
                 attempts = self.failures[key] = self.failures.get(key, 0) + 1
-                delay = min(ERROR_BACKOFF_BASE * 2 ** (attempts - 1), ERROR_BACKOFF_MAX)
+                delay = error_backoff(attempts)
                 logger.exception("reconcile of %s/%s failed (attempt %d); retrying in %.0fs", *key, attempts, delay)
                 self.queue.add_after(key, delay)
             finally:
@@ -304,6 +296,8 @@ class Reconciler:
                 self.queue.add_after(key, look_again)
             outcome = await self.applier.apply(job, body, result)
         self.remember(key, resource_version, outcome)
+        if (recheck := await self.namesakes.settle(key, job, outcome)) is not None:
+            self.queue.add_after(key, recheck)
         self.remember_admission(key, job, observed, outcome, now)
         if self.metrics is not None and outcome.job_changed and not outcome.stale and result.status != job.status:
             self.metrics.observe_transition(body, job.status, result.status)
@@ -338,7 +332,12 @@ class Reconciler:
             if creates_workers(job, observed):
                 quotas = await self.lookups.resource_quotas(job.namespace)  # is there room for them?
         return dataclasses.replace(
-            observed, namespace_restricted=restricted, admission=self.denials.get(key), nodes=nodes, quotas=quotas
+            observed,
+            namespace_restricted=restricted,
+            admission=self.denials.get(key),
+            nodes=nodes,
+            quotas=quotas,
+            taken_names=self.namesakes.of(key),
         )
 
     def remember_admission(
@@ -408,4 +407,5 @@ class Reconciler:
         for memory in memories:
             memory.pop(key, None)
         self.mlflow_runs.forget(key)
+        self.namesakes.forget(key)
         self.queue.forget(key)

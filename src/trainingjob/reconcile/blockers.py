@@ -12,7 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from trainingjob.api.replicas import Replica, replica_order
+from trainingjob.api.names import pod_name
+from trainingjob.api.replicas import Replica, desired_replicas, replica_order
 from trainingjob.api.types import TrainingJob, parse_time
 from trainingjob.reconcile.actions import Event
 from trainingjob.reconcile.observed import ObservedChildren, PodView
@@ -67,6 +68,18 @@ def admission_blocker(denial: AdmissionDenial) -> Blocker:
         "creating the workers",
         f"was refused by admission: {denial.messages[0]}{more}; retrying at status.nextRestartTime",
     )
+
+
+def taken_blockers(job: TrainingJob, current: Mapping[Replica, PodView], taken: Mapping[str, str]) -> list[Blocker]:
+    """Workers that cannot be created because a pod that is not theirs holds their name (reconcile/namesakes.py):
+    `taken` maps pod names to what holds them."""
+    found = []
+    for replica in sorted(desired_replicas(job.spec), key=replica_order):
+        name = pod_name(job.name, replica.role, replica.index)
+        if name in taken and replica not in current:
+            detail = f"cannot be created: a pod of that name is not this job's {replica.role}: {taken[name]}"
+            found.append(Blocker("PodNameTaken", f"{replica} (pod {name})", detail))
+    return found
 
 
 def overdue_seconds(pod: PodView, now: datetime.datetime) -> float | None:
@@ -157,7 +170,7 @@ def find_blockers(
     force_after: int | None,
 ) -> list[Blocker]:
     """Everything keeping the gang from running, most fundamental first."""
-    found: list[Blocker] = []
+    found: list[Blocker] = taken_blockers(job, current, observed.taken_names)
     if observed.admission is not None:
         found.append(admission_blocker(observed.admission))
     claim = claim_blocker(job, observed.claims, now, stuck_after)

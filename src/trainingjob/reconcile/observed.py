@@ -158,6 +158,8 @@ class ObservedChildren:
     namespace_restricted: bool = False
     # Creates refused by admission in the latest applies (quota, LimitRange, webhook, PriorityClass), if any.
     admission: AdmissionDenial | None = None
+    # Worker names held by pods that are not the job's workers, with what holds them (reconcile/namesakes.py).
+    taken_names: Mapping[str, str] = field(default_factory=dict)
     # Nodes holding pods stuck Terminating, by name (only those: nobody else needs a node's state).
     nodes: Mapping[str, NodeView] = field(default_factory=dict)
     # The gang APIs the cluster serves (scheduling/discovery.py), and the job's gang objects by name.
