@@ -25,6 +25,7 @@ from kubernetes_asyncio.config.kube_config import KubeConfigLoader, KubeConfigMe
 from trainingjob.api import constants as k
 from trainingjob.api.conversion import convert, to_internal
 from trainingjob.cli.common import CliError, Target, job_ref
+from trainingjob.kube_status import api_message, status_body
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 DEFAULT_KUBECONFIG = "~/.kube/config"
@@ -42,30 +43,11 @@ TRAINER_CONTAINER = "trainer"
 # Error mapping (pure)
 
 
-def _status_body(error: ApiException) -> dict[str, Any]:
-    body = error.body
-    if isinstance(body, bytes):
-        body = body.decode("utf-8", "replace")
-    if not body:
-        return {}
-    try:
-        document = json.loads(body)
-    except ValueError:
-        return {}
-    return document if isinstance(document, dict) else {}
-
-
-def api_message(error: ApiException) -> str:
-    """The API server's own explanation of `error` (its Status message), or the HTTP reason."""
-    status = _status_body(error)
-    return status.get("message") or str(error.reason or "").strip() or f"HTTP {error.status}"
-
-
 def map_api_error(
     error: ApiException, *, namespace: str | None = None, name: str | None = None, resource: str = k.PLURAL
 ) -> CliError:
     """One line for an API error on `resource` (a plural, e.g. trainingjobs or pods) named `name` in `namespace`."""
-    status = _status_body(error)
+    status = status_body(error)
     details = status.get("details") or {}
     singular = k.SINGULAR if resource == k.PLURAL else resource.removesuffix("s")
     if error.status == 404:
@@ -92,7 +74,7 @@ def map_log_error(error: ApiException, namespace: str, pod: str) -> CliError:
     """Why the log of `pod` cannot be shown. The API server fetches logs from the node's kubelet; on the local
     cluster kwok plays the kubelet of the fake nodes and serves none, so the request fails with 500 (connection
     refused); local process nodes serve real logs."""
-    if error.status == 404 and (_status_body(error).get("details") or {}).get("kind") == "pods":
+    if error.status == 404 and (status_body(error).get("details") or {}).get("kind") == "pods":
         return CliError(f"pod {namespace}/{pod} not found (the worker may have been replaced; try again)")
     if error.status in (401, 403):
         return map_api_error(error, namespace=namespace, name=pod, resource="pods")

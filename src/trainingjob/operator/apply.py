@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import json
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -22,6 +21,7 @@ from kubernetes_asyncio.client.rest import RESTResponse
 from trainingjob.api import constants as k
 from trainingjob.api.conversion import status_in
 from trainingjob.api.types import TrainingJob, format_time
+from trainingjob.kube_status import api_message
 from trainingjob.reconcile.actions import (
     AddFinalizer,
     CreateChild,
@@ -280,9 +280,9 @@ class Applier:
                 if isinstance(action, DeleteChild) and error.status in (404, 409):
                     return GONE  # gone already, or a newer namesake (uid precondition failed)
                 if isinstance(action, CreateChild) and is_invalid_child(error):
-                    return f"{REJECTED}{action.kind} {action.name} was rejected: {_api_message(error)}"
+                    return f"{REJECTED}{action.kind} {action.name} was rejected: {api_message(error)}"
                 if isinstance(action, CreateChild) and is_admission_denial(error):
-                    return f"{DENIED}{_api_message(error)}"
+                    return f"{DENIED}{api_message(error)}"
                 raise
         return DONE
 
@@ -382,10 +382,3 @@ def gang_size(action: CreateChild) -> str:
     provider = provider_for(action.manifest["apiVersion"], action.kind)
     count = provider.min_count(spec) if provider is not None else 0
     return f"the scheduler binds none of its workers before {count} of them fit"
-
-
-def _api_message(error: ApiException) -> str:
-    try:
-        return json.loads(error.body).get("message", str(error.reason))
-    except (TypeError, ValueError):
-        return str(error.reason)
