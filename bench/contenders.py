@@ -8,7 +8,9 @@ them alike (same priority level) and the audit log tells their requests apart.
 
 from __future__ import annotations
 
+import os
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -67,6 +69,8 @@ class Contender:
     log_path: Path | None = None
     restarts: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+    # Arguments added to the controller's command line for an experiment (recorded with each run).
+    extra_args: list[str] = field(default_factory=list)
 
     @property
     def pid(self) -> int | None:
@@ -137,6 +141,9 @@ class Ours(Contender):
             # our conversion webhook, ~5700 calls at 1000x8 loading the API server and the operator with work
             # only the harness asked for.
             watch_path=f"/apis/{k.GROUP}/{k.WATCHED_VERSION}/namespaces/{NAMESPACE}/{k.PLURAL}",
+            # An experiment's settings, e.g. BENCH_OPERATOR_ARGS="--max-concurrent-creates 16": not the defaults the
+            # tables are about, so each run records them (operator_args) and the report names them.
+            extra_args=shlex.split(os.environ.get("BENCH_OPERATOR_ARGS", "")),
         )
 
     def install(self, cluster: BenchCluster) -> None:
@@ -151,6 +158,7 @@ class Ours(Contender):
         command = [
             *(sys.executable, "-m", "trainingjob.cli", "operator", "--all-namespaces", "--log-format", "json"),
             *("--log-level", "WARNING", "--metrics-port", str(port), "--metrics-bind", "127.0.0.1"),
+            *self.extra_args,
         ]
         # A fixed $POD_NAME, as the downward API gives a container restarted in its pod (kill -9 below): the new
         # process re-takes its own Lease at once. Kubeflow runs without leader election here (its default).

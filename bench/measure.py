@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -172,3 +173,23 @@ def forced_watch_closes(apiserver_log: Path) -> int | None:
         return None
     with apiserver_log.open(errors="replace") as lines:
         return sum(1 for line in lines if FORCED_CLOSE in line)
+
+
+# cache_watcher.go's words: `Forcing pods watcher close due to unresponsiveness: key: "/pods/", labels: "",
+# fields: "spec.nodeName!="`. The selector tells whose watch it was (kwok's, the scheduler's, an operator's, …).
+FORCED_CLOSE_WATCH = re.compile(r'Forcing (\S+) watcher close .*?key: "([^"]*)", labels: "([^"]*)", fields: "([^"]*)"')
+
+
+def forced_watch_closes_by_watch(apiserver_log: Path) -> dict[str, int]:
+    """The forced closes by watch: "<resource> <key> labels=<selector> fields=<selector>" -> how many."""
+    if not apiserver_log.exists():
+        return {}
+    counts: dict[str, int] = {}
+    with apiserver_log.open(errors="replace") as lines:
+        for line in lines:
+            match = FORCED_CLOSE_WATCH.search(line) if FORCED_CLOSE in line else None
+            if match:
+                resource, key, labels, fields = match.groups()
+                watch = f"{resource} {key} labels={labels or '-'} fields={fields or '-'}"
+                counts[watch] = counts.get(watch, 0) + 1
+    return dict(sorted(counts.items(), key=lambda item: -item[1]))

@@ -268,6 +268,12 @@ def targets(summary: dict[tuple[int, int], dict[str, dict[str, Any]]], records: 
     return "".join(lines)
 
 
+def defaults_only(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The runs of each contender as shipped: a run with experimental operator settings (BENCH_OPERATOR_ARGS,
+    recorded as operator_args) stays in benchmarks.json but out of the tables and targets."""
+    return [record for record in records if not record.get("operator_args")]
+
+
 def write_report(
     records: list[dict[str, Any]], docs: Path, preamble: str, findings: str, measured_on: dict[str, str] | None = None
 ) -> Path:
@@ -276,6 +282,7 @@ def write_report(
     docs.mkdir(parents=True, exist_ok=True)
     facts = measured_on or machine()
     (docs / "benchmarks.json").write_text(json.dumps({"machine": facts, "runs": records}, indent=1) + "\n")
+    records = defaults_only(records)
     plotted = plot(records, docs / "benchmarks-running.png")
     summary = summarize_throughput(records)
     parts = [preamble, "\n## Machine\n\n", "".join(f"- {k}: {v}\n" for k, v in facts.items())]

@@ -12,7 +12,16 @@ from typing import Any
 
 from bench.cluster import NAMESPACE, BenchCluster
 from bench.contenders import CONTENDERS, Contender, contender
-from bench.measure import CpuMeter, forced_watch_closes, peak_rss_mib, read_audit, refused_by, requests_by, writes
+from bench.measure import (
+    CpuMeter,
+    forced_watch_closes,
+    forced_watch_closes_by_watch,
+    peak_rss_mib,
+    read_audit,
+    refused_by,
+    requests_by,
+    writes,
+)
 from bench.observe import Timeline
 
 SAMPLE_INTERVAL = 1.0
@@ -143,6 +152,8 @@ async def throughput_run(
             "harness_cpu_seconds": round(harness_cpu() - harness_before, 2),
             "operator_peak_rss_mib": round(peak, 1) if peak else None,
             "forced_watch_closes": forced_watch_closes(cluster.apiserver_log),
+            "forced_watch_closes_by_watch": forced_watch_closes_by_watch(cluster.apiserver_log),
+            **({"operator_args": who.extra_args} if who.extra_args else {}),
             "series": series,
         }
         record.update(request_figures(cluster, who, began, ended, jobs))

@@ -18,6 +18,7 @@ from bench.measure import (
     audit_policy,
     cpu_seconds,
     forced_watch_closes,
+    forced_watch_closes_by_watch,
     parse_audit_line,
     refused_by,
     requests_by,
@@ -246,6 +247,33 @@ def test_forced_watch_closes_are_counted_from_the_api_server_log(tmp_path) -> No
     close = 'I1126 cache_watcher.go:203] Forcing pods watcher close due to unresponsiveness: key: "/pods/"\n'
     log.write_text(close + "I1126 something else\n" + close)
     assert forced_watch_closes(log) == 2
+
+
+def test_forced_watch_closes_are_told_apart_by_whose_watch_it_was(tmp_path) -> None:
+    """The selector says whose watch fell behind: kwok's (spec.nodeName!=), an operator's (its label), …"""
+    log = tmp_path / "kube-apiserver.log"
+    line = 'I1127 cache_watcher.go:203] Forcing pods watcher close due to unresponsiveness: key: "{}", labels: "{}", '
+    log.write_text(
+        (line + 'fields: "{}". len(c.input) = 10, len(c.result) = 10, graceful = false\n').format(
+            "/pods/", "", "spec.nodeName!="
+        )
+        + (line + 'fields: "". len(c.input) = 10\n').format("/pods/", "app=x", "")
+        + (line + 'fields: "spec.nodeName!=". len(c.input) = 10\n').format("/pods/", "", "")
+    )
+    assert forced_watch_closes_by_watch(log) == {
+        "pods /pods/ labels=- fields=spec.nodeName!=": 2,
+        "pods /pods/ labels=app=x fields=-": 1,
+    }
+    assert forced_watch_closes_by_watch(tmp_path / "missing.log") == {}
+
+
+def test_runs_with_experimental_operator_settings_stay_out_of_the_tables(tmp_path: Path) -> None:
+    shipped, experiment = (throughput("trainingjob-operator", 1000, s, 60.0, 140.0, 14.0) for s in (300.0, 111.1))
+    experiment["operator_args"] = ["--max-concurrent-creates", "16"]
+    shipped["series"] = experiment["series"] = []
+    report = write_report([shipped, experiment], tmp_path, "preamble\n", "findings\n").read_text()
+    assert "300" in report and "111.1" not in report
+    assert len(json.loads((tmp_path / "benchmarks.json").read_text())["runs"]) == 2, "kept in the raw records"
 
 
 def test_a_contender_that_exited_is_reported_with_its_code_and_log(tmp_path: Path) -> None:
