@@ -18,6 +18,7 @@ import yaml
 
 WATCH_QUIET_S = 150.0  # no byte for this long on a watch with bookmarks: the stream is stalled
 WATCH_RETRY_S = 1.0
+GET_RETRIES = 60
 
 
 class ApiError(RuntimeError):
@@ -60,10 +61,18 @@ class Api:
             return response.status
 
     async def get(self, path: str) -> dict[str, Any]:
-        async with self.session.get(self.server + path) as response:
-            if response.status >= 300:
-                raise ApiError(response.status, await response.text())
-            return await response.json()
+        """GET, waiting out 429 as the server asks: right after a CRD is installed or the API server starts, a LIST
+        meets "storage is (re)initializing" (Retry-After 1) until the resource's watch cache is ready; the steady
+        run's harness once died of it at its first LIST."""
+        for _ in range(GET_RETRIES):
+            async with self.session.get(self.server + path) as response:
+                if response.status == 429:
+                    await asyncio.sleep(float(response.headers.get("Retry-After") or 1))
+                    continue
+                if response.status >= 300:
+                    raise ApiError(response.status, await response.text())
+                return await response.json()
+        raise ApiError(429, f"still TooManyRequests after {GET_RETRIES} tries: {path}")
 
     async def watch(self, path: str) -> AsyncIterator[tuple[str, dict[str, Any]]]:
         """Every object under `path` as ("ADDED", obj) from a list, then its watch events, forever.

@@ -89,3 +89,34 @@ def test_a_broken_or_stalled_watch_resumes_from_the_last_resource_version(monkey
     seen = asyncio.run(scenario())
     assert seen == [("ADDED", "a", "1"), ("ADDED", "b", "2"), ("ADDED", "c", "3"), ("MODIFIED", "c", "4")]
     assert server.watched_from == ["1", "2", "3"]
+
+
+def test_a_list_waits_out_storage_reinitializing() -> None:
+    """Right after a CRD is installed, a LIST meets 429 "storage is (re)initializing" for a moment; the steady run's
+    harness died of it at its first LIST."""
+    answers = [429, 429, 200]
+
+    async def handle(request: web.Request) -> web.Response:
+        status = answers.pop(0)
+        if status == 429:
+            return web.json_response({"reason": "TooManyRequests"}, status=429, headers={"Retry-After": "0"})
+        return web.json_response({"metadata": {"resourceVersion": "7"}, "items": []})
+
+    async def scenario() -> dict[str, Any]:
+        app = web.Application()
+        app.router.add_get(PATH, handle)
+        runner = web.AppRunner(app, shutdown_timeout=0.1)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        api = Api.__new__(Api)
+        api.server, api.session = f"http://127.0.0.1:{port}", aiohttp.ClientSession()
+        try:
+            return await asyncio.wait_for(api.get(PATH), timeout=10)
+        finally:
+            await api.close()
+            await runner.cleanup()
+
+    assert asyncio.run(scenario())["metadata"]["resourceVersion"] == "7"
+    assert answers == []
