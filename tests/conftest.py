@@ -114,16 +114,21 @@ def namespace(kube: Kube) -> Iterator[str]:
 @pytest.fixture(autouse=True)
 def session_operator_running(request: pytest.FixtureRequest) -> None:
     """Before each test that uses the session's operator: if it exited on its own (it does when it loses its Lease),
-    start it again, as a kubelet would, and say so in the run's warnings with the last line it logged. One a test
-    stopped (RunningOperator.stop) is left alone: that test or its fixture runs and restores an operator itself."""
+    or runs while the API server's conversion webhook has stopped answering, start it again, as a kubelet would,
+    and say so in the run's warnings and summary. One a test stopped (RunningOperator.stop) is left alone: that test
+    or its fixture runs and restores an operator itself."""
     if "operator" not in request.fixturenames:
         return
-    from tests.operator_harness import revive
+    from tests.operator_harness import restore_webhooks, revive
 
-    revived = revive(request.getfixturevalue("operator"))
+    operator = request.getfixturevalue("operator")
+    revived = revive(operator)
     if revived is not None:
         code, last_line = revived
         warnings.warn(f"the session's operator had exited with code {code} ({last_line}); started again", stacklevel=1)
+    restored = restore_webhooks(request.getfixturevalue("kube"), operator)
+    if restored is not None:
+        warnings.warn(f"{restored}: the session's operator was restarted", stacklevel=1)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -135,6 +140,22 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
         return
     from tests.failure_report import describe
 
-    state = describe(getattr(item, "funcargs", {}))
+    state = describe(getattr(item, "funcargs", {}), item.nodeid)
     if state:
         report.sections.append(("state of the test's namespace at the failure", state))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """At the very end of the output (all CI shows of a long run): how often the session's operator had to be
+    started again and why, and its state at the first failed test (one dead webhook fails every later test with
+    the same 500, and the first failure is where to look)."""
+    from tests import failure_report, operator_harness
+
+    if operator_harness.REVIVALS:
+        terminalreporter.write_sep("-", f"the session's operator was started again {len(operator_harness.REVIVALS)}x")
+        for line in operator_harness.REVIVALS[-5:]:
+            terminalreporter.write_line(line)
+    if failure_report.FIRST_FAILURE:
+        terminalreporter.write_sep("-", "the session's operator at the first failed test")
+        for line in failure_report.FIRST_FAILURE:
+            terminalreporter.write_line(line)

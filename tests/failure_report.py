@@ -2,8 +2,9 @@
 
 CI shows the end of a failed run's output; a timeout such as "waiting for the preemption to be counted" says what
 did not happen, not why. This adds, under the failure, each TrainingJob's phase, counters and conditions, the
-namespace's latest Events and the operator's log lines about the namespace or at warning level and above, so a
-flake met once in CI can be understood from that run alone.
+namespace's latest Events, the operator's log lines about the namespace or at warning level and above, and whether
+the session's operator runs and answers where the API server sends webhook calls (a dead conversion webhook fails
+every later test with the same 500), so a flake met once in CI can be understood from that run alone.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from trainingjob.api import constants as k
 EVENTS_SHOWN = 12
 LOG_LINES_SHOWN = 12
 LINE_WIDTH = 240
+FIRST_FAILURE: list[str] = []  # the first failed test and its operator's state, repeated in the run's summary
 
 
 def _clip(text: str) -> str:
@@ -61,7 +63,36 @@ def operator_lines(log_path: Path, namespace: str) -> list[str]:
     return chosen[-LOG_LINES_SHOWN:]
 
 
-def describe(funcargs: dict[str, Any]) -> str | None:
+def log_line(line: str) -> str:
+    """One of the operator's JSON log lines as time, level, logger and message (the line itself if not JSON)."""
+    try:
+        record = json.loads(line)
+        return f"{record.get('timestamp', '')[11:23]} {record.get('level')} {record.get('logger')}: {record['message']}"
+    except (ValueError, KeyError, TypeError):
+        return line
+
+
+def operator_state_lines(kube: Any, operator: Any) -> list[str]:
+    """The session operator's process, its webhook server, where the CRD's conversion webhook points, and the
+    last lines it logged."""
+    from tests.operator_harness import conversion_webhook_base, webhook_problem
+
+    code = operator.process.poll()
+    stopped = " (stopped by a test)" if operator.process is getattr(operator, "stopped_process", None) else ""
+    state = "running" if code is None else f"exited with code {code}{stopped}"
+    own = f"https://127.0.0.1:{operator.webhook_port}"
+    lines = [f"operator pid {operator.process.pid}: {state}; its webhook server {own}: {webhook_problem(own) or 'ok'}"]
+    try:
+        base = conversion_webhook_base(kube)
+        target = "(the operator's)" if base == own else (base and (webhook_problem(base) or "ok"))
+        lines.append(f"the CRD's conversion webhook: {base} {target}")
+    except Exception as error:  # the report must never hide the failure itself
+        lines.append(f"(could not read the CRD: {error})")
+    tail = operator.log_path.read_text(errors="replace").splitlines()[-3:]
+    return lines + [_clip(f"operator log {log_line(line)}") for line in tail]
+
+
+def describe(funcargs: dict[str, Any], test: str = "") -> str | None:
     """The namespace's state for a test that had one (None for a test without a namespace)."""
     kube, namespace = funcargs.get("kube"), funcargs.get("namespace")
     if kube is None or not isinstance(namespace, str):
@@ -73,6 +104,10 @@ def describe(funcargs: dict[str, Any]) -> str | None:
         except Exception as error:  # the report must never hide the failure itself
             sections.append(f"(could not read: {error})")
     operator = funcargs.get("operator")
-    if operator is not None and getattr(operator, "log_path", None) is not None:
+    if getattr(operator, "log_path", None) is not None and getattr(operator, "process", None) is not None:
         sections += operator_lines(operator.log_path, namespace)
+        state = operator_state_lines(kube, operator)
+        sections += state
+        if not FIRST_FAILURE:
+            FIRST_FAILURE.extend([test, *state])
     return "\n".join(sections)

@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -36,6 +37,8 @@ BOUND_FLAGS = (
 SERVING_FLAGS = ("--gpu-type", "H100=accelerator=nvidia-gpu")
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 STARTED: list[subprocess.Popen] = []  # every operator process start_operator started, for stop_all()
+WEBHOOK_ANSWER_SECONDS = 20
+REVIVALS: list[str] = []  # each revive(): the exit code and last log line, for the run's summary (conftest.py)
 
 
 def install_crd(kube: Kube, manifest: dict[str, Any] | None = None) -> None:
@@ -278,6 +281,18 @@ def start_operator(
     raise AssertionError(f"operator not healthy within 60s:\n{running.log_tail()}")
 
 
+def _start_again(running: RunningOperator) -> None:
+    """A new process for `running` on the same ports and log (webhooks, progress) and with the same arguments."""
+    again = start_operator(
+        running.kubeconfig,
+        running.log_path,
+        *running.extra_args,
+        progress_port=running.progress_port,
+        webhook_port=running.webhook_port,
+    )
+    running.process, running.health_url, running.metrics_port = again.process, again.health_url, again.metrics_port
+
+
 def revive(running: RunningOperator) -> tuple[int, str] | None:
     """Start the operator again if its process exited on its own (not by stop()), on the same ports and log; its
     exit code and the last line it logged before (None: nothing to do).
@@ -290,15 +305,59 @@ def revive(running: RunningOperator) -> tuple[int, str] | None:
     if code is None or running.process is running.stopped_process:
         return None
     last_line = running.log_tail(1)
-    again = start_operator(
-        running.kubeconfig,
-        running.log_path,
-        *running.extra_args,
-        progress_port=running.progress_port,
-        webhook_port=running.webhook_port,
-    )
-    running.process, running.health_url, running.metrics_port = again.process, again.health_url, again.metrics_port
+    _start_again(running)
+    REVIVALS.append(f"exited with code {code}: {last_line[:200]}")
     return code, last_line
+
+
+def conversion_webhook_base(kube: Kube) -> str | None:
+    """The base URL the API server sends TrainingJob conversions to (None: a Service, or no webhook at all)."""
+    from trainingjob.api import constants as k
+
+    conversion = kube.extensions.read_custom_resource_definition(k.CRD_NAME).spec.conversion
+    url = conversion.webhook.client_config.url if conversion is not None and conversion.webhook else None
+    return url.rsplit("/", 1)[0] if url else None
+
+
+def webhook_problem(base_url: str) -> str | None:
+    """Why a webhook server does not answer `<base_url>/healthz` (None: it answers; any certificate is taken)."""
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    try:
+        with urllib.request.urlopen(f"{base_url}/healthz", timeout=2, context=context) as response:
+            return None if response.status == 200 else f"HTTP {response.status}"
+    except OSError as error:
+        return str(getattr(error, "reason", error))
+
+
+def restore_webhooks(kube: Kube, running: RunningOperator) -> str | None:
+    """Restart the session's operator if it runs but the API server's conversion webhook has not answered for
+    WEBHOOK_ANSWER_SECONDS (an operator re-points it within 5 s of its target going away); what was wrong, or None.
+
+    Every TrainingJob read or write in v1alpha1 goes through that webhook: one dead target fails every later test
+    with the same 500 (CI met that once, cause unknown), where a kubelet would have restarted the operator.
+    """
+    if running.process.poll() is not None or running.process is running.stopped_process:
+        return None
+    deadline = time.monotonic() + WEBHOOK_ANSWER_SECONDS
+    while True:
+        base = conversion_webhook_base(kube)
+        if base is None or not base.startswith("https://127.0.0.1:"):
+            return None  # a Service in a cluster the tests did not start: not ours to judge
+        problem = webhook_problem(base)
+        if problem is None:
+            return None
+        if time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    own = f"https://127.0.0.1:{running.webhook_port}"
+    what = f"the conversion webhook {base} did not answer for {WEBHOOK_ANSWER_SECONDS}s ({problem}); operator's: {own}"
+    last_line = running.log_tail(1)
+    running.process.kill()
+    running.process.wait(timeout=30)
+    _start_again(running)
+    REVIVALS.append(f"restarted: {what}; its log ended: {last_line[:200]}")
+    return what
 
 
 def stop_all() -> None:

@@ -9,6 +9,7 @@ import datetime
 import time
 from collections.abc import Callable
 
+import aiohttp
 import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -34,6 +35,7 @@ class FakeCoordination:
         self.conflicts = 0
         self.hang_reads = False
         self.hang_replaces = False
+        self.fail_replaces: list[BaseException] = []  # raised by the next replaces, one each
         self.cancelled = 0
         self.renewed_at: list[float] = []
         self.on_renew: Callable[[], object] = lambda: None
@@ -69,6 +71,8 @@ class FakeCoordination:
     async def replace_namespaced_lease(self, name: str, namespace: str, body: client.V1Lease) -> client.V1Lease:
         if self.hang_replaces:
             await self._hang()
+        if self.fail_replaces:
+            raise self.fail_replaces.pop(0)
         stored = self.lease.metadata.resource_version if self.lease is not None else None
         if body.metadata.resource_version != stored:
             self.conflicts += 1
@@ -231,3 +235,24 @@ def test_api_errors_are_logged_as_one_line() -> None:
     error.body = '{"kind":"Status","message":"namespaces \\"trainingjob-system\\" not found","code":404}'
     assert one_line(error) == 'HTTP 404 Not Found: namespaces "trainingjob-system" not found'
     assert "\n" not in one_line(ApiException(status=500, reason="boom"))
+
+
+def test_a_renewal_cut_off_by_the_server_is_one_failed_attempt_not_the_end_of_the_elector() -> None:
+    """aiohttp's ServerDisconnectedError (the API server closed the connection mid-request) is no OSError: it
+    once ended the election task, leaving a replica reconciling on a Lease nobody renewed."""
+    api = FakeCoordination()
+    leader = elector(api, lease_duration=2.0, renew_deadline=1.0, retry_period=0.05)
+    edges: list[str] = []
+
+    async def scenario() -> None:
+        task = asyncio.create_task(leader.run(lambda: edges.append("started"), lambda: edges.append("stopped")))
+        await asyncio.sleep(0.2)
+        renewals = len(api.renewed_at)
+        api.fail_replaces = [aiohttp.ServerDisconnectedError(), aiohttp.ClientPayloadError("cut"), ValueError("?")]
+        await asyncio.sleep(0.5)
+        assert not task.done()
+        assert not api.fail_replaces and len(api.renewed_at) > renewals  # all failed, renewals went on
+        task.cancel()
+
+    asyncio.run(scenario())
+    assert edges == ["started"] and leader.is_leader

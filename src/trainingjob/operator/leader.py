@@ -31,6 +31,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -217,8 +218,14 @@ class LeaderElector:
         except TimeoutError:
             logger.warning("lease %s/%s: no answer within %.1fs", self.settings.namespace, self.settings.name, budget)
             return False
-        except (ApiException, OSError) as error:
+        except (ApiException, OSError, aiohttp.ClientError) as error:
+            # ClientError: e.g. a connection the API server closed mid-request (ServerDisconnectedError is no
+            # OSError). Every failure is one failed attempt: one that ended this task would stop the renewals and
+            # leave the replica reconciling on a Lease that expires under it.
             logger.warning("lease %s/%s: %s", self.settings.namespace, self.settings.name, one_line(error))
+            return False
+        except Exception:
+            logger.exception("lease %s/%s: attempt failed", self.settings.namespace, self.settings.name)
             return False
 
     async def release(self) -> None:

@@ -167,6 +167,8 @@ class Webhooks:
         self.task = asyncio.create_task(self.keep_current(), name="webhooks")
 
     async def keep_current(self) -> None:
+        """Check every interval, whatever the last check met: if this loop ended, nothing would point the API
+        server back at a live operator again, and every TrainingJob read or write would fail on a dead URL."""
         while True:
             await asyncio.sleep(self.settings.check_interval)
             try:
@@ -174,6 +176,8 @@ class Webhooks:
                 await self.register()
             except (ApiException, OSError, RuntimeError, TimeoutError) as error:
                 logger.warning("could not check the webhooks' certificate and registration: %s", error)
+            except Exception:  # e.g. aiohttp.ServerDisconnectedError, a body that is not JSON: retried all the same
+                logger.exception("could not check the webhooks' certificate and registration")
 
     async def stop(self) -> None:
         if self.task is not None:
