@@ -103,6 +103,20 @@ def test_stop_leaves_a_pid_alone_that_runs_another_binary(tmp_path: Path) -> Non
     assert not is_running(pid)
 
 
+def test_stop_leaves_a_pid_alone_that_runs_our_binary_for_something_else(tmp_path: Path) -> None:
+    """A node agent runs on sys.executable like the operator: a dead agent's pid that another Python process got is
+    told apart by the agent's config path in the command line."""
+    pid = start("sleeper", [sys.executable, "-c", "import time; time.sleep(60)"], tmp_path / "s.log", tmp_path)
+    try:
+        assert not is_running(pid, sys.executable, marker="/agents/tj-local-0.json")
+        stop(pid, sys.executable, grace_seconds=1, marker="/agents/tj-local-0.json")
+        assert is_running(pid)
+        assert is_running(pid, sys.executable, marker="time.sleep(60)")
+    finally:
+        stop(pid, sys.executable, grace_seconds=2, marker="time.sleep(60)")
+    assert not is_running(pid)
+
+
 def test_requested_apiserver_port_in_use_is_reported() -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

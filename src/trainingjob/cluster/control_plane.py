@@ -90,9 +90,15 @@ class ClusterState:
         return cls(root=path.parent, **data)
 
 
+def command_marker(state: ClusterState, name: str) -> str | None:
+    """What only this component's command line holds, beside its binary: a node agent's config path (every agent
+    runs on sys.executable, like the operator and the tests)."""
+    return str(localnodes.config_path(state.name, name)) if name in state.agents else None
+
+
 def component_running(state: ClusterState, name: str) -> bool:
     pid = state.pids.get(name)
-    return pid is not None and is_running(pid, state.binaries[name])
+    return pid is not None and is_running(pid, state.binaries[name], command_marker(state, name))
 
 
 def is_up(state: ClusterState) -> bool:
@@ -296,7 +302,7 @@ def stop_node_agents(state: ClusterState) -> None:
     for name in state.agents:
         pid = state.pids.get(name)
         if pid is not None:
-            stop(pid, state.binaries.get(name))
+            stop(pid, state.binaries.get(name), marker=command_marker(state, name))
     nodes_dir = state.root / "nodes"
     if nodes_dir.is_dir():
         for node_dir in nodes_dir.iterdir():

@@ -45,15 +45,19 @@ def start(name: str, command: list[str], log_path: Path, cwd: Path) -> int:
             cwd=cwd,
             start_new_session=True,
         )
-    _wait_for_exec(process, command[0])
+    _wait_for_exec(process, command)
     return process.pid
 
 
-def _wait_for_exec(process: subprocess.Popen, binary: str, timeout: float = 10.0) -> None:
-    """Until exec completes, /proc shows the forked Python; pid checks against `binary` would misfire."""
+def _wait_for_exec(process: subprocess.Popen, command: list[str], timeout: float = 10.0) -> None:
+    """Until exec completes, /proc shows the forked Python (its binary and command line): pid checks against the
+    component's binary or command line would misfire. A Python component has the same binary before and after,
+    so the command line is what tells."""
+    binary = str(Path(command[0]).resolve())
+    expected = "\0".join(command).encode() + b"\0"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and process.poll() is None:
-        if _executable(process.pid) == str(Path(binary).resolve()):
+        if _executable(process.pid) == binary and _command_line(process.pid) == expected:
             return
         time.sleep(0.01)
 
@@ -65,8 +69,10 @@ def _executable(pid: int) -> str | None:
         return None
 
 
-def is_running(pid: int, binary: str | None = None) -> bool:
-    """True if `pid` is a live (not zombie) process, and runs `binary` when given (guards against pid reuse)."""
+def is_running(pid: int, binary: str | None = None, marker: str | None = None) -> bool:
+    """True if `pid` is a live (not zombie) process, and runs `binary` with `marker` in its command line when given
+    (guards against pid reuse: the local node agents are run by the same Python as the operator and the tests, so
+    the binary alone cannot tell a dead agent's pid from a new process that got it)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
@@ -75,7 +81,16 @@ def is_running(pid: int, binary: str | None = None) -> bool:
     if state in ("Z", "X"):
         _reap(pid)
         return False
-    return binary is None or _executable(pid) == str(Path(binary).resolve())
+    if binary is not None and _executable(pid) != str(Path(binary).resolve()):
+        return False
+    return marker is None or marker.encode() in _command_line(pid)
+
+
+def _command_line(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
 
 
 def _reap(pid: int) -> None:
@@ -84,12 +99,13 @@ def _reap(pid: int) -> None:
         os.waitpid(pid, os.WNOHANG)
 
 
-def stop(pid: int, binary: str | None, grace_seconds: float = 10.0) -> None:
-    """SIGTERM, then SIGKILL after the grace period; only if the pid still runs our binary.
+def stop(pid: int, binary: str | None, grace_seconds: float = 10.0, marker: str | None = None) -> None:
+    """SIGTERM, then SIGKILL after the grace period; only if the pid still runs our binary (with `marker`, see
+    is_running).
 
     Once signalled, a process loses its /proc exe link while it exits, so from then on we wait for the pid itself.
     """
-    if not is_running(pid, binary):
+    if not is_running(pid, binary, marker):
         return
     os.kill(pid, signal.SIGTERM)
     if _wait_gone(pid, grace_seconds):
