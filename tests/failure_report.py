@@ -80,7 +80,7 @@ def operator_state_lines(kube: Any, operator: Any) -> list[str]:
     code = operator.process.poll()
     stopped = " (stopped by a test)" if operator.process is getattr(operator, "stopped_process", None) else ""
     state = "running" if code is None else f"exited with code {code}{stopped}"
-    own = f"https://127.0.0.1:{operator.webhook_port}"
+    own = operator.webhook_url
     lines = [f"operator pid {operator.process.pid}: {state}; its webhook server {own}: {webhook_problem(own) or 'ok'}"]
     try:
         base = conversion_webhook_base(kube)

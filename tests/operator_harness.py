@@ -38,7 +38,7 @@ SERVING_FLAGS = ("--gpu-type", "H100=accelerator=nvidia-gpu")
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 STARTED: list[subprocess.Popen] = []  # every operator process start_operator started, for stop_all()
 WEBHOOK_ANSWER_SECONDS = 20
-REVIVALS: list[str] = []  # each revive(): the exit code and last log line, for the run's summary (conftest.py)
+REVIVALS: list[str] = []  # each revive() or restore_webhooks(): why, for the run's summary (conftest.py)
 
 
 def install_crd(kube: Kube, manifest: dict[str, Any] | None = None) -> None:
@@ -219,6 +219,10 @@ class RunningOperator:
     def progress_url(self) -> str:
         return f"https://{self.progress_host}:{self.progress_port}"
 
+    @property
+    def webhook_url(self) -> str:
+        return f"https://127.0.0.1:{self.webhook_port}"
+
     def log_tail(self, lines: int = 40) -> str:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
@@ -350,8 +354,10 @@ def restore_webhooks(kube: Kube, running: RunningOperator) -> str | None:
         if time.monotonic() > deadline:
             break
         time.sleep(1)
-    own = f"https://127.0.0.1:{running.webhook_port}"
-    what = f"the conversion webhook {base} did not answer for {WEBHOOK_ANSWER_SECONDS}s ({problem}); operator's: {own}"
+    what = (
+        f"the conversion webhook {base} did not answer for {WEBHOOK_ANSWER_SECONDS}s ({problem}); "
+        f"operator's: {running.webhook_url}"
+    )
     last_line = running.log_tail(1)
     running.process.kill()
     running.process.wait(timeout=30)
