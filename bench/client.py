@@ -74,6 +74,13 @@ class Api:
                 return await response.json()
         raise ApiError(429, f"still TooManyRequests after {GET_RETRIES} tries: {path}")
 
+    async def get_text(self, path: str) -> str:
+        """GET a plain-text endpoint (the API server's /metrics)."""
+        async with self.session.get(self.server + path) as response:
+            if response.status >= 300:
+                raise ApiError(response.status, await response.text())
+            return await response.text()
+
     async def watch(self, path: str) -> AsyncIterator[tuple[str, dict[str, Any]]]:
         """Every object under `path` as ("ADDED", obj) from a list, then its watch events, forever.
 

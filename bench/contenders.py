@@ -9,7 +9,6 @@ them alike (same priority level) and the audit log tells their requests apart.
 from __future__ import annotations
 
 import os
-import re
 import shlex
 import subprocess
 import sys
@@ -23,6 +22,7 @@ from typing import Any
 from bench import kubeflow
 from bench.client import Api, create_all
 from bench.cluster import NAMESPACE, REPO, BenchCluster, free_port, wait_for
+from bench.measure import metric_sum
 from trainingjob.api import constants as k
 from trainingjob.api.conversion import to_internal
 from trainingjob.api.types import TrainingJob
@@ -38,13 +38,6 @@ CREATE_CONCURRENCY = OperatorConfig().max_concurrent_creates
 
 def sim_annotations(complete_after: str | None) -> dict[str, str]:
     return {COMPLETE_AFTER: complete_after} if complete_after else {}
-
-
-def metric_sum(text: str, name: str, label_filter: str = "") -> float | None:
-    """Sum of every sample of `name` whose labels contain `label_filter` (None if there is none)."""
-    pattern = re.compile(rf"^{re.escape(name)}(\{{[^}}]*\}})?\s+(\S+)$", re.MULTILINE)
-    values = [float(value) for labels, value in pattern.findall(text) if label_filter in (labels or "")]
-    return sum(values) if values else None
 
 
 def scrape(url: str) -> str:
@@ -71,6 +64,8 @@ class Contender:
     extra: dict[str, Any] = field(default_factory=dict)
     # Arguments added to the controller's command line for an experiment (recorded with each run).
     extra_args: list[str] = field(default_factory=list)
+    # Any other experiment's settings, recorded with each run (and keeping it out of the tables).
+    experiment: dict[str, Any] = field(default_factory=dict)
 
     @property
     def pid(self) -> int | None:
@@ -206,6 +201,11 @@ class Kubeflow(Contender):
         )
         # Tuned = our operator's settings: it has no client-side QPS limit, 16 concurrent reconciles.
         self.flags = kubeflow.TUNED_FLAGS if tuned else []
+        # An experiment, kept out of the tables: BENCH_KUBEFLOW_POD=ours gives its pods our contract's extra env,
+        # volumes and security context, so both contenders' pods weigh the same in every watch.
+        self.pod_like_ours = os.environ.get("BENCH_KUBEFLOW_POD", "") == "ours"
+        if self.pod_like_ours:
+            self.experiment = {"kubeflow_pod": "ours"}
 
     def install(self, cluster: BenchCluster) -> None:
         self.binary = kubeflow.install(cluster)
@@ -231,11 +231,10 @@ class Kubeflow(Contender):
         )
 
     async def submit(self, cluster: BenchCluster, jobs: int, workers: int, complete_after: str | None) -> None:
+        extras = kubeflow.extras_like(Raw.pods("job-00000", workers, complete_after)[0]) if self.pod_like_ours else None
+        annotations = sim_annotations(complete_after)
         requests = [
-            (
-                self.job_path,
-                kubeflow.pytorch_job(f"job-{i:05d}", workers, IMAGE, COMMAND, sim_annotations(complete_after)),
-            )
+            (self.job_path, kubeflow.pytorch_job(f"job-{i:05d}", workers, IMAGE, COMMAND, annotations, extras))
             for i in range(jobs)
         ]
         await create_all(cluster.admin, requests, CREATE_CONCURRENCY)

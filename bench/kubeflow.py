@@ -9,10 +9,12 @@ name its certificate is issued for); the controller applies the same defaults it
 from __future__ import annotations
 
 import base64
+import copy
 import json
 import os
 import shutil
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +36,29 @@ CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")
 # "Best configuration": no effective client-side rate limit (our operator has none) and 16 reconcile workers
 # (our --max-concurrent-reconciles). The defaults are --kube-api-qps=20 --kube-api-burst=30 --controller-threads=1.
 TUNED_FLAGS = ["--kube-api-qps=2000", "--kube-api-burst=4000", "--controller-threads=16"]
+
+
+# What Kubeflow puts in a PyTorch container itself: an extra of the same name would clash with it.
+OWN_ENV = {"PYTHONUNBUFFERED", "MASTER_PORT", "MASTER_ADDR", "WORLD_SIZE", "RANK"}
+
+
+@dataclass(frozen=True)
+class PodExtras:
+    """Fields a PyTorchJob's pod template adds: `container` to its one container, `pod` to the pod spec."""
+
+    container: dict[str, Any]
+    pod: dict[str, Any]
+
+
+def extras_like(pod: dict[str, Any]) -> PodExtras:
+    """The part of one of our worker pods that Kubeflow's pods lack (the env of our contract without the names
+    Kubeflow sets, our volumes and mounts, the restricted security context), so that a PyTorchJob's pods carry
+    as many bytes per watch event as ours: the experiment BENCH_KUBEFLOW_POD=ours."""
+    container = pod["spec"]["containers"][0]
+    env = [e for e in container["env"] if e["name"] not in OWN_ENV and not e["name"].startswith("PET_")]
+    keep = {"env": env, **{key: container[key] for key in ("volumeMounts", "securityContext") if key in container}}
+    spec = {key: pod["spec"][key] for key in ("volumes", "securityContext", "enableServiceLinks") if key in pod["spec"]}
+    return PodExtras(container=keep, pod=spec)
 
 
 def binary() -> Path:
@@ -112,15 +137,27 @@ def mount_serving_certs(cluster: BenchCluster) -> None:
         (CERT_DIR / key).write_bytes(base64.b64decode(data[key]))
 
 
-def pytorch_job(name: str, workers: int, image: str, command: list[str], annotations: dict[str, str]) -> dict[str, Any]:
-    """1 Master + W-1 Workers: W pods, like one TrainingJob of W workers."""
+def pytorch_job(
+    name: str,
+    workers: int,
+    image: str,
+    command: list[str],
+    annotations: dict[str, str],
+    pod_extras: PodExtras | None = None,
+) -> dict[str, Any]:
+    """1 Master + W-1 Workers: W pods, like one TrainingJob of W workers. `pod_extras` (an experiment): what the
+    template adds to the container and to the pod spec beside Kubeflow's own."""
 
     def replica(count: int) -> dict[str, Any]:
         container = {"name": "pytorch", "image": image, "command": command}
+        spec: dict[str, Any] = {"containers": [container]}
+        if pod_extras is not None:
+            container.update(copy.deepcopy(pod_extras.container))
+            spec.update(copy.deepcopy(pod_extras.pod))
         return {
             "replicas": count,
             "restartPolicy": "Never",
-            "template": {"metadata": {"annotations": dict(annotations)}, "spec": {"containers": [container]}},
+            "template": {"metadata": {"annotations": dict(annotations)}, "spec": spec},
         }
 
     replicas = {"Master": replica(1)}

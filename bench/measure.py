@@ -193,3 +193,30 @@ def forced_watch_closes_by_watch(apiserver_log: Path) -> dict[str, int]:
                 watch = f"{resource} {key} labels={labels or '-'} fields={fields or '-'}"
                 counts[watch] = counts.get(watch, 0) + 1
     return dict(sorted(counts.items(), key=lambda item: -item[1]))
+
+
+def metric_sum(text: str, name: str, label_filter: str = "") -> float | None:
+    """Sum of every sample of `name` whose labels contain `label_filter` (None if there is none)."""
+    pattern = re.compile(rf"^{re.escape(name)}(\{{[^}}]*\}})?\s+(\S+)$", re.MULTILINE)
+    values = [float(value) for labels, value in pattern.findall(text) if label_filter in (labels or "")]
+    return sum(values) if values else None
+
+
+# The API server's own counters for the pods resource (since it started: the cluster is new for every run).
+POD_WATCH_METRICS = {
+    "pod_watch_events_sent": "apiserver_watch_events_total",
+    "pod_watch_bytes_sent": "apiserver_watch_events_sizes_sum",
+    "pod_events_received": "apiserver_watch_cache_events_received_total",
+    "pod_watchers_terminated": "apiserver_terminated_watchers_total",
+}
+
+
+def pod_watch_figures(metrics: str) -> dict[str, float | None]:
+    """What the pod watches cost the API server in a run: events and bytes sent to every watcher, the pod events
+    its cache received (one per write), and watchers it closed for falling behind. Sent per received says how many
+    watchers got each event, and how many were sent again to watchers that resumed after a forced close; bytes per
+    event is the size of a pod as every watcher decodes it (managedFields included)."""
+    figures = {key: metric_sum(metrics, name, 'resource="pods"') for key, name in POD_WATCH_METRICS.items()}
+    sent, sent_bytes = figures["pod_watch_events_sent"], figures["pod_watch_bytes_sent"]
+    figures["pod_watch_bytes_per_event"] = round(sent_bytes / sent) if sent and sent_bytes else None
+    return figures

@@ -268,10 +268,14 @@ def targets(summary: dict[tuple[int, int], dict[str, dict[str, Any]]], records: 
     return "".join(lines)
 
 
+EXPERIMENT_KEYS = ("operator_args", "kubeflow_pod")
+
+
 def defaults_only(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The runs of each contender as shipped: a run with experimental operator settings (BENCH_OPERATOR_ARGS,
-    recorded as operator_args) stays in benchmarks.json but out of the tables and targets."""
-    return [record for record in records if not record.get("operator_args")]
+    """The runs of each contender as shipped: a run of an experiment (BENCH_OPERATOR_ARGS, recorded as
+    operator_args; BENCH_KUBEFLOW_POD, recorded as kubeflow_pod) stays in benchmarks.json but out of the tables and
+    targets."""
+    return [record for record in records if not any(record.get(key) for key in EXPERIMENT_KEYS)]
 
 
 def write_report(

@@ -17,6 +17,7 @@ from bench.measure import (
     forced_watch_closes,
     forced_watch_closes_by_watch,
     peak_rss_mib,
+    pod_watch_figures,
     read_audit,
     refused_by,
     requests_by,
@@ -139,6 +140,7 @@ async def throughput_run(
         cpu = meter.stop()
         peak = peak_rss_mib(who.pid) if who.pid else None
         who.stop()
+        apiserver_metrics = await cluster.admin.get_text("/metrics")
         record = {
             "kind": "throughput",
             "contender": name,
@@ -153,7 +155,9 @@ async def throughput_run(
             "operator_peak_rss_mib": round(peak, 1) if peak else None,
             "forced_watch_closes": forced_watch_closes(cluster.apiserver_log),
             "forced_watch_closes_by_watch": forced_watch_closes_by_watch(cluster.apiserver_log),
+            **pod_watch_figures(apiserver_metrics),
             **({"operator_args": who.extra_args} if who.extra_args else {}),
+            **who.experiment,
             "series": series,
         }
         record.update(request_figures(cluster, who, began, ended, jobs))

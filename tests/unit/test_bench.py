@@ -12,14 +12,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bench.contenders import Contender, Ours, Raw, metric_sum
-from bench.kubeflow import pytorch_job
+from bench.contenders import Contender, Ours, Raw
+from bench.kubeflow import extras_like, pytorch_job
 from bench.measure import (
     audit_policy,
     cpu_seconds,
     forced_watch_closes,
     forced_watch_closes_by_watch,
+    metric_sum,
     parse_audit_line,
+    pod_watch_figures,
     refused_by,
     requests_by,
     writes,
@@ -267,13 +269,56 @@ def test_forced_watch_closes_are_told_apart_by_whose_watch_it_was(tmp_path) -> N
     assert forced_watch_closes_by_watch(tmp_path / "missing.log") == {}
 
 
-def test_runs_with_experimental_operator_settings_stay_out_of_the_tables(tmp_path: Path) -> None:
-    shipped, experiment = (throughput("trainingjob-operator", 1000, s, 60.0, 140.0, 14.0) for s in (300.0, 111.1))
-    experiment["operator_args"] = ["--max-concurrent-creates", "16"]
+@pytest.mark.parametrize(
+    ("contender", "setting"),
+    [
+        ("trainingjob-operator", {"operator_args": ["--max-concurrent-creates", "16"]}),
+        ("kubeflow-tuned", {"kubeflow_pod": "ours"}),
+    ],
+)
+def test_runs_of_an_experiment_stay_out_of_the_tables(tmp_path: Path, contender: str, setting: dict) -> None:
+    shipped, experiment = (throughput(contender, 1000, s, 60.0, 140.0, 14.0) for s in (300.0, 111.1))
+    experiment.update(setting)
     shipped["series"] = experiment["series"] = []
     report = write_report([shipped, experiment], tmp_path, "preamble\n", "findings\n").read_text()
     assert "300" in report and "111.1" not in report
     assert len(json.loads((tmp_path / "benchmarks.json").read_text())["runs"]) == 2, "kept in the raw records"
+
+
+def test_pod_watch_figures_come_from_the_pods_samples_only() -> None:
+    text = (
+        'apiserver_watch_events_total{group="",resource="pods",version="v1"} 27005\n'
+        'apiserver_watch_events_total{group="ml.example.com",resource="trainingjobs",version="v1"} 1169\n'
+        'apiserver_watch_events_sizes_sum{group="",resource="pods",version="v1"} 1.67737678e+08\n'
+        'apiserver_watch_cache_events_received_total{group="",resource="pods"} 3478\n'
+        'apiserver_terminated_watchers_total{group="",resource="pods"} 86\n'
+    )
+    assert pod_watch_figures(text) == {
+        "pod_watch_events_sent": 27005,
+        "pod_watch_bytes_sent": 167737678,
+        "pod_events_received": 3478,
+        "pod_watchers_terminated": 86,
+        "pod_watch_bytes_per_event": 6211,
+    }
+    assert pod_watch_figures("")["pod_watch_bytes_per_event"] is None
+
+
+def test_kubeflow_pods_like_ours_carry_our_contract_without_clashing_with_kubeflows_own() -> None:
+    ours = Raw.pods("job-00000", 8, "30s")[0]
+    extras = extras_like(ours)
+    job = pytorch_job("j", 8, "img", ["python"], {}, extras)
+    template = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+    names = [e["name"] for e in template["containers"][0]["env"]]
+    assert "TRAININGJOB_NAME" in names and "CHECKPOINT_DIR" in names
+    assert not {"MASTER_ADDR", "RANK", "WORLD_SIZE"} & set(names) and not any(n.startswith("PET_") for n in names)
+    assert template["volumes"] == ours["spec"]["volumes"]
+    assert template["containers"][0]["securityContext"] == ours["spec"]["containers"][0]["securityContext"]
+    assert (
+        "env"
+        not in pytorch_job("j", 8, "img", ["python"], {})["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"][
+            "containers"
+        ][0]
+    )
 
 
 def test_a_contender_that_exited_is_reported_with_its_code_and_log(tmp_path: Path) -> None:
