@@ -64,6 +64,8 @@ def test_a_pod_runs_and_succeeds_with_a_kubelet_status(kube: Kube, namespace: st
     assert conditions["Initialized"]["status"] == "True"
     assert conditions["Ready"]["status"] == "False" and conditions["Ready"]["reason"] == "PodCompleted"
     assert pod_log(kube, namespace, "hello") == "hello from hello 1000 0\n"
+    fields = kube.core.read_namespaced_pod("hello", namespace).metadata.managed_fields
+    assert {entry.manager for entry in fields if entry.subresource == "status"} == {"tj-node-agent"}
 
 
 def test_a_running_pod_reports_running_and_ready(kube: Kube, namespace: str) -> None:

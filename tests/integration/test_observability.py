@@ -11,6 +11,7 @@ from tests.jobs import SIM, create_job, job_manifest, wait_phase
 from tests.kube import Kube, wait_until
 from tests.metrics import scrape, value
 from tests.operator_harness import RunningOperator
+from trainingjob.api import constants as k
 
 pytestmark = pytest.mark.integration
 
@@ -99,3 +100,20 @@ def test_json_logs_parse_line_by_line_and_name_the_job(kube: Kube, namespace: st
     ours = [r for r in records if r.get("job") == "logged" and r.get("namespace") == namespace]
     assert ours and all(r["reconcile"].startswith("r") for r in ours)
     assert not any("token" in r["message"].lower() and "eyJ" in r["message"] for r in records)
+
+
+def test_the_api_server_names_the_operator_as_what_wrote_each_child(
+    kube: Kube, namespace: str, operator: RunningOperator
+) -> None:
+    """Field managers come from the User-Agent: `kubectl get --show-managed-fields` shows who set what."""
+    create_job(kube, namespace, job_manifest("owned", workers=2, complete_after=None))
+    wait_phase(kube, namespace, "owned", "Running")
+    pod = kube.core.read_namespaced_pod("owned-worker-0", namespace)
+    service = kube.core.read_namespaced_service("owned-workers", namespace)
+    config_map = kube.core.read_namespaced_config_map("owned-config", namespace)
+    for child in (pod, service, config_map):
+        spec_managers = {entry.manager for entry in child.metadata.managed_fields if not entry.subresource}
+        assert spec_managers == {"trainingjob-operator"}, child.metadata.name
+    job = kube.custom.get_namespaced_custom_object(k.GROUP, k.VERSION, namespace, k.PLURAL, "owned")
+    status_managers = {e["manager"] for e in job["metadata"]["managedFields"] if e.get("subresource") == "status"}
+    assert status_managers == {"trainingjob-operator"}

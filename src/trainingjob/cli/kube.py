@@ -26,6 +26,7 @@ from trainingjob.api import constants as k
 from trainingjob.api.conversion import convert, to_internal
 from trainingjob.cli.common import CliError, Target, job_ref
 from trainingjob.kube_status import api_message, status_body
+from trainingjob.user_agent import CLI, named
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 DEFAULT_KUBECONFIG = "~/.kube/config"
@@ -177,7 +178,7 @@ class Client:
     @contextlib.asynccontextmanager
     async def connect(cls, target: Target) -> AsyncIterator[Client]:
         configuration, namespace = await load_configuration(target)
-        api = client.ApiClient(configuration=configuration)
+        api = named(client.ApiClient(configuration=configuration), CLI)
         try:
             yield cls(api, namespace)
         finally:

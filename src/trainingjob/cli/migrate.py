@@ -26,9 +26,10 @@ def migrate_storage_command(kubeconfig: str | None, context: str | None, dry_run
 
         from trainingjob.cli.kube import load_configuration
         from trainingjob.cli.storage_migration import migrate_storage
+        from trainingjob.user_agent import CLI, named
 
         configuration, _ = await load_configuration(Target(kubeconfig, context, None))
-        async with client.ApiClient(configuration=configuration) as api:
+        async with named(client.ApiClient(configuration=configuration), CLI) as api:
             try:
                 migration = await migrate_storage(api, dry_run)
             except ApiException as error:

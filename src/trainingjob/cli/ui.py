@@ -41,12 +41,13 @@ async def serve(
     from trainingjob.ui.history import History
     from trainingjob.ui.server import build_app, missing_assets
     from trainingjob.ui.store import JobStore
+    from trainingjob.user_agent import UI, named
 
     missing = missing_assets()
     if missing:
         raise CliError(f"the UI's browser libraries are not installed ({', '.join(missing)}): run `make ui-assets`")
     configuration, namespace = await load_configuration(target)
-    async with client.ApiClient(configuration=configuration) as api:
+    async with named(client.ApiClient(configuration=configuration), UI) as api:
         directory = history_directory(history_dir, configuration.host)
         settings = {
             "token": token,

@@ -24,6 +24,7 @@ from kubernetes_asyncio import client, config
 from trainingjob.api import constants as k
 from trainingjob.api.names import config_map_name, worker_pod_name
 from trainingjob.sdk import ProgressReporter
+from trainingjob.user_agent import SIMULATED_WORKER, named
 
 # How long the operator may take to fold the final report into status (it writes progress every few seconds).
 STATUS_TIMEOUT = 30.0
@@ -118,7 +119,7 @@ async def simulate(
 ) -> None:
     """Train, check the operator recorded it, then complete the workers; SimulationError if it was not recorded."""
     await config.load_kube_config(config_file=kubeconfig)
-    async with client.ApiClient() as api:
+    async with named(client.ApiClient(), SIMULATED_WORKER) as api:
         with tempfile.TemporaryDirectory(prefix="tj-sim-") as directory:
             env = await worker_credentials(api, namespace, job, Path(directory))
             reporter = ProgressReporter(env=env, min_interval=0.0)

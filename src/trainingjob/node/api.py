@@ -16,6 +16,8 @@ from urllib.parse import quote
 
 import aiohttp
 
+from trainingjob.user_agent import NODE_AGENT, user_agent
+
 CONTENT_TYPES = {
     "merge": "application/merge-patch+json",
     "strategic": "application/strategic-merge-patch+json",
@@ -55,11 +57,16 @@ def name_path(base: str, name: str) -> str:
     return f"{base}/{quote(name, safe='')}"
 
 
+AGENT = user_agent(NODE_AGENT)
+
+
 class Api:
     def __init__(self, credentials: Credentials) -> None:
         self.server = credentials.server.rstrip("/")
         connector = aiohttp.TCPConnector(ssl=ssl_context(credentials), limit=32)
-        self.session = aiohttp.ClientSession(connector=connector, trust_env=False)
+        # The User-Agent names the agent in audit logs and as field manager (trainingjob/user_agent.py).
+        headers = {"User-Agent": AGENT}
+        self.session = aiohttp.ClientSession(connector=connector, trust_env=False, headers=headers)
 
     async def close(self) -> None:
         await self.session.close()

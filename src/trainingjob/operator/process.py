@@ -35,6 +35,7 @@ from trainingjob.operator.watches import WATCHES, gang_watches
 from trainingjob.progress.server import ProgressEndpoint, serve
 from trainingjob.progress.tls import ensure_tls, url_ips
 from trainingjob.scheduling.gang import GangApi, watched
+from trainingjob.user_agent import OPERATOR, named
 from trainingjob.webhooks import PortUnavailable, start_webhooks
 from trainingjob.webhooks.component import WebhookSettings
 
@@ -102,7 +103,7 @@ def open_clients(config: OperatorConfig, count: Callable[[str, str, int], None])
     def pooled(connections: int) -> CountingApiClient:
         configuration = client.Configuration.get_default_copy()
         configuration.connection_pool_maxsize = connections  # aiohttp: 0 is no limit
-        return CountingApiClient(count, configuration=configuration)
+        return named(CountingApiClient(count, configuration=configuration), OPERATOR)
 
     return Clients(api=pooled(writer_connections(config)), watch_api=pooled(0), lease=pooled(LEASE_CONNECTIONS))
 

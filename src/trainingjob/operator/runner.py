@@ -16,6 +16,7 @@ from trainingjob.operator.logs import configure as configure_logging
 from trainingjob.operator.preflight import PreflightError, check_operator_namespace
 from trainingjob.operator.process import ProcessOptions, Startup, run
 from trainingjob.scheduling.discovery import api_client_fetch, served_gang_apis
+from trainingjob.user_agent import OPERATOR, named
 from trainingjob.webhooks.component import WebhookSettings
 
 IN_CLUSTER_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
@@ -66,7 +67,7 @@ async def main(options: ProcessOptions) -> None:
     else:
         await k8s_config.load_kube_config()
     config = options.config
-    async with client.ApiClient() as api:
+    async with named(client.ApiClient(), OPERATOR) as api:
         if config.lease_namespace is not None or options.progress_port:
             lease = config.lease_name if config.lease_namespace is not None else None
             await check_operator_namespace(api, options.operator_namespace, lease)
