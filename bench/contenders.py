@@ -64,8 +64,11 @@ class Contender:
     extra: dict[str, Any] = field(default_factory=dict)
     # Arguments added to the controller's command line for an experiment (recorded with each run).
     extra_args: list[str] = field(default_factory=list)
-    # Any other experiment's settings, recorded with each run (and keeping it out of the tables).
-    experiment: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def experiment(self) -> dict[str, Any]:
+        """An experiment's settings, recorded with each run (which keeps it out of the tables); {} as shipped."""
+        return {"operator_args": self.extra_args} if self.extra_args else {}
 
     @property
     def pid(self) -> int | None:
@@ -204,8 +207,10 @@ class Kubeflow(Contender):
         # An experiment, kept out of the tables: BENCH_KUBEFLOW_POD=ours gives its pods our contract's extra env,
         # volumes and security context, so both contenders' pods weigh the same in every watch.
         self.pod_like_ours = os.environ.get("BENCH_KUBEFLOW_POD", "") == "ours"
-        if self.pod_like_ours:
-            self.experiment = {"kubeflow_pod": "ours"}
+
+    @property
+    def experiment(self) -> dict[str, Any]:
+        return {"kubeflow_pod": "ours"} if self.pod_like_ours else {}
 
     def install(self, cluster: BenchCluster) -> None:
         self.binary = kubeflow.install(cluster)

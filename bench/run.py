@@ -156,7 +156,6 @@ async def throughput_run(
             "forced_watch_closes": forced_watch_closes(cluster.apiserver_log),
             "forced_watch_closes_by_watch": forced_watch_closes_by_watch(cluster.apiserver_log),
             **pod_watch_figures(apiserver_metrics),
-            **({"operator_args": who.extra_args} if who.extra_args else {}),
             **who.experiment,
             "series": series,
         }

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.local_http import serving
 from trainingjob.operator.api_client import CountingApiClient
 
 
@@ -54,31 +55,22 @@ def test_a_hung_request_fails_within_the_client_timeout(clean_environment: pytes
             await asyncio.sleep(60)
             return web.Response(text="{}")
 
-        app = web.Application()
-        app.router.add_get("/api/v1/namespaces/default/pods/worker-0", hang)
-        runner = web.AppRunner(app, shutdown_timeout=0.1)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        api = CountingApiClient(
-            lambda *_: None, client.Configuration(host=f"http://127.0.0.1:{port}"), request_timeout=0.5
-        )
+        async with serving("/api/v1/namespaces/default/pods/worker-0", hang) as url:
+            api = CountingApiClient(lambda *_: None, client.Configuration(host=url), request_timeout=0.5)
 
-        async def read() -> str:
+            async def read() -> str:
+                try:
+                    await client.CoreV1Api(api).read_namespaced_pod("worker-0", "default")
+                except TimeoutError:
+                    return "timed out by the client"
+                return "answered"
+
             try:
-                await client.CoreV1Api(api).read_namespaced_pod("worker-0", "default")
+                async with asyncio.timeout(10):
+                    return await read()
             except TimeoutError:
-                return "timed out by the client"
-            return "answered"
-
-        try:
-            async with asyncio.timeout(10):
-                return await read()
-        except TimeoutError:
-            return "still waiting after 10s"
-        finally:
-            await api.close()
-            await runner.cleanup()
+                return "still waiting after 10s"
+            finally:
+                await api.close()
 
     assert asyncio.run(scenario()) == "timed out by the client"

@@ -14,6 +14,7 @@ from aiohttp import web
 
 from bench import client
 from bench.client import Api
+from tests.local_http import serving
 
 PATH = "/api/v1/namespaces/bench/pods"
 
@@ -74,17 +75,8 @@ def test_a_broken_or_stalled_watch_resumes_from_the_last_resource_version(monkey
     server = FlakyServer()
 
     async def scenario() -> list[tuple[str, str, str]]:
-        app = web.Application()
-        app.router.add_get(PATH, server.handle)
-        runner = web.AppRunner(app, shutdown_timeout=0.1)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        try:
-            return await asyncio.wait_for(collect(f"http://127.0.0.1:{port}", 4), timeout=10)
-        finally:
-            await runner.cleanup()
+        async with serving(PATH, server.handle) as url:
+            return await asyncio.wait_for(collect(url, 4), timeout=10)
 
     seen = asyncio.run(scenario())
     assert seen == [("ADDED", "a", "1"), ("ADDED", "b", "2"), ("ADDED", "c", "3"), ("MODIFIED", "c", "4")]
@@ -103,20 +95,13 @@ def test_a_list_waits_out_storage_reinitializing() -> None:
         return web.json_response({"metadata": {"resourceVersion": "7"}, "items": []})
 
     async def scenario() -> dict[str, Any]:
-        app = web.Application()
-        app.router.add_get(PATH, handle)
-        runner = web.AppRunner(app, shutdown_timeout=0.1)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        api = Api.__new__(Api)
-        api.server, api.session = f"http://127.0.0.1:{port}", aiohttp.ClientSession()
-        try:
-            return await asyncio.wait_for(api.get(PATH), timeout=10)
-        finally:
-            await api.close()
-            await runner.cleanup()
+        async with serving(PATH, handle) as url:
+            api = Api.__new__(Api)
+            api.server, api.session = url, aiohttp.ClientSession()
+            try:
+                return await asyncio.wait_for(api.get(PATH), timeout=10)
+            finally:
+                await api.close()
 
     assert asyncio.run(scenario())["metadata"]["resourceVersion"] == "7"
     assert answers == []

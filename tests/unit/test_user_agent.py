@@ -7,6 +7,7 @@ import asyncio
 from aiohttp import web
 from kubernetes_asyncio import client
 
+from tests.local_http import serving
 from trainingjob import __version__
 from trainingjob.config import OperatorConfig
 from trainingjob.operator.process import open_clients
@@ -23,26 +24,20 @@ def agents_seen_by_a_server() -> list[str]:
             seen.append(request.headers.get("User-Agent", ""))
             return web.json_response({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "worker-0"}})
 
-        app = web.Application()
-        app.router.add_get("/api/v1/namespaces/default/pods/worker-0", pod)
-        runner = web.AppRunner(app, shutdown_timeout=0.1)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        default = client.Configuration.get_default_copy()
-        client.Configuration.set_default(client.Configuration(host=f"http://127.0.0.1:{port}"))
-        try:
-            clients = open_clients(OperatorConfig(), lambda *_: None)
-        finally:
-            client.Configuration.set_default(default)
-        try:
-            for api in (clients.api, clients.watch_api, clients.lease):
-                await client.CoreV1Api(api).read_namespaced_pod("worker-0", "default")
-        finally:
-            for api in (clients.api, clients.watch_api, clients.lease):
-                await api.close()
-            await runner.cleanup()
+        async with serving("/api/v1/namespaces/default/pods/worker-0", pod) as url:
+            default = client.Configuration.get_default_copy()
+            client.Configuration.set_default(client.Configuration(host=url))
+            try:
+                clients = open_clients(OperatorConfig(), lambda *_: None)
+            finally:
+                client.Configuration.set_default(default)
+            every = (clients.api, clients.watch_api, clients.lease)
+            try:
+                for api in every:
+                    await client.CoreV1Api(api).read_namespaced_pod("worker-0", "default")
+            finally:
+                for api in every:
+                    await api.close()
         return seen
 
     return asyncio.run(scenario())
