@@ -12,6 +12,7 @@ from tests.kube import Kube, wait_until
 from tests.metrics import scrape, value
 from tests.operator_harness import RunningOperator
 from trainingjob.api import constants as k
+from trainingjob.api.conversion import convert
 
 pytestmark = pytest.mark.integration
 
@@ -117,3 +118,42 @@ def test_the_api_server_names_the_operator_as_what_wrote_each_child(
     job = kube.custom.get_namespaced_custom_object(k.GROUP, k.VERSION, namespace, k.PLURAL, "owned")
     status_managers = {e["manager"] for e in job["metadata"]["managedFields"] if e.get("subresource") == "status"}
     assert status_managers == {"trainingjob-operator"}
+
+
+def _converted_to_v1alpha1(operator: RunningOperator) -> float:
+    return value(scrape(operator), "trainingjob_converted_objects_total", from_version=k.V1, to_version=k.V1ALPHA1)
+
+
+def _conversions_per_write(kube: Kube, namespace: str, name: str, operator: RunningOperator, expected: int) -> float:
+    """Conversions to v1alpha1 the operator served per label write (in v1, by another manager) to the job, once at
+    least `expected` per write came (the watch cache converts each write after it is stored, so some come late)."""
+    writes = 20
+    before = _converted_to_v1alpha1(operator)
+    for i in range(writes):
+        patch = {"metadata": {"labels": {"touched": str(i)}}}
+        kube.custom.patch_namespaced_custom_object(k.GROUP, k.V1, namespace, k.PLURAL, name, patch)
+    target = before + expected * writes
+    settled = wait_until(lambda: _at_least(operator, target), 30, f"{expected} conversions per write of {name}")
+    return (settled - before) / writes
+
+
+def _at_least(operator: RunningOperator, count: float) -> float | None:
+    converted = _converted_to_v1alpha1(operator)
+    return converted if converted >= count else None
+
+
+def test_each_write_of_a_job_created_in_v1alpha1_costs_conversions_and_the_metrics_count_them(
+    kube: Kube, namespace: str, operator: RunningOperator
+) -> None:
+    """docs/trainingjob.md ("What serving two versions costs"): the API server converts every write of a job for
+    its v1alpha1 watch cache, and, when a manager of the job wrote it in v1alpha1 (its creator here), converts the
+    object before and after each write to v1alpha1 for managedFields as well. The operator's metrics show it."""
+    create_job(kube, namespace, job_manifest("alpha", workers=1, complete_after=None))
+    v1_manifest = convert(job_manifest("stable", workers=1, complete_after=None), f"{k.GROUP}/{k.V1}")
+    kube.custom.create_namespaced_custom_object(k.GROUP, k.V1, namespace, k.PLURAL, v1_manifest)
+    for name in ("alpha", "stable"):
+        wait_phase(kube, namespace, name, "Running")
+    # Created in v1: the watch cache's one (other jobs' writes meanwhile may add a little).
+    assert _conversions_per_write(kube, namespace, "stable", operator, expected=1) < 2
+    # Created in v1alpha1: three more, in the write itself (the live object, and the object before and after it).
+    assert _conversions_per_write(kube, namespace, "alpha", operator, expected=4) < 5

@@ -193,6 +193,18 @@ ALERT_SCENARIOS: list[dict[str, Any]] = [
             alert_test("20m", "TrainingJobReconcileErrors", {"severity": "warning", "kind": "ApiException"}),
         ],
     },
+    {
+        "name": "conversions that keep failing for 5 minutes fire, by outcome; successful ones never",
+        "input_series": [
+            series("trainingjob_webhook_requests_total", "0+50x40", webhook="convert", outcome="converted"),
+            series("trainingjob_webhook_requests_total", "0+0x10 1+1x30", webhook="convert", outcome="failed"),
+            series("trainingjob_webhook_requests_total", "0+5x40", webhook="validate", outcome="denied"),
+        ],
+        "alert_rule_test": [
+            alert_test("9m", "TrainingJobConversionFailing"),
+            alert_test("20m", "TrainingJobConversionFailing", {"severity": "critical", "outcome": "failed"}),
+        ],
+    },
 ]
 
 

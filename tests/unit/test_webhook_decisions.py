@@ -60,8 +60,10 @@ def test_a_conversion_review_converts_every_object_or_fails_as_a_whole() -> None
     assert answer["kind"] == "ConversionReview" and response["uid"] == "u"
     assert response["result"] == {"status": "Success"}
     assert response["convertedObjects"][0]["spec"]["workers"] == 2
-    failed = conversion_review({"request": {"uid": "u", "desiredAPIVersion": f"{c.GROUP}/v9", "objects": [job]}})
+    other = {**job, "metadata": {"name": "b", "namespace": "team"}}
+    failed = conversion_review({"request": {"uid": "u", "desiredAPIVersion": f"{c.GROUP}/v9", "objects": [other, job]}})
     assert failed["response"]["result"]["status"] == "Failure" and failed["response"]["convertedObjects"] == []
+    assert failed["response"]["result"]["message"].startswith(f"cannot convert team/b to {c.GROUP}/v9: ")
 
 
 # --- the image default ---------------------------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """Operator metrics (Prometheus naming: _total counters, _seconds histograms, base units).
 
 Counters and histograms move on transitions the leader writes (so a restart of the operator never counts a job
-twice); gauges are computed from the operator's caches at scrape time, never by listing the cluster, and per-job
-series disappear with the job because they are derived from the cache, not stored.
+twice), the webhooks' on the replica that answered; gauges are computed from the operator's caches at scrape time,
+never by listing the cluster, and per-job series disappear with the job because they are derived from the cache,
+not stored.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from trainingjob.api.types import parse_time
 
 DURATION_BUCKETS = (10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, 43200, 86400, 259200)
 STARTUP_BUCKETS = (1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800)
+# A webhook answer is pure work on one object (conversion) or a few cached lookups (admission): milliseconds.
+WEBHOOK_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
 
 
 class OperatorMetrics:
@@ -69,6 +72,34 @@ class OperatorMetrics:
             ["verb", "resource", "code"],
             registry=self.registry,
         )
+
+        self.webhook_requests = Counter(
+            "trainingjob_webhook_requests_total",
+            "Requests the API server made to this replica's webhooks, by webhook and outcome.",
+            ["webhook", "outcome"],
+            registry=self.registry,
+        )
+        self.webhook_duration = Histogram(
+            "trainingjob_webhook_duration_seconds",
+            "Time this replica took to answer a webhook request, body read included.",
+            ["webhook"],
+            buckets=WEBHOOK_BUCKETS,
+            registry=self.registry,
+        )
+        self.converted_objects = Counter(
+            "trainingjob_converted_objects_total",
+            "TrainingJobs converted for the API server, by the version it had and the one it asked for.",
+            ["from_version", "to_version"],
+            registry=self.registry,
+        )
+
+    def answered(self, webhook: str, outcome: str, seconds: float) -> None:
+        """One webhook request answered (webhooks/server.py WebhookObserver)."""
+        self.webhook_requests.labels(webhook, outcome).inc()
+        self.webhook_duration.labels(webhook).observe(seconds)
+
+    def converted(self, from_version: str, to_version: str, count: int) -> None:
+        self.converted_objects.labels(from_version, to_version).inc(count)
 
     def register_cache(self, collector: Collector) -> None:
         self.registry.register(collector)

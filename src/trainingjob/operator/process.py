@@ -140,7 +140,7 @@ async def _serve(
     if options.webhooks is not None:
         settings = dataclasses.replace(options.webhooks, in_cluster=options.in_cluster)
         try:
-            webhooks = await start_webhooks(api, settings, config)
+            webhooks = await start_webhooks(api, settings, config, metrics)
         except PortUnavailable as error:
             raise Startup(str(error)) from None
         cleanup.append(webhooks.stop)

@@ -29,7 +29,7 @@ from trainingjob.operator.lookups import QUOTA_TTL, TtlCache
 from trainingjob.webhooks.admission import AdmissionRequest, Verdict
 from trainingjob.webhooks.defaulting import mutate
 from trainingjob.webhooks.registration import Registration, answer
-from trainingjob.webhooks.server import WebhookServer
+from trainingjob.webhooks.server import WebhookObserver, WebhookServer
 from trainingjob.webhooks.tls import Rotation, SecretStore, ServingNames, WebhookTls, advance
 from trainingjob.webhooks.validation import validate
 
@@ -117,13 +117,19 @@ class ApiClusterView:
 
 
 class Webhooks:
-    def __init__(self, api: client.ApiClient, settings: WebhookSettings, config: OperatorConfig) -> None:
+    def __init__(
+        self,
+        api: client.ApiClient,
+        settings: WebhookSettings,
+        config: OperatorConfig,
+        observer: WebhookObserver | None = None,
+    ) -> None:
         self.settings = settings
         self.config = config
         self.store = SecretStore(api, settings.namespace)
         self.view = ApiClusterView(api)
         self.registration = Registration(api, settings.endpoint, settings.in_cluster)
-        self.server = WebhookServer(self.mutate, self.validate)
+        self.server = WebhookServer(self.mutate, self.validate, observer)
         self.tls: WebhookTls | None = None
         self.registered = False  # the API server's objects carry our current bundle
         self.task: asyncio.Task | None = None
@@ -187,8 +193,11 @@ class Webhooks:
         await self.server.stop()
 
 
-async def start_webhooks(api: client.ApiClient, settings: WebhookSettings, config: OperatorConfig) -> Webhooks:
-    """The one entry point the operator's startup calls; stop the result on shutdown."""
-    webhooks = Webhooks(api, settings, config)
+async def start_webhooks(
+    api: client.ApiClient, settings: WebhookSettings, config: OperatorConfig, observer: WebhookObserver | None = None
+) -> Webhooks:
+    """The one entry point the operator's startup calls; stop the result on shutdown. `observer` counts and times
+    every request the server answers (the operator's metrics)."""
+    webhooks = Webhooks(api, settings, config, observer)
     await webhooks.start()
     return webhooks

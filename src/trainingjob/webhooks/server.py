@@ -12,9 +12,11 @@ import json
 import logging
 import ssl
 import tempfile
+import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from aiohttp import web
 
@@ -28,6 +30,40 @@ logger = logging.getLogger(__name__)
 # thousands of jobs of a few KiB each. Bounded per request, never kept.
 MAX_BODY_BYTES = 256 * 1024 * 1024
 Decide = Callable[[AdmissionRequest], Awaitable[Verdict]]
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Answer = tuple[web.Response, str]  # the response and its outcome, as the metrics name it
+
+
+class WebhookObserver(Protocol):
+    """What the server reports of each request it answers (OperatorMetrics in the operator)."""
+
+    def answered(self, webhook: str, outcome: str, seconds: float) -> None: ...
+
+    def converted(self, from_version: str, to_version: str, count: int) -> None: ...
+
+
+class Unobserved:
+    """No metrics: the server as tests and tools start it."""
+
+    def answered(self, webhook: str, outcome: str, seconds: float) -> None:
+        pass
+
+    def converted(self, from_version: str, to_version: str, count: int) -> None:
+        pass
+
+
+def conversions(body: Any) -> Counter[tuple[str, str]]:
+    """How many objects of a ConversionReview go from which version to which (API versions without the group)."""
+    request = body.get("request") if isinstance(body, dict) else None
+    if not isinstance(request, dict):
+        return Counter()
+    desired = _version(request.get("desiredAPIVersion"))
+    objects = request.get("objects") or []
+    return Counter((_version(obj.get("apiVersion")), desired) for obj in objects if isinstance(obj, dict))
+
+
+def _version(api_version: Any) -> str:
+    return str(api_version or "").rpartition("/")[2] or "unknown"
 
 
 def conversion_review(body: Any) -> dict[str, Any]:
@@ -37,13 +73,22 @@ def conversion_review(body: Any) -> dict[str, Any]:
         raise ValueError("not a ConversionReview")
     desired = request.get("desiredAPIVersion", "")
     response: dict[str, Any] = {"uid": request["uid"]}
-    try:
-        response["convertedObjects"] = [convert(obj, desired) for obj in request.get("objects") or []]
-        response["result"] = {"status": "Success"}
-    except (KeyError, TypeError, ValueError, AttributeError) as error:
-        response["convertedObjects"] = []
-        response["result"] = {"status": "Failure", "message": f"cannot convert to {desired}: {error!r}"}
+    converted: list[dict[str, Any]] = []
+    for obj in request.get("objects") or []:
+        try:
+            converted.append(convert(obj, desired))
+        except (KeyError, TypeError, ValueError, AttributeError) as error:
+            message = f"cannot convert {_object_name(obj)} to {desired}: {error!r}"
+            response.update(convertedObjects=[], result={"status": "Failure", "message": message})
+            break
+    else:
+        response.update(convertedObjects=converted, result={"status": "Success"})
     return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview", "response": response}
+
+
+def _object_name(obj: Any) -> str:
+    metadata = (obj.get("metadata") if isinstance(obj, dict) else None) or {}
+    return "/".join(str(part) for part in (metadata.get("namespace"), metadata.get("name")) if part) or "an object"
 
 
 async def _json(request: web.Request) -> Any:
@@ -58,9 +103,10 @@ class PortUnavailable(RuntimeError):
 
 
 class WebhookServer:
-    def __init__(self, mutate: Decide, validate: Decide) -> None:
+    def __init__(self, mutate: Decide, validate: Decide, observer: WebhookObserver | None = None) -> None:
         self.mutate = mutate
         self.validate = validate
+        self.observer = observer or Unobserved()
         self.context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         self.runner: web.AppRunner | None = None
 
@@ -74,15 +120,23 @@ class WebhookServer:
             cert.write_text(serving.cert_pem)
             self.context.load_cert_chain(cert, key)
 
-    async def convert(self, request: web.Request) -> web.Response:
+    async def convert(self, request: web.Request) -> Answer:
         try:
-            answer = conversion_review(await _json(request))
+            body = await _json(request)
+            answer = conversion_review(body)
         except ValueError as error:
             raise web.HTTPBadRequest(text=str(error)) from None
-        return web.json_response(answer)
+        result = answer["response"]["result"]
+        converted = result["status"] == "Success"
+        if not converted:
+            logger.warning("conversion failed: %s", result.get("message"))
+        else:
+            for (source, target), count in conversions(body).items():
+                self.observer.converted(source, target, count)
+        return web.json_response(answer), "converted" if converted else "failed"
 
-    def admission(self, decide: Decide) -> Callable[[web.Request], Awaitable[web.Response]]:
-        async def handle(request: web.Request) -> web.Response:
+    def admission(self, decide: Decide) -> Callable[[web.Request], Awaitable[Answer]]:
+        async def handle(request: web.Request) -> Answer:
             try:
                 review = parse_review(await _json(request))
             except ValueError as error:
@@ -90,20 +144,41 @@ class WebhookServer:
             verdict = await decide(review)
             if not verdict.allowed:
                 logger.info("denied %s %s/%s: %s", review.operation, review.namespace, review.name, verdict.message)
-            return web.json_response(review_response(review.uid, verdict))
+            return web.json_response(review_response(review.uid, verdict)), "allowed" if verdict.allowed else "denied"
+
+        return handle
+
+    def observed(self, webhook: str, handler: Callable[[web.Request], Awaitable[Answer]]) -> Handler:
+        """The handler, counted by outcome and timed from when it starts (body read included) to its answer: the
+        operator's share of each call the API server waits on; the API server's own metrics add the network and
+        the wait for this process's event loop."""
+
+        async def handle(request: web.Request) -> web.StreamResponse:
+            started, outcome = time.perf_counter(), "error"
+            try:
+                response, outcome = await handler(request)
+                return response
+            except web.HTTPBadRequest:
+                outcome = "bad_request"
+                raise
+            finally:
+                self.observer.answered(webhook, outcome, time.perf_counter() - started)
 
         return handle
 
     async def health(self, _: web.Request) -> web.Response:
         return web.Response(text="ok\n")
 
-    async def start(self, host: str, port: int) -> None:
+    def app(self) -> web.Application:
         app = web.Application(client_max_size=MAX_BODY_BYTES)
-        app.router.add_post(w.CONVERT_PATH, self.convert)
-        app.router.add_post(w.MUTATE_PATH, self.admission(self.mutate))
-        app.router.add_post(w.VALIDATE_PATH, self.admission(self.validate))
+        app.router.add_post(w.CONVERT_PATH, self.observed("convert", self.convert))
+        app.router.add_post(w.MUTATE_PATH, self.observed("mutate", self.admission(self.mutate)))
+        app.router.add_post(w.VALIDATE_PATH, self.observed("validate", self.admission(self.validate)))
         app.router.add_get(w.HEALTH_PATH, self.health)
-        self.runner = web.AppRunner(app, access_log=None)
+        return app
+
+    async def start(self, host: str, port: int) -> None:
+        self.runner = web.AppRunner(self.app(), access_log=None)
         await self.runner.setup()
         try:
             await web.TCPSite(self.runner, host, port, ssl_context=self.context).start()
