@@ -220,3 +220,12 @@ def pod_watch_figures(metrics: str) -> dict[str, float | None]:
     sent, sent_bytes = figures["pod_watch_events_sent"], figures["pod_watch_bytes_sent"]
     figures["pod_watch_bytes_per_event"] = round(sent_bytes / sent) if sent and sent_bytes else None
     return figures
+
+
+def conversion_figures(metrics: str) -> dict[str, float | None]:
+    """The conversion webhook calls the API server made in a run and the seconds its requests waited on them.
+    Only our CRD has two versions, so only our runs have any (docs/trainingjob.md, "What serving two versions
+    costs")."""
+    calls = metric_sum(metrics, "apiserver_crd_conversion_webhook_duration_seconds_count")
+    waited = metric_sum(metrics, "apiserver_crd_conversion_webhook_duration_seconds_sum")
+    return {"conversion_calls": calls, "conversion_wait_seconds": round(waited, 1) if waited is not None else None}

@@ -268,13 +268,13 @@ def targets(summary: dict[tuple[int, int], dict[str, dict[str, Any]]], records: 
     return "".join(lines)
 
 
-EXPERIMENT_KEYS = ("operator_args", "kubeflow_pod")
+EXPERIMENT_KEYS = ("operator_args", "kubeflow_pod", "job_version")
 
 
 def defaults_only(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The runs of each contender as shipped: a run of an experiment (BENCH_OPERATOR_ARGS, recorded as
-    operator_args; BENCH_KUBEFLOW_POD, recorded as kubeflow_pod) stays in benchmarks.json but out of the tables and
-    targets."""
+    operator_args; BENCH_KUBEFLOW_POD, recorded as kubeflow_pod; BENCH_JOB_VERSION, recorded as job_version) stays
+    in benchmarks.json but out of the tables and targets."""
     return [record for record in records if not any(record.get(key) for key in EXPERIMENT_KEYS)]
 
 

@@ -14,6 +14,7 @@ from bench.cluster import NAMESPACE, BenchCluster
 from bench.contenders import CONTENDERS, Contender, contender
 from bench.measure import (
     CpuMeter,
+    conversion_figures,
     forced_watch_closes,
     forced_watch_closes_by_watch,
     peak_rss_mib,
@@ -156,6 +157,7 @@ async def throughput_run(
             "forced_watch_closes": forced_watch_closes(cluster.apiserver_log),
             "forced_watch_closes_by_watch": forced_watch_closes_by_watch(cluster.apiserver_log),
             **pod_watch_figures(apiserver_metrics),
+            **conversion_figures(apiserver_metrics),
             **who.experiment,
             "series": series,
         }

@@ -12,10 +12,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bench.contenders import Contender, Ours, Raw
+from bench.cluster import NAMESPACE
+from bench.contenders import Contender, Ours, Raw, contender
 from bench.kubeflow import extras_like, pytorch_job
 from bench.measure import (
     audit_policy,
+    conversion_figures,
     cpu_seconds,
     forced_watch_closes,
     forced_watch_closes_by_watch,
@@ -274,6 +276,7 @@ def test_forced_watch_closes_are_told_apart_by_whose_watch_it_was(tmp_path) -> N
     [
         ("trainingjob-operator", {"operator_args": ["--max-concurrent-creates", "16"]}),
         ("kubeflow-tuned", {"kubeflow_pod": "ours"}),
+        ("trainingjob-operator", {"job_version": "v1"}),
     ],
 )
 def test_runs_of_an_experiment_stay_out_of_the_tables(tmp_path: Path, contender: str, setting: dict) -> None:
@@ -301,6 +304,30 @@ def test_pod_watch_figures_come_from_the_pods_samples_only() -> None:
         "pod_watch_bytes_per_event": 6211,
     }
     assert pod_watch_figures("")["pod_watch_bytes_per_event"] is None
+
+
+def test_conversion_figures_sum_every_conversion_the_api_server_made() -> None:
+    labels = 'crd_name="trainingjobs.ml.example.com",from_version="{}",succeeded="true",to_version="{}"'
+    text = (
+        f"apiserver_crd_conversion_webhook_duration_seconds_count{{{labels.format('v1', 'v1alpha1')}}} 1700\n"
+        f"apiserver_crd_conversion_webhook_duration_seconds_count{{{labels.format('v1alpha1', 'v1')}}} 100\n"
+        f"apiserver_crd_conversion_webhook_duration_seconds_sum{{{labels.format('v1', 'v1alpha1')}}} 12.345\n"
+        f"apiserver_crd_conversion_webhook_duration_seconds_sum{{{labels.format('v1alpha1', 'v1')}}} 1.0\n"
+        'apiserver_watch_events_total{group="",resource="pods",version="v1"} 27005\n'
+    )
+    assert conversion_figures(text) == {"conversion_calls": 1800, "conversion_wait_seconds": 13.3}
+    assert conversion_figures("") == {"conversion_calls": None, "conversion_wait_seconds": None}
+
+
+@pytest.mark.parametrize("version", ["", "v1alpha1", "v1"])
+def test_our_jobs_are_created_in_the_version_the_experiment_names(
+    monkeypatch: pytest.MonkeyPatch, version: str
+) -> None:
+    monkeypatch.setenv("BENCH_JOB_VERSION", version)
+    ours = contender("ours")
+    written = version or k.VERSION
+    assert ours.job_path == f"/apis/{k.GROUP}/{written}/namespaces/{NAMESPACE}/{k.PLURAL}"
+    assert ours.experiment == ({} if written == k.VERSION else {"job_version": "v1"})
 
 
 def test_kubeflow_pods_like_ours_carry_our_contract_without_clashing_with_kubeflows_own() -> None:
