@@ -7,6 +7,7 @@ that every pod the old leader created keeps its UID, and that the standby wrote 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from pathlib import Path
 
@@ -40,12 +41,10 @@ def writes(operator: RunningOperator) -> float:
 
 
 def adopt(session_operator: RunningOperator, successor: RunningOperator) -> None:
-    """The successor becomes the session's operator for the tests that follow."""
-    session_operator.process = successor.process
-    session_operator.progress_port = successor.progress_port
-    session_operator.metrics_port = successor.metrics_port
-    session_operator.webhook_port = successor.webhook_port
-    session_operator.log_path = successor.log_path
+    """The successor becomes the session's operator for the tests that follow: all of it, so its health URL is the
+    one probed and a revive starts it again with its own arguments (e.g. its Lease identity)."""
+    for field in dataclasses.fields(successor):
+        setattr(session_operator, field.name, getattr(successor, field.name))
 
 
 def test_standby_takes_over_when_the_leader_dies(kube: Kube, namespace: str, operator: RunningOperator) -> None:
