@@ -181,6 +181,33 @@ def test_v1alpha1_to_v1_and_back_is_lossless(spec: dict[str, Any], status: dict[
 
 @settings(max_examples=150, deadline=None)
 @given(v1alpha1_specs(), v1alpha1_statuses())
+def test_a_conversion_given_its_input_converts_alike_and_a_copying_one_shares_nothing(
+    spec: dict[str, Any], status: dict[str, Any]
+) -> None:
+    """The webhook gives away the body it parsed (owned): same answer, without the copies."""
+    for original in (job(spec, status), convert(job(spec, status), V1)):
+        target = V1 if original["apiVersion"] == V1ALPHA1 else V1ALPHA1
+        copied = convert(original, target)
+        assert convert(copy.deepcopy(original), target, owned=True) == copied
+        snapshot = copy.deepcopy(original)
+        scribble(copied)
+        assert original == snapshot, "a copying conversion's result shares nothing with its input"
+
+
+def scribble(value: Any) -> None:
+    """Change every dict and list inside `value` in place."""
+    if isinstance(value, dict):
+        for inner in list(value.values()):
+            scribble(inner)
+        value["scribbled"] = True
+    elif isinstance(value, list):
+        for inner in value:
+            scribble(inner)
+        value.append("scribbled")
+
+
+@settings(max_examples=150, deadline=None)
+@given(v1alpha1_specs(), v1alpha1_statuses())
 def test_v1_to_v1alpha1_and_back_is_lossless_for_what_the_operator_writes(
     spec: dict[str, Any], status: dict[str, Any]
 ) -> None:

@@ -76,7 +76,7 @@ def conversion_review(body: Any) -> dict[str, Any]:
     converted: list[dict[str, Any]] = []
     for obj in request.get("objects") or []:
         try:
-            converted.append(convert(obj, desired))
+            converted.append(convert(obj, desired, owned=True))  # parsed for this answer alone
         except (KeyError, TypeError, ValueError, AttributeError) as error:
             message = f"cannot convert {_object_name(obj)} to {desired}: {error!r}"
             response.update(convertedObjects=[], result={"status": "Failure", "message": message})
