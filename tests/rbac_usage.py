@@ -30,6 +30,7 @@ VERBS = {"create": "create", "read": "get", "list": "list", "patch": "patch", "r
 KINDS = {
     "pod": ("", "pods", True),
     "service": ("", "services", True),
+    "endpoint_slice": ("discovery.k8s.io", "endpointslices", True),
     "deployment": ("apps", "deployments", True),
     "horizontal_pod_autoscaler": ("autoscaling", "horizontalpodautoscalers", True),
     "config_map": ("", "configmaps", True),

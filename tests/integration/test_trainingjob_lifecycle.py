@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from kubernetes import client
 
 from tests.jobs import (
     SIM,
@@ -89,6 +90,10 @@ def test_pytorch_job_with_gpus_runs_to_success(kube: Kube, namespace: str, clust
         assert pod.spec.restart_policy == "Never"
     service = kube.core.read_namespaced_service("mnist-workers", namespace)
     assert service.spec.cluster_ip == "None" and service.spec.publish_not_ready_addresses
+    assert service.spec.selector is None, "the operator publishes the workers' addresses, not the controller"
+    published = wait_until(lambda: _published(kube, namespace, "mnist-workers", 4), 30, "the workers' EndpointSlice")
+    addresses = {p.metadata.name: p.status.pod_ip for p in job_pods(kube, namespace, "mnist")}
+    assert published == {name: (name, address) for name, address in addresses.items()}
     config = kube.core.read_namespaced_config_map("mnist-config", namespace)
     assert json.loads(config.data["hyperparameters.json"]) == {"learningRate": 0.01, "epochs": 3, "amp": True}
     table = kubectl(cluster, "get", "trainingjobs.v1alpha1.ml.example.com", "-n", namespace)  # v1alpha1's columns
@@ -109,6 +114,19 @@ def test_pytorch_job_with_gpus_runs_to_success(kube: Kube, namespace: str, clust
         "events",
     )
     assert reasons
+
+
+def _published(kube: Kube, namespace: str, service: str, count: int) -> dict[str, tuple[str, str]] | None:
+    """Pod name -> (hostname, address) over every EndpointSlice of the Service, once all `count` are there (and
+    only if kube-controller-manager made none of its own)."""
+    slices = client.DiscoveryV1Api(kube.api).list_namespaced_endpoint_slice(
+        namespace, label_selector=f"kubernetes.io/service-name={service}"
+    )
+    assert {s.metadata.labels["endpointslice.kubernetes.io/managed-by"] for s in slices.items} <= {
+        "trainingjob-operator.ml.example.com"
+    }
+    found = {e.target_ref.name: (e.hostname, a) for s in slices.items for e in s.endpoints or [] for a in e.addresses}
+    return found if len(found) == count else None
 
 
 def _has_all(reasons: list[str], wanted: set[str]) -> list[str] | None:

@@ -17,7 +17,8 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from trainingjob.api import constants as k
 from trainingjob.api.conversion import convert_status, status_in
 from trainingjob.api.versions import SHAPES
-from trainingjob.builders.service import service_ports
+from trainingjob.builders.endpoints import slice_view
+from trainingjob.builders.service import ServiceView, service_ports, service_view
 from trainingjob.operator.apply import Applier
 from trainingjob.reconcile.observed import pod_view
 
@@ -56,7 +57,8 @@ class FakeApiServer:
         self.events: list[str] = []
         self.status_patches: list[dict[str, Any]] = []
         self.failing_deletes: set[str] = set()
-        self.services: dict[str, Any] = {}  # name -> ports as service_ports() reduces them
+        self.services: dict[str, ServiceView] = {}
+        self.endpoint_slices: dict[str, dict[str, Any]] = {}
         self.config_maps: dict[str, dict[str, str]] = {}
         self.version = 100
 
@@ -87,6 +89,10 @@ class FakeApiServer:
             "worker_services": {(namespace, _job_of(name)): [ports] for name, ports in self.services.items()},
             "job_config_maps": {(namespace, _job_of(name)): [data] for name, data in self.config_maps.items()},
             "job_claims": {},
+            "job_endpoint_slices": {
+                (namespace, body["metadata"]["labels"]["ml.example.com/job-name"]): [slice_view(body)]
+                for body in self.endpoint_slices.values()
+            },
         }
 
     def _patch_job(self, name: str, patch: Mapping[str, Any], part: str | None) -> dict[str, Any]:
@@ -140,13 +146,28 @@ class FakeApiServer:
         return ANSWER
 
     async def create_namespaced_service(self, namespace: str, body: Mapping[str, Any], **_: Any) -> Answer:
-        self.services[body["metadata"]["name"]] = service_ports(body["spec"].get("ports"))
+        self.services[body["metadata"]["name"]] = service_view(body)
         return ANSWER
 
     async def patch_namespaced_service(self, name: str, namespace: str, body: Mapping[str, Any], **_: Any) -> Answer:
         if name not in self.services:
             raise ApiException(status=404, reason="Not Found")
-        self.services[name] = service_ports(body["spec"].get("ports"))
+        self.services[name] = ServiceView(service_ports(body["spec"].get("ports")), self.services[name].selects_pods)
+        return ANSWER
+
+    # DiscoveryV1Api
+    async def create_namespaced_endpoint_slice(self, namespace: str, body: Mapping[str, Any], **_: Any) -> Answer:
+        if body["metadata"]["name"] in self.endpoint_slices:
+            raise ApiException(status=409, reason="AlreadyExists")
+        self.endpoint_slices[body["metadata"]["name"]] = copy.deepcopy(dict(body))
+        return ANSWER
+
+    async def patch_namespaced_endpoint_slice(
+        self, name: str, namespace: str, body: Mapping[str, Any], **_: Any
+    ) -> Answer:
+        if name not in self.endpoint_slices:
+            raise ApiException(status=404, reason="Not Found")
+        self.endpoint_slices[name] = merge_patch(self.endpoint_slices[name], body)
         return ANSWER
 
     async def create_namespaced_config_map(self, namespace: str, body: Mapping[str, Any], **_: Any) -> Answer:

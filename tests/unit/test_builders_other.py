@@ -20,7 +20,7 @@ from trainingjob.api.types import TrainingJob
 from trainingjob.builders.common import POLICY_FIELDS, child_metadata, job_labels, owner_reference, spec_hash
 from trainingjob.builders.configmap import desired_config_data, desired_config_map
 from trainingjob.builders.pod import desired_worker_pod
-from trainingjob.builders.service import desired_service
+from trainingjob.builders.service import desired_service, service_selector
 from trainingjob.config import OperatorConfig
 
 BASE_SPEC: dict[str, Any] = {
@@ -150,9 +150,11 @@ def test_service_is_headless_and_serves_the_master_port(networking: dict | None)
     assert service["spec"]["ports"] == [{"name": "dist", "port": port, "targetPort": port, "protocol": "TCP"}]
 
 
-def test_service_selects_this_jobs_workers_only() -> None:
+def test_service_stands_for_this_jobs_workers_only_and_selects_no_pods() -> None:
+    """The operator publishes the members' addresses itself (builders/endpoints.py); service_selector says who."""
     job, other = make_job(), make_job(name="mnist2")
-    selector = desired_service(job)["spec"]["selector"]
+    assert "selector" not in desired_service(job)["spec"]
+    selector = service_selector(job)
     assert selector == {"ml.example.com/job-name": "mnist", "ml.example.com/role": "worker"}
     for index in range(job.spec.workers):
         labels = desired_worker_pod(job, index, 0, OperatorConfig())["metadata"]["labels"]

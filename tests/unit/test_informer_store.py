@@ -59,7 +59,7 @@ def test_a_relist_of_unchanged_objects_touches_nothing() -> None:
 def test_an_update_outside_the_view_touches_nothing_and_a_phase_change_does() -> None:
     store, indexes = pod_store()
     assert store.upsert(pod("a-worker-0", "a", version="1")) == [("worker_pods", ("ml", "a"))]
-    assert store.upsert(pod("a-worker-0", "a", version="2", podIP="10.0.0.7")) == []
+    assert store.upsert(pod("a-worker-0", "a", version="2", hostIP="192.168.0.7")) == []
     assert store.upsert(pod("a-worker-0", "a", phase="Failed", version="3")) == [("worker_pods", ("ml", "a"))]
     assert [v.phase for v in indexes["worker_pods"][("ml", "a")]] == ["Failed"]
 

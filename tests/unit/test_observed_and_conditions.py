@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from trainingjob.api import constants as k
+from trainingjob.builders.service import ServiceView
 from trainingjob.reconcile.conditions import CONDITION_ORDER, DesiredCondition, condition_is_true, merge_conditions
 from trainingjob.reconcile.observed import ObservedChildren, PodView, pod_view
 
@@ -160,9 +161,11 @@ def test_pod_without_labels_or_status() -> None:
 
 def test_observed_children_from_cache_sorts_pods_by_index() -> None:
     views = [pod_view(pod(index=i, status=RUNNING)) for i in (10, 0, 2)]  # by name, 10 would come before 2
-    observed = ObservedChildren.from_cache(views, iter([object()]), [{"hostfile": "x"}, {"other": "y"}], ["bad"])
+    service = ServiceView((("dist", 29500, 29500, "TCP"),), selects_pods=True)
+    observed = ObservedChildren.from_cache(views, iter([service]), [{"hostfile": "x"}, {"other": "y"}], ["bad"])
     assert [p.index for p in observed.pods] == [0, 2, 10]
     assert observed.service_exists and observed.config_data == {"hostfile": "x"}
+    assert observed.service_ports == service.ports and observed.service_selects_pods
     assert observed.rejections == ("bad",)
     empty = ObservedChildren.from_cache([], [], [])
     assert (empty.pods, empty.service_exists, empty.config_data) == ((), False, None)

@@ -21,7 +21,7 @@ from trainingjob.builders.common import spec_hash
 from trainingjob.builders.configmap import desired_config_data
 from trainingjob.builders.pod import desired_worker_pod
 from trainingjob.builders.secret import desired_mpi_key_secret
-from trainingjob.builders.service import desired_service
+from trainingjob.builders.service import service_selector
 from trainingjob.config import OperatorConfig
 from trainingjob.frameworks import mpi
 
@@ -131,9 +131,9 @@ def test_a_role_overrides_command_args_resources_gpus_and_env_for_itself_only() 
     assert [(e["name"], e["value"]) for e in worker["env"] if e["name"] in "AB"] == [("A", "spec"), ("B", "spec")]
 
 
-def test_the_service_selects_every_role_of_a_multi_role_job_and_only_workers_otherwise() -> None:
-    assert desired_service(make_job("tensorflow", **PS_JOB))["spec"]["selector"] == {k.LABEL_JOB_NAME: "j"}
-    assert desired_service(make_job("tensorflow"))["spec"]["selector"] == {
+def test_the_service_stands_for_every_role_of_a_multi_role_job_and_only_workers_otherwise() -> None:
+    assert service_selector(make_job("tensorflow", **PS_JOB)) == {k.LABEL_JOB_NAME: "j"}
+    assert service_selector(make_job("tensorflow")) == {
         k.LABEL_JOB_NAME: "j",
         k.LABEL_ROLE: "worker",
     }

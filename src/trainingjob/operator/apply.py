@@ -21,6 +21,7 @@ from kubernetes_asyncio.client.rest import RESTResponse
 from trainingjob.api import constants as k
 from trainingjob.api.conversion import status_in
 from trainingjob.api.types import TrainingJob, format_time
+from trainingjob.builders.endpoints import SliceView, slice_view
 from trainingjob.kube_status import api_message
 from trainingjob.reconcile.actions import (
     AddFinalizer,
@@ -60,6 +61,8 @@ class ApplyResult:
     existed_pods: list[str] = field(default_factory=list)
     # uids of pods and gang objects deleted here; the cache may show them alive a little longer.
     released_pods: list[str] = field(default_factory=list)
+    # EndpointSlices written here, as the cache will show them (the reconciler bridges the cache's lag with them).
+    published_slices: list[SliceView] = field(default_factory=list)
     writes: int = 0
 
 
@@ -104,9 +107,11 @@ class Applier:
         core: Any = None,
         custom: Any = None,
     ) -> None:
-        """`core` and `custom` replace the CoreV1Api and CustomObjectsApi (unit tests pass a fake server)."""
+        """`core` and `custom` replace the CoreV1Api, CustomObjectsApi and DiscoveryV1Api (unit tests pass a fake
+        server as both)."""
         self.core = core if core is not None else client.CoreV1Api(api)
         self.custom = custom if custom is not None else client.CustomObjectsApi(api)
+        self.discovery = custom if custom is not None else client.DiscoveryV1Api(api)
         self.write_slots = asyncio.Semaphore(max_concurrent_writes)
         self.gang_bursts = asyncio.Lock()
 
@@ -171,6 +176,8 @@ class Applier:
             result.claimed_pods.append(action.name)
         if isinstance(action, CreateChild) and action.kind == "Pod" and outcome == EXISTED:
             result.existed_pods.append(action.name)
+        if isinstance(action, CreateChild | ReplaceChild) and action.kind == "EndpointSlice" and outcome == DONE:
+            result.published_slices.append(slice_view(action.manifest))
         if isinstance(action, DeleteChild) and action.uid and outcome in (DONE, GONE):
             result.released_pods.append(action.uid)  # a pod's or a gang object's: see Reconciler.observed
 
@@ -292,6 +299,8 @@ class Applier:
         provider = provider_for(api_version, action.kind) if api_version != "v1" else None
         if provider is not None:
             await self._apply_gang_object(ns, provider.api, action)
+        elif action.kind == "EndpointSlice":
+            await self._apply_endpoint_slice(ns, action)
         elif isinstance(action, CreateChild):
             create = {
                 "Pod": self.core.create_namespaced_pod,
@@ -312,6 +321,16 @@ class Applier:
             await unread(self.core.patch_namespaced_service, action.name, ns, patch, _content_type=MERGE_PATCH)
         elif isinstance(action, ReplaceChild):
             await unread(self.core.replace_namespaced_config_map, action.name, ns, action.manifest)
+
+    async def _apply_endpoint_slice(self, ns: str, action: CreateChild | ReplaceChild) -> None:
+        """Create a job's slice, or merge-patch its endpoints and ports (lists are replaced whole)."""
+        if isinstance(action, CreateChild):
+            await unread(self.discovery.create_namespaced_endpoint_slice, ns, action.manifest)
+        else:
+            patch = {key: action.manifest[key] for key in ("endpoints", "ports")}
+            await unread(
+                self.discovery.patch_namespaced_endpoint_slice, action.name, ns, patch, _content_type=MERGE_PATCH
+            )
 
     async def _apply_gang_object(self, ns: str, api: Any, action: Any) -> None:
         """Create or delete a gang object (scheduling/gang.py) through its group's API."""

@@ -20,6 +20,7 @@ from trainingjob.operator.lookups import Lookups
 from trainingjob.operator.metrics import OperatorMetrics
 from trainingjob.operator.mlflow import MlflowRuns
 from trainingjob.operator.namesakes import Namesakes
+from trainingjob.operator.published import PublishedSlices
 from trainingjob.operator.quota_gate import QuotaGate, creates_workers
 from trainingjob.operator.serving import ServingReconciler, is_model_key
 from trainingjob.operator.store import Index, ObjectKey
@@ -84,6 +85,7 @@ class Reconciler:
         # (expectations, as in the ReplicaSet controller; they expire so a missed event cannot pin them).
         self.claimed: dict[JobKey, dict[str, float]] = {}
         self.released: dict[JobKey, dict[str, float]] = {}
+        self.published = PublishedSlices(monotonic)
         pods = indexes.get("worker_pods")
         if isinstance(pods, Index):  # the informers' index: a claim is met when its pod's event arrives
             pods.on_put = self.pod_sighted
@@ -256,6 +258,7 @@ class Reconciler:
             gang_apis=self.gang_apis,
             # A gang object we deleted stays in the cache until its watch event: deleting it again is a wasted call.
             gangs=[dataclasses.replace(g, deleting=True) if g.uid in released else g for g in gangs],
+            endpoint_slices=self.published.overlay(key, _values(self.indexes.get("job_endpoint_slices") or {}, key)),
         )
 
     def gang_objects(self, key: JobKey) -> list[GangView]:
@@ -387,6 +390,7 @@ class Reconciler:
             self.claimed.setdefault(key, {}).update(dict.fromkeys(outcome.claimed_pods, now))
         if outcome.released_pods:
             self.released.setdefault(key, {}).update(dict.fromkeys(outcome.released_pods, now))
+        self.published.wrote(key, outcome.published_slices)
         if outcome.rejections:
             self.rejections[key] = outcome.rejections
             self.queue.add(key)
@@ -408,4 +412,5 @@ class Reconciler:
             memory.pop(key, None)
         self.mlflow_runs.forget(key)
         self.namesakes.forget(key)
+        self.published.forget(key)
         self.queue.forget(key)

@@ -15,7 +15,8 @@ from typing import Any
 from trainingjob.api import constants as k
 from trainingjob.api.conversion import to_internal
 from trainingjob.api.names import config_map_name, service_name
-from trainingjob.builders.service import service_ports
+from trainingjob.builders.endpoints import LABEL_SLICE_MANAGER, SLICE_MANAGER, slice_view
+from trainingjob.builders.service import service_view
 from trainingjob.operator.informer import Resource
 from trainingjob.operator.store import IndexFunction
 from trainingjob.reconcile.observed import pod_view
@@ -76,12 +77,19 @@ def disrupted_worker(body: Mapping[str, Any]) -> Entry:
 
 
 def worker_service(body: Mapping[str, Any]) -> Entry:
-    """Its ports, not just its name: the planner compares them with spec.networking.masterPort."""
+    """Its ports, not just its name (the planner compares them with spec.networking.masterPort), and whether it
+    selects pods (then kube-controller-manager keeps its EndpointSlices)."""
     namespace, name = _own_key(body)
     job = _labels(body).get(k.LABEL_JOB_NAME)
     if not job or name != service_name(job):
         return None
-    return (namespace, job), service_ports(list((body.get("spec") or {}).get("ports") or []))
+    return (namespace, job), service_view(body)
+
+
+def job_endpoint_slice(body: Mapping[str, Any]) -> Entry:
+    """One of the slices the operator publishes for a job's Service (builders/endpoints.py), as addresses."""
+    job = _labels(body).get(k.LABEL_JOB_NAME)
+    return ((_own_key(body)[0], job), slice_view(dict(body))) if job else None
 
 
 def job_config_map(body: Mapping[str, Any]) -> Entry:
@@ -132,6 +140,12 @@ WATCHES: tuple[Watch, ...] = (
         {"worker_services": worker_service, "model_services": model_child("Service")},
     ),
     Watch(Resource("", "v1", "configmaps"), MANAGED, {"job_config_maps": job_config_map}),
+    # Only the slices we write: kube-controller-manager copies a Service's labels onto the slices it makes.
+    Watch(
+        Resource("discovery.k8s.io", "v1", "endpointslices"),
+        f"{MANAGED},{LABEL_SLICE_MANAGER}={SLICE_MANAGER}",
+        {"job_endpoint_slices": job_endpoint_slice},
+    ),
     Watch(Resource("", "v1", "persistentvolumeclaims"), MANAGED, {"job_claims": job_claim}),
     Watch(
         Resource(k.MODEL_GROUP, k.MODEL_VERSION, k.MODEL_PLURAL),

@@ -12,6 +12,8 @@ from typing import Any
 
 from trainingjob.api import constants as k
 from trainingjob.api.replicas import Replica, replica_order
+from trainingjob.builders.endpoints import SliceView
+from trainingjob.builders.service import ServiceView
 from trainingjob.reconcile.surroundings import AdmissionDenial, ClaimView, NodeView
 from trainingjob.scheduling.gang import GangApi, GangView
 from trainingjob.scheduling.quota import NamespaceQuotas
@@ -47,6 +49,10 @@ class PodView:
     disruption_message: str | None = None
     # The pod's role (worker, chief, ps, evaluator, launcher); `index` counts within it.
     role: str = k.WORKER
+    # Its address, DNS hostname and status.startTime: what its Service's EndpointSlice publishes, and since when.
+    ip: str | None = None
+    hostname: str | None = None
+    started_at: str | None = None
 
     @property
     def replica(self) -> Replica:
@@ -124,6 +130,9 @@ def pod_view(body: Mapping[str, Any]) -> PodView:
         disruption_reason=(disruption or {}).get("reason") if disrupted else None,
         disruption_message=(disruption or {}).get("message") if disrupted else None,
         role=labels.get(k.LABEL_ROLE) or k.WORKER,
+        ip=status.get("podIP") or None,
+        hostname=(body.get("spec") or {}).get("hostname"),
+        started_at=status.get("startTime"),
     )
 
 
@@ -143,6 +152,11 @@ class ObservedChildren:
     service_exists: bool = False
     # The Service's ports as service_ports() reduces them; None: not known (nothing to compare).
     service_ports: tuple[tuple[Any, ...], ...] | None = None
+    # A Service created before the operator published endpoints itself selects its pods: kube-controller-manager
+    # keeps its EndpointSlices, not us (builders/endpoints.py).
+    service_selects_pods: bool = False
+    # The job's EndpointSlices that the operator writes, by name.
+    endpoint_slices: Mapping[str, SliceView] = field(default_factory=dict)
     config_data: Mapping[str, str] | None = None
     # Messages of child writes the API server refused as invalid (e.g. a pod PodSecurity rejects).
     rejections: tuple[str, ...] = ()
@@ -172,7 +186,7 @@ class ObservedChildren:
     def from_cache(
         cls,
         pods: Iterable[PodView],
-        services: Iterable[Any],
+        services: Iterable[ServiceView],
         config_maps: Iterable[Mapping[str, str]],
         rejections: Iterable[str] = (),
         departed_pods: Iterable[PodView] = (),
@@ -182,12 +196,15 @@ class ObservedChildren:
         progress: Any = None,
         gang_apis: frozenset[GangApi] = frozenset(),
         gangs: Iterable[GangView] = (),
+        endpoint_slices: Iterable[SliceView] = (),
     ) -> ObservedChildren:
         config_maps, services = list(config_maps), list(services)
         return cls(
             pods=tuple(sorted(pods, key=lambda p: (*replica_order(p.replica), p.name))),
             service_exists=bool(services),
-            service_ports=services[0] if services else None,
+            service_ports=services[0].ports if services else None,
+            service_selects_pods=bool(services) and services[0].selects_pods,
+            endpoint_slices={view.name: view for view in endpoint_slices},
             config_data=config_maps[0] if config_maps else None,
             rejections=tuple(rejections),
             departed_pods={p.name: p for p in departed_pods},

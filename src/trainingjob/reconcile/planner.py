@@ -26,6 +26,7 @@ from trainingjob.reconcile.actions import (
     RemoveFinalizer,
     ReplaceChild,
 )
+from trainingjob.reconcile.endpoints import plan_endpoints
 from trainingjob.reconcile.gangs import release_gangs
 from trainingjob.reconcile.observed import ObservedChildren, PodView
 from trainingjob.reconcile.status import TERMINAL_PHASES, Outcome, build_status
@@ -52,7 +53,17 @@ def plan(job: TrainingJob, observed: ObservedChildren, now: datetime.datetime, c
     plan_workers(job, observed, now, config, result)
     if result.status.get("phase") in TERMINAL_PHASES:
         plan_finished(job, observed, now, result, just_finished=True)
+    else:
+        publish_endpoints(job, observed, now, result)
     return result
+
+
+def publish_endpoints(job: TrainingJob, observed: ObservedChildren, now: datetime.datetime, result: Plan) -> None:
+    """The Service's EndpointSlices (reconcile/endpoints.py), and a look again when a partial write waits."""
+    writes, wait = plan_endpoints(job, observed, now)
+    result.actions += writes
+    if wait is not None:
+        result.requeue_after = wait if result.requeue_after is None else min(result.requeue_after, wait)
 
 
 def plan_deletion(job: TrainingJob, observed: ObservedChildren) -> Plan:
