@@ -29,6 +29,11 @@ class Timeline:
     running_at: dict[str, float] = field(default_factory=dict)
     succeeded_at: dict[str, float] = field(default_factory=dict)
     failed: set[str] = field(default_factory=set)
+    # A pod's address, and how often a pod's address changed while it lived: kwok's running stage, played again
+    # from a stale view of the pod, gives the pod a new address from its pool (a kubelet never does). The
+    # operator publishes the new address in the job's EndpointSlice: that write is the simulation's, not the job's.
+    pod_ips: dict[str, str] = field(default_factory=dict)
+    pod_ip_changes: int = 0
 
     def start(self) -> None:
         self.started = time.monotonic()
@@ -46,8 +51,18 @@ class Timeline:
             pods.add(name)
             if len(pods) == self.workers:
                 self.pods_created_at.setdefault(job, self.now())
-        self.pod_phases[name] = (pod.get("status") or {}).get("phase", "Pending")
+        status = pod.get("status") or {}
+        self.pod_phases[name] = status.get("phase", "Pending")
+        self._note_address(name, status.get("podIP"))
         self._job_from_pods(job, pods, jobs_from_pods)
+
+    def _note_address(self, pod: str, address: str | None) -> None:
+        if not address:
+            return
+        before = self.pod_ips.get(pod)
+        if before is not None and before != address:
+            self.pod_ip_changes += 1
+        self.pod_ips[pod] = address
 
     def _job_from_pods(self, job: str, pods: set[str], jobs_from_pods: bool) -> None:
         """All W pods running is timed for every contender alike; it is the job's state only for raw pods."""
@@ -105,4 +120,5 @@ class Timeline:
             "jobs_succeeded": len(self.succeeded_at),
             "jobs_failed": len(self.failed),
             "pods_seen": len(self.pod_phases),
+            "pod_ip_changes": self.pod_ip_changes,
         }

@@ -111,6 +111,17 @@ def test_timeline_derives_raw_jobs_from_their_pods() -> None:
     assert timeline.all("Succeeded") and timeline.running_now() == 0
 
 
+def test_timeline_counts_a_running_pod_given_a_new_address() -> None:
+    """kwok's running stage played twice gives a pod a second address; the first one a pod gets is no change."""
+    timeline = Timeline(jobs=1, workers=1, job_of_pod=Ours().job_of_pod)
+    running = pod("a", "a-0", "Running")
+    timeline.on_pod("ADDED", pod("a", "a-0", "Pending"), jobs_from_pods=False)
+    for address in ("10.244.0.5", "10.244.0.5", "10.244.0.9"):
+        timeline.on_pod("MODIFIED", {**running, "status": {"phase": "Running", "podIP": address}}, jobs_from_pods=False)
+    timeline.on_pod("MODIFIED", pod("a", "a-0", "Succeeded"), jobs_from_pods=False)
+    assert timeline.summary()["pod_ip_changes"] == 1
+
+
 def test_timeline_takes_job_state_from_the_controllers_status() -> None:
     ours = Ours()
     timeline = Timeline(jobs=2, workers=1, job_of_pod=ours.job_of_pod)
