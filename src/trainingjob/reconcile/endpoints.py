@@ -4,11 +4,11 @@ A write per pod that gets its address would add W writes to every job. A gang ne
 can train, so the slice is written once every member has an address. Members still without one (waiting for a
 node, or for an image) hold back the others for at most PARTIAL_PUBLISH_DELAY after the oldest unpublished one
 started: an elastic job can train without them and needs its peers' names, but not within seconds (torchrun waits
-up to its join timeout, 600 s by default, for a rendezvous). Each partial write is one more write for the job; at
-100 jobs x 8 workers on a saturated 2-core machine, 5 s made 1.45 of them per job, as the workers of one job start
-seconds apart. A replacement pod completes the set again and is published as soon as it has its address.
-Addresses of pods that finished or went away are dropped with the next write, not by one of their own: nothing
-resolves a finished worker's name, and a replacement pod (same name, new address) is itself a change to publish.
+up to its join timeout, 600 s by default, for a rendezvous). Each partial write is one more write for the job, and
+under load the workers of one job start seconds apart. A replacement pod completes the set again and is published
+as soon as it has its address. Addresses of pods that finished or went away are dropped with the next write, not by
+one of their own: nothing resolves a finished worker's name, and a replacement pod (same name, new address) is
+itself a change to publish.
 """
 
 from __future__ import annotations
