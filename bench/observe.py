@@ -34,9 +34,17 @@ class Timeline:
     # operator publishes the new address in the job's EndpointSlice: that write is the simulation's, not the job's.
     pod_ips: dict[str, str] = field(default_factory=dict)
     pod_ip_changes: int = 0
+    # Every pod event of the workload and when the last came: the steady state's idle window starts once the pods
+    # have been quiet a while (kwok may still be playing stages from a stale view after all jobs are Running).
+    pod_events: int = 0
+    last_pod_event: float = field(default_factory=time.monotonic)
 
     def start(self) -> None:
         self.started = time.monotonic()
+
+    def quiet_for(self) -> float:
+        """Seconds since the last pod event of the workload."""
+        return time.monotonic() - self.last_pod_event
 
     def now(self) -> float:
         return round(time.monotonic() - self.started, 3)
@@ -45,6 +53,8 @@ class Timeline:
         job = self.job_of_pod(pod)
         if job is None or kind == "DELETED":
             return
+        self.pod_events += 1
+        self.last_pod_event = time.monotonic()
         name = pod["metadata"]["name"]
         pods = self.pods_of_job.setdefault(job, set())
         if name not in pods:

@@ -83,6 +83,9 @@ def run_broken(name: str, who: Contender, submitter: asyncio.Task, follower: asy
     return None
 
 
+QUIET_SECONDS = 10.0  # no pod event for this long before the steady state's idle window
+
+
 async def wait_until(condition: Callable[[], bool], within_s: float, on_tick: Callable[[], None]) -> bool:
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
@@ -206,10 +209,15 @@ async def steady_run(
             raise problem
         if not running:
             raise TimeoutError(f"{name}: only {len(timeline.running_at)}/{jobs} jobs Running after {within_s:.0f}s")
+        # "Nothing changing" means the pods too: kwok may go on playing stages from a stale view after every job
+        # is Running (each such play gives a pod a new address, which our operator then publishes).
+        await wait_until(lambda: timeline.quiet_for() >= QUIET_SECONDS, within_s, lambda: None)
         await asyncio.sleep(10)  # let status writes and events of the last transitions land
+        events_before, changes_before = timeline.pod_events, timeline.pod_ip_changes
         idle_from = utcnow()
         await asyncio.sleep(idle_seconds)
         idle_to = utcnow()
+        idle_pod_events, idle_ip_changes = timeline.pod_events - events_before, timeline.pod_ip_changes - changes_before
         say(f"  {name}: killing the operator with {jobs} jobs Running")
         who.stop(hard=True)
         killed = utcnow()
@@ -234,6 +242,8 @@ async def steady_run(
             "idle_writes_per_minute": round(writes(idle) * 60 / idle_seconds, 2),
             "idle_writes_per_minute_with_lease": round(writes(idle, include_per_operator=True) * 60 / idle_seconds, 2),
             "idle_requests": dict(sorted(idle.items())),
+            "idle_pod_events": idle_pod_events,
+            "idle_pod_ip_changes": idle_ip_changes,
             "restart_ready_s": round(ready_after, 2),
             "restart_reobserved": reobserved,
             "restart_reobserved_s": round(reobserve_after, 2),

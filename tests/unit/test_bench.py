@@ -122,6 +122,16 @@ def test_timeline_counts_a_running_pod_given_a_new_address() -> None:
     assert timeline.summary()["pod_ip_changes"] == 1
 
 
+def test_timeline_tells_how_long_the_workloads_pods_have_been_quiet() -> None:
+    timeline = Timeline(jobs=1, workers=1, job_of_pod=Ours().job_of_pod)
+    timeline.last_pod_event -= 30
+    assert timeline.quiet_for() >= 30
+    timeline.on_pod("MODIFIED", {"metadata": {"name": "stray"}, "status": {}}, jobs_from_pods=False)
+    assert timeline.quiet_for() >= 30 and timeline.pod_events == 0, "a pod of no job is not the workload's"
+    timeline.on_pod("MODIFIED", pod("a", "a-0", "Running"), jobs_from_pods=False)
+    assert timeline.quiet_for() < 30 and timeline.pod_events == 1
+
+
 def test_timeline_takes_job_state_from_the_controllers_status() -> None:
     ours = Ours()
     timeline = Timeline(jobs=2, workers=1, job_of_pod=ours.job_of_pod)
