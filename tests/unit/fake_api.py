@@ -192,4 +192,4 @@ def _job_of(child_name: str) -> str:
 
 
 def fake_applier(server: FakeApiServer) -> Applier:
-    return Applier(None, max_concurrent_writes=4, core=server, custom=server)
+    return Applier(None, max_concurrent_writes=4, core=server, custom=server, discovery=server)

@@ -46,7 +46,7 @@ def config_map(job: str) -> CreateChild:
 
 def run_two_jobs(gang: bool) -> tuple[RecordingCore, list[list[str]]]:
     core = RecordingCore()
-    applier = Applier(None, max_concurrent_writes=32, core=core, custom=core)
+    applier = Applier(None, max_concurrent_writes=32, core=core, custom=core, discovery=core)
 
     async def both() -> list[list[str]]:
         return list(

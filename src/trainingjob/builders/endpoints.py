@@ -18,7 +18,7 @@ any is Ready), with its hostname, node and pod. At most 1000 endpoints per slice
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,7 +99,7 @@ class SliceView:
     ports: tuple[tuple[str, int, str], ...]
 
 
-def slice_view(body: dict[str, Any]) -> SliceView:
+def slice_view(body: Mapping[str, Any]) -> SliceView:
     endpoints = [
         Endpoint(entry.get("hostname") or "", address, target.get("name") or "", target.get("uid") or "",
                  entry.get("nodeName"))

@@ -106,12 +106,13 @@ class Applier:
         max_concurrent_writes: int,
         core: Any = None,
         custom: Any = None,
+        discovery: Any = None,
     ) -> None:
-        """`core` and `custom` replace the CoreV1Api, CustomObjectsApi and DiscoveryV1Api (unit tests pass a fake
-        server as both)."""
+        """`core`, `custom` and `discovery` replace the CoreV1Api, CustomObjectsApi and DiscoveryV1Api (unit tests
+        pass a fake server)."""
         self.core = core if core is not None else client.CoreV1Api(api)
         self.custom = custom if custom is not None else client.CustomObjectsApi(api)
-        self.discovery = custom if custom is not None else client.DiscoveryV1Api(api)
+        self.discovery = discovery if discovery is not None else client.DiscoveryV1Api(api)
         self.write_slots = asyncio.Semaphore(max_concurrent_writes)
         self.gang_bursts = asyncio.Lock()
 

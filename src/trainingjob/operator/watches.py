@@ -89,7 +89,7 @@ def worker_service(body: Mapping[str, Any]) -> Entry:
 def job_endpoint_slice(body: Mapping[str, Any]) -> Entry:
     """One of the slices the operator publishes for a job's Service (builders/endpoints.py), as addresses."""
     job = _labels(body).get(k.LABEL_JOB_NAME)
-    return ((_own_key(body)[0], job), slice_view(dict(body))) if job else None
+    return ((_own_key(body)[0], job), slice_view(body)) if job else None
 
 
 def job_config_map(body: Mapping[str, Any]) -> Entry:

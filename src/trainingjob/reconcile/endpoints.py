@@ -28,15 +28,20 @@ PARTIAL_PUBLISH_DELAY = 30.0  # seconds
 FINISHED = ("Succeeded", "Failed")
 
 
+def published_role(job: TrainingJob) -> str | None:
+    """The one role the Service stands for (workers), or None for every role of a job that has several."""
+    return service_selector(job).get(k.LABEL_ROLE)
+
+
 def members(job: TrainingJob, pods: Iterable[PodView]) -> list[PodView]:
     """The live, unfinished pods the Service stands for (what its selector would have matched)."""
-    role = service_selector(job).get(k.LABEL_ROLE)
-    return [p for p in pods if p.live and p.phase not in FINISHED and (role is None or p.role == role)]
+    role = published_role(job)
+    return [p for p in pods if p.live and p.phase not in FINISHED and role in (None, p.role)]
 
 
 def expected_members(job: TrainingJob) -> int:
-    role = service_selector(job).get(k.LABEL_ROLE)
-    return sum(count for name, count in role_counts(job.spec).items() if role is None or name == role)
+    role = published_role(job)
+    return sum(count for name, count in role_counts(job.spec).items() if role in (None, name))
 
 
 def endpoint_of(pod: PodView) -> Endpoint:
