@@ -71,7 +71,7 @@ def _constant(node: ast.expr) -> str:
 def _calls_in(path: Path) -> set[Grant]:
     tree = ast.parse(path.read_text(), str(path))
     calls: dict[int, ast.Call] = {id(node.func): node for node in ast.walk(tree) if isinstance(node, ast.Call)}
-    # unread(method, *args) in operator/apply.py: the method's arguments follow it.
+    # unread(method, *args) (operator/calls.py): the method's arguments follow it.
     unread_args = {
         id(node.args[0]): node.args[1:]
         for node in ast.walk(tree)

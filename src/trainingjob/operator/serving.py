@@ -18,7 +18,8 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from trainingjob.api import constants as k
 from trainingjob.api.types import format_time
-from trainingjob.operator.apply import MERGE_PATCH, is_invalid_child, record_event, status_patch, unread
+from trainingjob.operator.apply import is_invalid_child, status_patch
+from trainingjob.operator.calls import MERGE_PATCH, record_event, unread
 from trainingjob.operator.logs import reconcile_context
 from trainingjob.reconcile.actions import CreateChild, DeleteChild, Event, Plan, ReplaceChild
 from trainingjob.serving.observed import ObservedServing, source_job
