@@ -20,7 +20,8 @@ from trainingjob.api import constants as k
 from trainingjob.builders.pod import desired_worker_pod
 from trainingjob.config import OperatorConfig
 from trainingjob.operator.apply import status_patch
-from trainingjob.operator.reconciler import PROGRESS_WRITE_INTERVAL, Reconciler
+from trainingjob.operator.pending_progress import PROGRESS_WRITE_INTERVAL
+from trainingjob.operator.reconciler import Reconciler
 from trainingjob.progress.report import Report
 from trainingjob.reconcile.actions import DeleteChild, Plan
 

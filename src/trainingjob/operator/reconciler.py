@@ -20,12 +20,13 @@ from trainingjob.operator.lookups import Lookups
 from trainingjob.operator.metrics import OperatorMetrics
 from trainingjob.operator.mlflow import MlflowRuns
 from trainingjob.operator.namesakes import Namesakes
+from trainingjob.operator.pending_progress import PendingProgress
 from trainingjob.operator.published import PublishedSlices
 from trainingjob.operator.quota_gate import QuotaGate, creates_workers
 from trainingjob.operator.serving import ServingReconciler, is_model_key
 from trainingjob.operator.store import Index, ObjectKey
 from trainingjob.operator.workqueue import WorkQueue
-from trainingjob.progress.report import Report, merge_reports
+from trainingjob.progress.report import Report
 from trainingjob.reconcile.actions import Plan
 from trainingjob.reconcile.blockers import stuck_pods
 from trainingjob.reconcile.observed import ObservedChildren, PodView
@@ -37,8 +38,6 @@ from trainingjob.scheduling.quota import NamespaceQuotas
 
 logger = logging.getLogger(__name__)
 JobKey = tuple[str, str]
-# At most one status write for progress per job this often; reports in between only replace the pending one.
-PROGRESS_WRITE_INTERVAL = 3.0
 # A status change in worker details alone waits this long for the next significant change to carry it.
 DETAIL_WRITE_DELAY = 3.0
 
@@ -92,8 +91,7 @@ class Reconciler:
         # resourceVersion of a job body we wrote over: until the cache shows our write, planning from it is moot.
         self.superseded: dict[JobKey, str] = {}
         # Newest accepted progress report per job not yet in status, and when progress was last written.
-        self.progress: dict[JobKey, Report] = {}
-        self.progress_written: dict[JobKey, float] = {}
+        self.progress = PendingProgress(monotonic)
         # Since when a job's status has differed from ours in worker details only (see defer_details).
         self.details_since: dict[JobKey, float] = {}
         self.mlflow_runs = MlflowRuns(config.mlflow_tracking_uri)
@@ -154,17 +152,11 @@ class Reconciler:
 
     def report_progress(self, key: JobKey, report: Report) -> None:
         """Keep the newest report; write it now, or when this job's progress interval is over (newest wins)."""
-        previous = self.progress.get(key)
-        self.progress[key] = report if previous is None else merge_reports(previous, report)
-        wait = self.progress_wait(key)
+        wait = self.progress.add(key, report)
         if wait <= 0:
             self.queue.add(key)
         else:
             self.queue.add_after(key, wait)
-
-    def progress_wait(self, key: JobKey) -> float:
-        """Seconds until this job's progress may be written again (≤ 0: now)."""
-        return PROGRESS_WRITE_INTERVAL - (self.monotonic() - self.progress_written.get(key, -1e9))
 
     def due_progress(self, key: JobKey) -> Report | None:
         """The pending report if this job's progress interval is over. Any reconcile (our own status write echoing
@@ -172,7 +164,7 @@ class Reconciler:
         report = self.progress.get(key)
         if report is None:
             return None
-        wait = self.progress_wait(key)
+        wait = self.progress.wait(key)
         if wait > 0:
             self.queue.add_after(key, wait)
             return None
@@ -291,7 +283,7 @@ class Reconciler:
             if planned.status.get("phase") in TERMINAL_PHASES and observed.progress is not self.progress.get(key):
                 # The job ends now: a report held back by the write interval is its last one (the final
                 # progress and checkpoint); it goes into the finishing write instead of being lost.
-                observed = dataclasses.replace(observed, progress=self.progress[key])
+                observed = dataclasses.replace(observed, progress=self.progress.get(key))
                 planned = plan(job, observed, now, self.config)
             result = self.defer_details(key, job, planned)
             result, look_again = await self.mlflow_runs.link(key, job, result, self.clock())
@@ -312,10 +304,7 @@ class Reconciler:
                 result.status.get("phase"),
             )
         if observed.progress is not None and not outcome.stale:
-            if self.progress.get(key) is observed.progress:
-                del self.progress[key]  # in status now (or it was already: an identical report writes nothing)
-            if outcome.job_changed:
-                self.progress_written[key] = self.monotonic()
+            self.progress.written_out(key, observed.progress, outcome.job_changed)
         if result.requeue_after is not None:
             self.queue.add_after(key, result.requeue_after)
 
@@ -404,12 +393,11 @@ class Reconciler:
             self.claimed,
             self.released,
             self.superseded,
-            self.progress,
-            self.progress_written,
             self.details_since,
         )
         for memory in memories:
             memory.pop(key, None)
+        self.progress.forget(key)
         self.mlflow_runs.forget(key)
         self.namesakes.forget(key)
         self.published.forget(key)
