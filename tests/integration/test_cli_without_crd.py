@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.operator_harness import REPO
-from trainingjob.cli.kube import CRD_MISSING
+from trainingjob.cli.kube_errors import CRD_MISSING
 
 pytestmark = pytest.mark.integration
 

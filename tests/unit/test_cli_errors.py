@@ -18,15 +18,8 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from trainingjob.cli import kube
 from trainingjob.cli.common import CliError, Target
-from trainingjob.cli.kube import (
-    CRD_MISSING,
-    NO_KUBECONFIG,
-    kubeconfig_paths,
-    load_configuration,
-    map_api_error,
-    map_connection_error,
-    map_log_error,
-)
+from trainingjob.cli.kube import NO_KUBECONFIG, kubeconfig_paths, load_configuration
+from trainingjob.cli.kube_errors import CRD_MISSING, map_api_error, map_connection_error, map_log_error
 
 NO_GROUP = "404 page not found\n"  # /apis/<group>/... when no CRD serves the group
 NO_RESOURCE = {"kind": "Status", "status": "Failure", "message": "the server could not find the requested resource"}

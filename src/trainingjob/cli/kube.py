@@ -1,5 +1,6 @@
 """The small client layer under the job commands: configuration, TrainingJob/Pod/Event calls, watches, and every
-failure turned into a CliError that says what went wrong in one line (no tracebacks for users).
+failure turned into a CliError that says what went wrong in one line (no tracebacks for users; the wording is in
+cli/kube_errors.py).
 
 Objects travel as plain dicts in their API (camelCase) shape, whatever the API group, so rendering and JSON/YAML
 output never depend on the client's model classes.
@@ -8,7 +9,6 @@ output never depend on the client's model classes.
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import os
 from collections.abc import AsyncIterator, Iterator
@@ -24,86 +24,18 @@ from kubernetes_asyncio.config.kube_config import KubeConfigLoader, KubeConfigMe
 
 from trainingjob.api import constants as k
 from trainingjob.api.conversion import convert, to_internal
-from trainingjob.cli.common import CliError, Target, job_ref
-from trainingjob.kube_status import api_message, status_body
+from trainingjob.cli.common import CliError, Target
+from trainingjob.cli.kube_errors import TRAINER_CONTAINER, map_api_error, map_connection_error, map_log_error
 from trainingjob.user_agent import CLI, named
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 DEFAULT_KUBECONFIG = "~/.kube/config"
 DEFAULT_NAMESPACE = "default"
-CRD_MISSING = "the TrainingJob CRD is not installed in this cluster; apply deploy/crd/"
 NO_KUBECONFIG = "no kubeconfig found: set KUBECONFIG, pass --kubeconfig, or run inside a cluster"
 CONNECT_TIMEOUT = 10.0
 READ_TIMEOUT = 60.0
 # Watches end on the server after this long and are resumed from the last resourceVersion seen.
 WATCH_SECONDS = 290
-TRAINER_CONTAINER = "trainer"
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Error mapping (pure)
-
-
-def map_api_error(
-    error: ApiException, *, namespace: str | None = None, name: str | None = None, resource: str = k.PLURAL
-) -> CliError:
-    """One line for an API error on `resource` (a plural, e.g. trainingjobs or pods) named `name` in `namespace`."""
-    status = status_body(error)
-    details = status.get("details") or {}
-    singular = k.SINGULAR if resource == k.PLURAL else resource.removesuffix("s")
-    if error.status == 404:
-        if details.get("kind") == "namespaces":
-            return CliError(f"namespace {details.get('name') or namespace} not found")
-        if details.get("name"):
-            return CliError(f"{singular} {job_ref(namespace, details['name'])} not found")
-        if resource == k.PLURAL:
-            # "404 page not found" (no such API group) or a Status without details (no such resource in the group).
-            return CliError(CRD_MISSING)
-        return CliError(f"{singular} {job_ref(namespace, name or '')} not found: {api_message(error)}")
-    if error.status == 409 and status.get("reason") == "AlreadyExists":
-        return CliError(f"{singular} {job_ref(namespace, details.get('name') or name or '')} already exists")
-    if error.status == 422:
-        return CliError(f"invalid {singular} {job_ref(namespace, name or '')}: {api_message(error)}")
-    if error.status == 401:
-        return CliError(f"unauthorized: the API server rejected the kubeconfig's credentials ({api_message(error)})")
-    if error.status == 403:
-        return CliError(f"forbidden: {api_message(error)}")
-    return CliError(f"the API server answered {error.status}: {api_message(error)}")
-
-
-def map_log_error(error: ApiException, namespace: str, pod: str) -> CliError:
-    """Why the log of `pod` cannot be shown. The API server fetches logs from the node's kubelet; on the local
-    cluster kwok plays the kubelet of the fake nodes and serves none, so the request fails with 500 (connection
-    refused); local process nodes serve real logs."""
-    if error.status == 404 and (status_body(error).get("details") or {}).get("kind") == "pods":
-        return CliError(f"pod {namespace}/{pod} not found (the worker may have been replaced; try again)")
-    if error.status in (401, 403):
-        return map_api_error(error, namespace=namespace, name=pod, resource="pods")
-    return CliError(
-        f"pod {namespace}/{pod} has no logs available (container {TRAINER_CONTAINER}): the API server could not "
-        f"get them from the node: {api_message(error)}"
-    )
-
-
-def map_connection_error(error: BaseException, server: str) -> CliError:
-    """One line for a request that never got an answer from `server`."""
-    if isinstance(error, aiohttp.ClientConnectorCertificateError):
-        reason = f"TLS certificate verification failed ({error.certificate_error})"
-    elif isinstance(error, aiohttp.ClientConnectorError):
-        os_error = error.os_error
-        if os_error.errno == errno.ECONNREFUSED or isinstance(os_error, ConnectionRefusedError):
-            reason = "connection refused"
-        elif isinstance(os_error, TimeoutError):
-            reason = "connection timed out"
-        else:
-            reason = os_error.strerror or str(os_error) or type(os_error).__name__
-    elif isinstance(error, TimeoutError):
-        reason = "timed out waiting for an answer"
-    elif isinstance(error, ConnectionRefusedError):
-        reason = "connection refused"
-    else:
-        reason = str(error) or type(error).__name__
-    return CliError(f"cannot reach the Kubernetes API at {server}: {reason}")
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -16,7 +16,8 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from trainingjob.api import constants as k
-from trainingjob.cli.kube import TRAINER_CONTAINER, event_time, raise_for_status
+from trainingjob.cli.kube import event_time, raise_for_status
+from trainingjob.cli.kube_errors import TRAINER_CONTAINER
 from trainingjob.ui.watcher import WATCH_SECONDS, lines
 
 TIMEOUT = aiohttp.ClientTimeout(sock_connect=10, sock_read=60)
