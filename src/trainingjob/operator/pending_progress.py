@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from trainingjob.operator.store import ObjectKey
 from trainingjob.progress.report import Report, merge_reports
 
-JobKey = tuple[str, str]
 # At most one status write for progress per job this often; reports in between only replace the pending one.
 PROGRESS_WRITE_INTERVAL = 3.0
 
@@ -20,26 +20,26 @@ class PendingProgress:
 
     def __init__(self, monotonic: Callable[[], float]) -> None:
         self.monotonic = monotonic
-        self.reports: dict[JobKey, Report] = {}
-        self.written: dict[JobKey, float] = {}
+        self.reports: dict[ObjectKey, Report] = {}
+        self.written: dict[ObjectKey, float] = {}
 
     def __contains__(self, key: object) -> bool:
         return key in self.reports
 
-    def get(self, key: JobKey) -> Report | None:
+    def get(self, key: ObjectKey) -> Report | None:
         return self.reports.get(key)
 
-    def add(self, key: JobKey, report: Report) -> float:
+    def add(self, key: ObjectKey, report: Report) -> float:
         """Keep `report` (merged into one still pending); seconds until it may be written (≤ 0: now)."""
         previous = self.reports.get(key)
         self.reports[key] = report if previous is None else merge_reports(previous, report)
         return self.wait(key)
 
-    def wait(self, key: JobKey) -> float:
+    def wait(self, key: ObjectKey) -> float:
         """Seconds until this job's progress may be written again (≤ 0: now)."""
         return PROGRESS_WRITE_INTERVAL - (self.monotonic() - self.written.get(key, -1e9))
 
-    def written_out(self, key: JobKey, report: Report, job_changed: bool) -> None:
+    def written_out(self, key: ObjectKey, report: Report, job_changed: bool) -> None:
         """`report` went into a status write that was not refused as stale: it is pending no more (unless a newer
         one arrived meanwhile), and when the write changed the job, the interval starts again."""
         if self.reports.get(key) is report:
@@ -47,6 +47,6 @@ class PendingProgress:
         if job_changed:
             self.written[key] = self.monotonic()
 
-    def forget(self, key: JobKey) -> None:
+    def forget(self, key: ObjectKey) -> None:
         self.reports.pop(key, None)
         self.written.pop(key, None)
