@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 CLUSTER ?= default
 
-.PHONY: help install ui-assets generate components runtimes tools mlflow-server lint test test-unit test-integration demo demo-simulated demo-down bench clean
+.PHONY: help install ui-assets generate components runtimes tools mlflow-server node-packages test-packages lint test test-unit test-integration demo demo-simulated demo-down bench clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -44,10 +44,19 @@ lint: install  ## ruff
 	$(BIN)/ruff check src tests examples bench
 	$(BIN)/ruff format --check src tests examples bench
 
-test-unit: install  ## pure tests, no cluster
-	$(BIN)/python -m pytest tests/unit
+# Debian packages, installed by the targets that need them (apt-get as root; otherwise one line naming the command
+# and a non-zero exit): scripts/system-packages.sh says which and why.
+node-packages:  ## the local process nodes' system packages (iproute2, a system Python with venv, curl)
+	scripts/system-packages.sh node
 
-test-integration: components runtimes  ## tests against a real local control plane (started for the session)
+test-packages:  ## the above plus what the tests drive: Chromium (UI browser tests), Open MPI and mpi4py
+	scripts/system-packages.sh test
+
+# Quick runs that build no tools: a test whose prerequisite is missing skips here, and fails under `make test`.
+test-unit: install  ## pure tests, no cluster (tests needing built tools skip unless built)
+	TJ_PREREQUISITES=optional $(BIN)/python -m pytest tests/unit
+
+test-integration: components runtimes test-packages  ## tests against a real local control plane (started for the session)
 	$(BIN)/python -m pytest tests/integration
 
 tools: install  ## control-plane binaries plus promtool and helm (alert rules and the chart in tests; first use only)
@@ -67,14 +76,16 @@ $(MLFLOW_STAMP):
 mlflow-server: $(MLFLOW_STAMP)  ## install MLflow's server into its own cached venv (first use only; the MLflow tests)
 
 # The integration tests run the examples' real frameworks on the local process nodes: their runtimes (venvs of the
-# pinned examples/*/requirements.txt, about 4 GB with torch and TensorFlow) are built once into ~/.cache/trainingjob.
-test: lint tools runtimes mlflow-server  ## everything CI runs: lint, unit and integration tests
+# pinned examples/*/requirements.txt, about 8 GB with torch and TensorFlow) are built once into ~/.cache/trainingjob.
+# The Go builds are CPU-bound and the runtimes network-bound, so they are built side by side.
+test: lint test-packages  ## everything CI runs: system packages, tools, runtimes, then lint, unit and integration tests
+	$(MAKE) --no-print-directory -j2 tools runtimes mlflow-server
 	$(BIN)/python -m pytest tests
 
-demo: components  ## local cluster, operator, a real 3-worker XGBoost job: a worker killed, resumed, Succeeded
+demo: components node-packages  ## local cluster, operator, a real 3-worker XGBoost job: a worker killed, resumed, Succeeded
 	BIN=$(BIN) CLUSTER=$(CLUSTER) DEMO_MODE=real scripts/demo.sh
 
-demo-simulated: components  ## the same on kwok's fake nodes: no code runs, simulated progress reports
+demo-simulated: components node-packages  ## the same on kwok's fake nodes: no code runs, simulated progress reports
 	BIN=$(BIN) CLUSTER=$(CLUSTER) DEMO_MODE=simulated scripts/demo.sh
 
 BENCH_ARGS ?=

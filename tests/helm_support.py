@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.prerequisites import missing_prerequisite
 from trainingjob.cluster.build import HELM, binary_path, is_built, pinned_versions
 from trainingjob.cluster.paths import binaries_dir
 
@@ -31,18 +32,16 @@ Key = tuple[str, str, str, str]
 
 
 def helm_binary() -> Path:
-    """The pinned helm; skipped on a developer machine that has not built it, a failure in CI."""
+    """The pinned helm (`make tools` builds it)."""
     if not is_built(HELM):
-        if os.environ.get("CI"):
-            pytest.fail(HELM_HINT)
-        pytest.skip(HELM_HINT)
+        missing_prerequisite(HELM_HINT)
     return binaries_dir(HELM.name, HELM.version) / "helm"
 
 
 def kubectl_binary() -> Path:
     path = binary_path("kubectl")
     if not path.is_file():
-        pytest.skip("kubectl is not built: tj cluster build")
+        missing_prerequisite("kubectl is not built: tj cluster build")
     return path
 
 

@@ -4,11 +4,13 @@ loop with the training left out), each script's own checkpoint code with stand-i
 data and its sharding.
 
 Where the ML library is installed, each script also trains 2 epochs for real and a restarted run resumes at epoch 3
-(skipped otherwise: torch, tensorflow, xgboost and jax are too big to install for tests).
+in the example's runtime (`make runtimes`, which `make test` runs first: torch, tensorflow, xgboost and jax are too
+big for the project's own venv).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -18,6 +20,7 @@ from types import ModuleType
 import pytest
 
 from tests.unit import examples_support
+from tests.prerequisites import missing_prerequisite
 from tests.unit.examples_support import BY_FRAMEWORK, FRAMEWORKS, child_env, load
 from trainingjob import sdk
 
@@ -238,11 +241,13 @@ TINY = {
 
 def training_python(framework: str) -> str:
     """The example's runtime venv (built by `make runtimes`, which `make test` does first), else this interpreter
-    if it has the framework; skipped only when neither can run it."""
+    if it has the framework; a missing prerequisite when neither can run it."""
     runtime = BY_FRAMEWORK[framework].runtime_python()
     if runtime is not None:
         return str(runtime)
-    pytest.importorskip(BY_FRAMEWORK[framework].library, reason="its runtime is not built (make runtimes)")
+    library = BY_FRAMEWORK[framework].library
+    if importlib.util.find_spec(library) is None:
+        missing_prerequisite(f"the {framework} example's runtime is not built (make runtimes)")
     return sys.executable
 
 

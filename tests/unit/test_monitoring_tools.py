@@ -1,4 +1,4 @@
-"""deploy/monitoring/ checked by the real tools; these skip unless the tools are built.
+"""deploy/monitoring/ checked by the real tools (`make tools` builds them; `make test` does first).
 
 promtool (tools/prometheus, `PROMETHEUS` in trainingjob.cluster.build) parses every expression and runs unit tests of
 the alerts on synthetic series; the cluster's kubectl renders the kustomization. The Python-only checks of the same
@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.prerequisites import missing_prerequisite
 from tests.unit.test_monitoring import MONITORING, dashboard_expressions, load_dashboard, load_rule, rules
 from trainingjob.cluster.build import COMPONENT_SETS, PROMETHEUS, binary_path, is_built
 from trainingjob.cluster.paths import binaries_dir
@@ -31,7 +32,7 @@ GRAFANA_VARIABLES = {"__rate_interval": "5m", "namespace": ".*", "framework": ".
 @pytest.fixture
 def promtool() -> Path:
     if not is_built(PROMETHEUS):
-        pytest.skip(PROMTOOL_HINT)
+        missing_prerequisite(PROMTOOL_HINT)
     return binaries_dir(PROMETHEUS.name, PROMETHEUS.version) / "promtool"
 
 
@@ -226,7 +227,7 @@ def test_promtool_unit_tests_of_the_alerts(promtool: Path, tmp_path: Path) -> No
 def test_kubectl_kustomize_renders_the_rule_and_the_dashboard_config_map() -> None:
     kubernetes = next(s for s in COMPONENT_SETS if s.name == "kubernetes")
     if not is_built(kubernetes):
-        pytest.skip("kubectl is not built (make components)")
+        missing_prerequisite("kubectl is not built (make components)")
     result = run([binary_path("kubectl"), "kustomize", MONITORING])
     assert result.returncode == 0, result.stderr
     objects = {(o["kind"], o["metadata"]["name"]): o for o in yaml.safe_load_all(result.stdout)}
