@@ -108,7 +108,7 @@ def processes_with(marker: str) -> list[int]:
             command = (entry / "cmdline").read_bytes()
         except OSError:
             continue
-        if marker.encode() in command and b"trainingjob.node.shim" not in command:
+        if marker.encode() in command and b"trainingjob.node.runtime.shim" not in command:
             found.append(int(entry.name))
     return found
 
@@ -135,7 +135,7 @@ def worker_processes(namespace: str, job: str, index: int) -> list[int]:
             command = (entry / "cmdline").read_bytes()
         except OSError:
             continue
-        if wanted <= environ and b"trainingjob.node.shim" not in command:
+        if wanted <= environ and b"trainingjob.node.runtime.shim" not in command:
             found.append(int(entry.name))
     return found
 

@@ -16,7 +16,7 @@ OPERATOR = "trainingjob-operator"
 CLI = "tj"
 UI = "tj-ui"
 SIMULATED_WORKER = "tj-simulated-worker"
-# The local process node's kubelet stand-in (node/api.py), which has no kubernetes_asyncio client.
+# The local process node's kubelet stand-in (node/api/client.py), which has no kubernetes_asyncio client.
 NODE_AGENT = "tj-node-agent"
 
 

@@ -40,8 +40,8 @@ class Example:
 
     def runtime_python(self) -> Path | None:
         """The Python of the example's runtime venv if `make runtimes` built it (None otherwise)."""
-        from trainingjob.node.images import ImageCatalog
-        from trainingjob.node.runtimes import built_runtime
+        from trainingjob.node.images.catalog import ImageCatalog
+        from trainingjob.node.images.runtimes import built_runtime
 
         runtime = built_runtime(ImageCatalog(EXAMPLES / "images.yaml").lookup(self.image))
         return runtime.bin_dir / "python3" if runtime is not None else None

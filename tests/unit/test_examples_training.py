@@ -19,8 +19,8 @@ from types import ModuleType
 
 import pytest
 
-from tests.unit import examples_support
 from tests.prerequisites import missing_prerequisite
+from tests.unit import examples_support
 from tests.unit.examples_support import BY_FRAMEWORK, FRAMEWORKS, child_env, load
 from trainingjob import sdk
 

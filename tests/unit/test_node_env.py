@@ -8,7 +8,7 @@ from decimal import Decimal
 
 import pytest
 
-from trainingjob.node.envvars import (
+from trainingjob.node.env.envvars import (
     EnvError,
     EnvSources,
     container_env,
@@ -17,10 +17,10 @@ from trainingjob.node.envvars import (
     referenced_objects,
     thread_env,
 )
-from trainingjob.node.expansion import expand, mapping_for
-from trainingjob.node.fieldpath import FieldPathError, format_map, pod_field, resource_field
+from trainingjob.node.env.expansion import expand, mapping_for
+from trainingjob.node.env.fieldpath import FieldPathError, format_map, pod_field, resource_field
+from trainingjob.node.env.serviceenv import kubernetes_variables, pod_service_env
 from trainingjob.node.quantity import QuantityError, cpu_threads, parse_quantity
-from trainingjob.node.serviceenv import kubernetes_variables, pod_service_env
 
 CONTEXT = {"VAR_A": "A", "VAR_B": "B", "VAR_C": "C", "VAR_EMPTY": ""}
 

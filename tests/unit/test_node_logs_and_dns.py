@@ -6,9 +6,7 @@ import struct
 
 import pytest
 
-from trainingjob.node import dnswire as w
-from trainingjob.node.dns import DnsRecords
-from trainingjob.node.logquery import (
+from trainingjob.node.logs.logquery import (
     LogQuery,
     LogQueryError,
     fixed_timestamp,
@@ -18,6 +16,8 @@ from trainingjob.node.logquery import (
     select,
     tail_start,
 )
+from trainingjob.node.network import dnswire as w
+from trainingjob.node.network.dns import DnsRecords
 
 LINES = [
     b"2026-01-01T00:00:00.000000001Z stdout F one\n",

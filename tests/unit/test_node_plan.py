@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from trainingjob.node.images import ImageCatalog, ImageError, normalize_image
-from trainingjob.node.netplan import PodNetwork, bridge_name, choose_subnet, pod_addresses
-from trainingjob.node.payload import PayloadError, write_payload
-from trainingjob.node.sandbox import hosts_file, pod_hostname, resolv_conf
-from trainingjob.node.security import capabilities, process_security, verify_run_as_non_root
+from trainingjob.node.images.catalog import ImageCatalog, ImageError, normalize_image
+from trainingjob.node.network.netplan import PodNetwork, bridge_name, choose_subnet, pod_addresses
+from trainingjob.node.network.sandbox import hosts_file, pod_hostname, resolv_conf
+from trainingjob.node.runtime.security import capabilities, process_security, verify_run_as_non_root
+from trainingjob.node.volumes.payload import PayloadError, write_payload
 
 REPO = Path(__file__).resolve().parents[2]
 

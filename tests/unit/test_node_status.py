@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from trainingjob.node.status import ContainerView, PodFacts, Termination, pod_conditions, pod_phase, pod_status
+from trainingjob.node.pods.status import ContainerView, PodFacts, Termination, pod_conditions, pod_phase, pod_status
 
 
 def running(name: str = "main") -> ContainerView:

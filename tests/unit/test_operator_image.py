@@ -11,7 +11,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from trainingjob.cluster.paths import REPO_ROOT
-from trainingjob.node.images import DEFAULT_IMAGES_FILE, ImageCatalog
+from trainingjob.node.images.catalog import DEFAULT_IMAGES_FILE, ImageCatalog
 
 IMAGE = "ghcr.io/example/trainingjob-operator:0.1.0"
 

@@ -184,8 +184,8 @@ def runtimes() -> None:
 )
 def runtimes_build(images: tuple[str, ...], images_file: Path | None) -> None:
     """Build the venv of each IMAGE (default: every mapped image) ahead of time, showing pip's output."""
-    from trainingjob.node.images import DEFAULT_IMAGES_FILE, ImageCatalog, ImageError
-    from trainingjob.node.runtimes import RuntimeBuildError, built_runtime, ensure_runtime
+    from trainingjob.node.images.catalog import DEFAULT_IMAGES_FILE, ImageCatalog, ImageError
+    from trainingjob.node.images.runtimes import RuntimeBuildError, built_runtime, ensure_runtime
 
     catalog = ImageCatalog(images_file or DEFAULT_IMAGES_FILE)
     try:

@@ -25,9 +25,9 @@ from trainingjob.cluster.pki import create_cluster_pki
 from trainingjob.cluster.process import free_port, is_running, port_in_use, probe, start, stop, wait_healthy
 from trainingjob.node.cleanup import remove_node_state
 from trainingjob.node.config import NodeConfig
-from trainingjob.node.images import DEFAULT_IMAGES_FILE
-from trainingjob.node.netplan import PodNetwork
-from trainingjob.node.network import NetworkError, allocate_network, delete_bridge
+from trainingjob.node.images.catalog import DEFAULT_IMAGES_FILE
+from trainingjob.node.network.iproute import NetworkError, allocate_network, delete_bridge
+from trainingjob.node.network.netplan import PodNetwork
 
 DEFAULT_NAME = "default"
 # Start order; stop runs it backwards so etcd outlives its clients.

@@ -15,7 +15,7 @@ from pathlib import Path
 from trainingjob.cluster.components import HealthCheck, Layout
 from trainingjob.cluster.paths import cluster_dir
 from trainingjob.node.config import KUBELET_PORT, NodeConfig
-from trainingjob.node.netplan import PodNetwork
+from trainingjob.node.network.netplan import PodNetwork
 
 NODE_PREFIX = "tj-local-"
 NODE_LABEL_SELECTOR = "ml.example.com/node-runtime=process"

@@ -1,9 +1,12 @@
 """A local process node: a kubelet-like agent that runs the pods bound to its node as local processes.
 
-`tj cluster up --local-nodes M` starts one agent per node (`tj-local-0` ...). Where to look:
-registration.py (Node, Lease, heartbeats), informer.py + agent.py (watches, recovery), podworker.py (one pod's
-lifecycle), starter.py (container -> launch spec), shim.py + rootfs.py (the process in its namespaces),
-sandbox.py + network.py + netplan.py (pod network), volumes.py + payload.py (volumes), envvars.py +
-expansion.py + fieldpath.py (env), status.py (pod status), logserver.py + logquery.py (kubectl logs), dns.py +
-dnswire.py (cluster DNS), images.py + runtimes.py (image -> venv). docs/local-cluster.md has the contract.
+`tj cluster up --local-nodes M` starts one agent per node (`tj-local-0` ...). Where to look: agent.py (wiring,
+watches, recovery), config.py + context.py (the node's settings and what every pod worker shares), cleanup.py
+(removing pods' local state), and one sub-package per area:
+- api/ (API client, informer, Node + Lease + heartbeats, Events),
+- pods/ (one pod's lifecycle, container slots, container -> launch spec, pod status, how a pod ends),
+- runtime/ (the shim, rootfs and syscalls: the process in its namespaces; securityContext),
+- network/ (address plan, bridge and netns, sandbox, cluster DNS), volumes/, env/, logs/ (kubectl logs),
+- images/ (image -> venv).
+docs/local-cluster.md has the contract.
 """

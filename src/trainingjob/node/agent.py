@@ -16,21 +16,21 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from trainingjob.node import network
-from trainingjob.node.api import Api
+from trainingjob.node.api.client import Api
+from trainingjob.node.api.events import EventRecorder
+from trainingjob.node.api.informer import Informer
+from trainingjob.node.api.registration import Registration, machine_resources
 from trainingjob.node.cleanup import remove_pod_state
 from trainingjob.node.config import NodeConfig
 from trainingjob.node.context import NodeContext
-from trainingjob.node.dns import DnsRecords, DnsServer
-from trainingjob.node.events import EventRecorder
-from trainingjob.node.images import ImageCatalog
-from trainingjob.node.informer import Informer
-from trainingjob.node.logserver import LogServer
-from trainingjob.node.podworker import PodWorker
-from trainingjob.node.registration import Registration, machine_resources
-from trainingjob.node.sandbox import SandboxManager
-from trainingjob.node.starter import RuntimeCache
-from trainingjob.node.volumes import VolumeManager
+from trainingjob.node.images.catalog import ImageCatalog
+from trainingjob.node.logs.logserver import LogServer
+from trainingjob.node.network import iproute
+from trainingjob.node.network.dns import DnsRecords, DnsServer
+from trainingjob.node.network.sandbox import SandboxManager
+from trainingjob.node.pods.podworker import PodWorker
+from trainingjob.node.pods.starter import RuntimeCache
+from trainingjob.node.volumes.manager import VolumeManager
 
 log = logging.getLogger("trainingjob.node")
 
@@ -121,7 +121,7 @@ class Agent:
             return 400, f'container "{container}" in pod "{pod}" is not valid'
         process = slot.process
         if previous:
-            from trainingjob.node.containers import attempts
+            from trainingjob.node.runtime.containers import attempts
 
             runs = attempts(worker.directory / "containers" / container)
             older = [r for r in runs if process is None or r.attempt < process.attempt]
@@ -143,7 +143,7 @@ class Agent:
     async def run(self, stop: asyncio.Event) -> None:
         config = self.config
         if config.isolate and config.pod_network is not None:
-            network.ensure_bridge(config.pod_network, [config.index])
+            iproute.ensure_bridge(config.pod_network, [config.index])
         logs = LogServer(config, self.api, self.resolve_log)
         await logs.start(config.node_ip)
         dns = None

@@ -13,11 +13,11 @@ import shutil
 import time
 from pathlib import Path
 
-from trainingjob.node import network
-from trainingjob.node import syscalls as sc
 from trainingjob.node.config import NodeConfig
-from trainingjob.node.containers import attempts
-from trainingjob.node.launch import read_json
+from trainingjob.node.network import iproute
+from trainingjob.node.runtime import syscalls as sc
+from trainingjob.node.runtime.containers import attempts
+from trainingjob.node.runtime.launch import read_json
 
 KILL_WAIT_SECONDS = 10.0
 
@@ -52,8 +52,8 @@ def remove_pod_state(config: NodeConfig, pod_dir: Path) -> None:
     unmount_volumes(pod_dir)
     recorded = read_json(pod_dir / "sandbox.json")
     if recorded and recorded.get("netns"):
-        with contextlib.suppress(network.NetworkError, OSError):
-            network.delete_pod_netns(recorded["netns"], recorded.get("veth") or "")
+        with contextlib.suppress(iproute.NetworkError, OSError):
+            iproute.delete_pod_netns(recorded["netns"], recorded.get("veth") or "")
     ipam = config.root / "ipam"
     if ipam.is_dir():
         for entry in ipam.iterdir():

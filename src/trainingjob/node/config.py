@@ -10,8 +10,8 @@ import json
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-from trainingjob.node.api import Credentials
-from trainingjob.node.netplan import PodNetwork
+from trainingjob.node.api.client import Credentials
+from trainingjob.node.network.netplan import PodNetwork
 
 NODE_LABEL = "ml.example.com/node-runtime"
 NODE_LABEL_VALUE = "process"

@@ -6,13 +6,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from trainingjob.node.api import Api
+from trainingjob.node.api.client import Api
+from trainingjob.node.api.events import EventRecorder
 from trainingjob.node.config import NodeConfig
-from trainingjob.node.events import EventRecorder
-from trainingjob.node.images import ImageCatalog
-from trainingjob.node.sandbox import SandboxManager
-from trainingjob.node.starter import RuntimeCache
-from trainingjob.node.volumes import VolumeManager
+from trainingjob.node.images.catalog import ImageCatalog
+from trainingjob.node.network.sandbox import SandboxManager
+from trainingjob.node.pods.starter import RuntimeCache
+from trainingjob.node.volumes.manager import VolumeManager
 
 
 @dataclass

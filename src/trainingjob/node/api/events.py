@@ -11,8 +11,8 @@ import logging
 import uuid
 from typing import Any
 
-from trainingjob.node.api import Api
-from trainingjob.node.registration import now
+from trainingjob.node.api.client import Api
+from trainingjob.node.api.registration import now
 
 log = logging.getLogger(__name__)
 

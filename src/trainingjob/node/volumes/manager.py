@@ -19,12 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainingjob.node import syscalls as sc
-from trainingjob.node.api import Api, ApiError
+from trainingjob.node.api.client import Api, ApiError
 from trainingjob.node.cleanup import unmount_volumes
-from trainingjob.node.fieldpath import pod_field, resource_field
-from trainingjob.node.payload import Payload, write_payload
+from trainingjob.node.env.fieldpath import pod_field, resource_field
 from trainingjob.node.quantity import parse_quantity
+from trainingjob.node.runtime import syscalls as sc
+from trainingjob.node.volumes.payload import Payload, write_payload
 
 DEFAULT_MODE = 0o644
 TOKEN_SECONDS = 3600

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainingjob.node import network
 from trainingjob.node.config import CLUSTER_DOMAIN, NodeConfig
-from trainingjob.node.launch import read_json, write_json
-from trainingjob.node.netplan import pod_addresses
+from trainingjob.node.network import iproute
+from trainingjob.node.network.netplan import pod_addresses
+from trainingjob.node.runtime.launch import read_json, write_json
 
 HOSTS_HEADER = """# Kubernetes-managed hosts file.
 127.0.0.1\tlocalhost
@@ -44,7 +44,7 @@ class Sandbox:
 
     @property
     def netns_path(self) -> str | None:
-        return str(network.netns_path(self.netns)) if self.netns else None
+        return str(iproute.netns_path(self.netns)) if self.netns else None
 
 
 def pod_hostname(pod: dict[str, Any]) -> str:
@@ -158,8 +158,8 @@ class SandboxManager:
             sandbox = Sandbox(ip, f"tj-{_short(self.config, uid, 12)}", f"tjv{_short(self.config, uid, 11)}", "")
             write_json(directory / "sandbox.json", {"ip": ip, "netns": sandbox.netns, "veth": sandbox.veth})
             try:
-                network.create_pod_netns(sandbox.netns or "", sandbox.veth or "", ip, pod_network)
-            except network.NetworkError as error:
+                iproute.create_pod_netns(sandbox.netns or "", sandbox.veth or "", ip, pod_network)
+            except iproute.NetworkError as error:
                 raise SandboxError(str(error)) from error
         else:
             sandbox = Sandbox(self.config.node_ip, None, None, "")
@@ -186,5 +186,5 @@ class SandboxManager:
         """Remove the network namespace and free the address; the pod's IP stays in its status, as on a kubelet."""
         recorded = read_json(directory / "sandbox.json")
         if recorded and recorded.get("netns"):
-            network.delete_pod_netns(recorded["netns"], recorded.get("veth") or "")
+            iproute.delete_pod_netns(recorded["netns"], recorded.get("veth") or "")
         self._release(uid)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from trainingjob import __version__
-from trainingjob.node.api import Api, ApiError
+from trainingjob.node.api.client import Api, ApiError
 from trainingjob.node.config import NODE_LABEL, NODE_LABEL_VALUE, NODE_TAINT, NodeConfig
 
 log = logging.getLogger(__name__)

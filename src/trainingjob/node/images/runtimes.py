@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainingjob.cluster.paths import cache_root
-from trainingjob.node.images import ImageSpec
+from trainingjob.node.images.catalog import ImageSpec
 
 CANDIDATE_PYTHONS = ("/usr/bin/python3", "/usr/local/bin/python3")
 HIDDEN_PREFIXES = ("/root", "/home")

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from trainingjob.cluster.paths import cache_root
-from trainingjob.node.netplan import PodNetwork, bridge_name, choose_subnet
+from trainingjob.node.network.netplan import PodNetwork, bridge_name, choose_subnet
 
 NETNS_DIR = Path("/run/netns")
 

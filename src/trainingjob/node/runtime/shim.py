@@ -1,6 +1,6 @@
 """The per-container shim: starts the container's process, writes its log, records how it ended.
 
-Run as `python -m trainingjob.node.shim <attempt-dir>` by the node agent, in its own session, so it outlives a
+Run as `python -m trainingjob.node.runtime.shim <attempt-dir>` by the node agent, in its own session, so it outlives a
 restart of the agent (the role containerd-shim plays). It
 - joins the pod's network namespace and unshares a PID namespace, then forks the container's process, which
   builds its root filesystem in a new mount namespace (rootfs.py), sets its hostname (UTS) and identity, and execs;
@@ -22,8 +22,8 @@ import sys
 import time
 from pathlib import Path
 
-from trainingjob.node import syscalls as sc
-from trainingjob.node.launch import (
+from trainingjob.node.runtime import syscalls as sc
+from trainingjob.node.runtime.launch import (
     EXIT_FILE,
     LAUNCH_FILE,
     LOG_FILE,
@@ -32,11 +32,11 @@ from trainingjob.node.launch import (
     process_start_time,
     write_json,
 )
-from trainingjob.node.rootfs import enter_rootfs
+from trainingjob.node.runtime.rootfs import enter_rootfs
 
 # Imported before the shim enters the container's root: the project's own files may not be visible from there
 # (a checkout under /tmp is hidden by the pod's /tmp), so nothing may be imported lazily after enter_rootfs.
-from trainingjob.node.security import CAPABILITY_NUMBERS
+from trainingjob.node.runtime.security import CAPABILITY_NUMBERS
 
 PARTIAL_LINE_BYTES = 16 * 1024
 # After the main process of a non-isolated container exits, how long its leftover children may keep writing.

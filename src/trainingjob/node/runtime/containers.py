@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trainingjob.node.launch import (
+from trainingjob.node.runtime.launch import (
     EXIT_FILE,
     LOG_FILE,
     STARTED_FILE,
@@ -82,7 +82,7 @@ class ContainerProcess:
         spec.write(self.directory)
         with (self.directory / "shim.log").open("ab") as output:
             self._popen = subprocess.Popen(
-                [sys.executable, "-m", "trainingjob.node.shim", str(self.directory)],
+                [sys.executable, "-m", "trainingjob.node.runtime.shim", str(self.directory)],
                 stdin=subprocess.DEVNULL,
                 stdout=output,
                 stderr=subprocess.STDOUT,

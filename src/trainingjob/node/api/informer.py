@@ -14,7 +14,7 @@ from typing import Any
 
 import aiohttp
 
-from trainingjob.node.api import Api, ApiError, WatchExpired, sleep_backoff
+from trainingjob.node.api.client import Api, ApiError, WatchExpired, sleep_backoff
 
 log = logging.getLogger(__name__)
 Handler = Callable[[str, dict[str, Any]], None]

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from trainingjob.cluster.paths import cache_root
-from trainingjob.node.envvars import (
+from trainingjob.node.env.envvars import (
     EnvError,
     EnvSources,
     container_env,
@@ -26,15 +26,15 @@ from trainingjob.node.envvars import (
     referenced_objects,
     thread_env,
 )
-from trainingjob.node.expansion import expand, mapping_for
-from trainingjob.node.fieldpath import FieldPathError
-from trainingjob.node.images import ImageCatalog, ImageError, ImageSpec
-from trainingjob.node.launch import LaunchSpec, Mount
+from trainingjob.node.env.expansion import expand, mapping_for
+from trainingjob.node.env.fieldpath import FieldPathError
+from trainingjob.node.images.catalog import ImageCatalog, ImageError, ImageSpec
+from trainingjob.node.images.runtimes import Runtime, RuntimeBuildError, built_runtime, ensure_runtime
+from trainingjob.node.network.sandbox import Sandbox
 from trainingjob.node.quantity import QuantityError
-from trainingjob.node.runtimes import Runtime, RuntimeBuildError, built_runtime, ensure_runtime
-from trainingjob.node.sandbox import Sandbox
-from trainingjob.node.security import process_security, verify_run_as_non_root
-from trainingjob.node.volumes import HostVolume
+from trainingjob.node.runtime.launch import LaunchSpec, Mount
+from trainingjob.node.runtime.security import process_security, verify_run_as_non_root
+from trainingjob.node.volumes.manager import HostVolume
 
 HIDDEN = ("/root", "/home")
 DEFAULT_TERMINATION_PATH = "/dev/termination-log"

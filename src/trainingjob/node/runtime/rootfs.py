@@ -16,8 +16,8 @@ from __future__ import annotations
 import contextlib
 import os
 
-from trainingjob.node import syscalls as sc
-from trainingjob.node.launch import LaunchSpec, Mount
+from trainingjob.node.runtime import syscalls as sc
+from trainingjob.node.runtime.launch import LaunchSpec, Mount
 
 OLD_ROOT = "/.oldroot"
 DEVICES = ("null", "zero", "full", "random", "urandom", "tty")

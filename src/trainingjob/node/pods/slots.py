@@ -12,10 +12,10 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from trainingjob.node.containers import ContainerProcess
-from trainingjob.node.launch import EXIT_FILE, write_json
-from trainingjob.node.registration import now
-from trainingjob.node.status import ContainerView, Termination
+from trainingjob.node.api.registration import now
+from trainingjob.node.pods.status import ContainerView, Termination
+from trainingjob.node.runtime.containers import ContainerProcess
+from trainingjob.node.runtime.launch import EXIT_FILE, write_json
 
 BACKOFF_FIRST = 10.0
 BACKOFF_MAX = 300.0

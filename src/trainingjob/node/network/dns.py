@@ -18,9 +18,9 @@ import logging
 import struct
 from typing import Any
 
-from trainingjob.node import dnswire as w
 from trainingjob.node.config import CLUSTER_DOMAIN
-from trainingjob.node.sandbox import _host_resolv
+from trainingjob.node.network import dnswire as w
+from trainingjob.node.network.sandbox import _host_resolv
 
 log = logging.getLogger(__name__)
 TTL = 5

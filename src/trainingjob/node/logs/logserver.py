@@ -19,11 +19,11 @@ from typing import Any
 
 from aiohttp import web
 
-from trainingjob.node.api import Api, ApiError
+from trainingjob.node.api.client import Api, ApiError
 from trainingjob.node.config import NodeConfig
-from trainingjob.node.containers import ContainerProcess
-from trainingjob.node.inotify import DirectoryWatch
-from trainingjob.node.logquery import LogQuery, LogQueryError, parse_query, parse_record, select, tail_start
+from trainingjob.node.logs.inotify import DirectoryWatch
+from trainingjob.node.logs.logquery import LogQuery, LogQueryError, parse_query, parse_record, select, tail_start
+from trainingjob.node.runtime.containers import ContainerProcess
 
 log = logging.getLogger(__name__)
 AUTHZ_CACHE_SECONDS = 60.0

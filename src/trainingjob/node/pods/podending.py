@@ -15,14 +15,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trainingjob.node.api import ApiError
+from trainingjob.node.api.client import ApiError
+from trainingjob.node.api.registration import now
 from trainingjob.node.context import NodeContext
-from trainingjob.node.registration import now
-from trainingjob.node.sandbox import Sandbox
-from trainingjob.node.security import format_pod
-from trainingjob.node.slots import Slot, unknown_termination
-from trainingjob.node.status import PodFacts, pod_phase, pod_status
-from trainingjob.node.volumes import HostVolume
+from trainingjob.node.network.sandbox import Sandbox
+from trainingjob.node.pods.slots import Slot, unknown_termination
+from trainingjob.node.pods.status import PodFacts, pod_phase, pod_status
+from trainingjob.node.runtime.security import format_pod
+from trainingjob.node.volumes.manager import HostVolume
 
 log = logging.getLogger(__name__)
 RETRY_SECONDS = 5.0

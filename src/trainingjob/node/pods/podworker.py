@@ -16,16 +16,13 @@ import shutil
 import time
 from typing import Any
 
-from trainingjob.node.api import ApiError
-from trainingjob.node.containers import ContainerProcess, attempts, prune_attempts
+from trainingjob.node.api.client import ApiError
+from trainingjob.node.api.registration import epoch, now
 from trainingjob.node.context import NodeContext
-from trainingjob.node.launch import write_json
-from trainingjob.node.podending import RETRY_SECONDS, PodEnding
-from trainingjob.node.registration import epoch, now
-from trainingjob.node.sandbox import Sandbox, SandboxError
-from trainingjob.node.security import format_pod
-from trainingjob.node.serviceenv import pod_service_env
-from trainingjob.node.slots import (
+from trainingjob.node.env.serviceenv import pod_service_env
+from trainingjob.node.network.sandbox import Sandbox, SandboxError
+from trainingjob.node.pods.podending import RETRY_SECONDS, PodEnding
+from trainingjob.node.pods.slots import (
     Slot,
     api_restart_count,
     container_id,
@@ -33,9 +30,12 @@ from trainingjob.node.slots import (
     termination_of,
     unknown_termination,
 )
-from trainingjob.node.starter import StartError, StillPreparing, build_launch, fetch_env_sources, lookup_image
-from trainingjob.node.status import ContainerView
-from trainingjob.node.volumes import HostVolume, VolumeError
+from trainingjob.node.pods.starter import StartError, StillPreparing, build_launch, fetch_env_sources, lookup_image
+from trainingjob.node.pods.status import ContainerView
+from trainingjob.node.runtime.containers import ContainerProcess, attempts, prune_attempts
+from trainingjob.node.runtime.launch import write_json
+from trainingjob.node.runtime.security import format_pod
+from trainingjob.node.volumes.manager import HostVolume, VolumeError
 
 log = logging.getLogger(__name__)
 START_RETRY_MAX = 300.0
