@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 OPERATOR_CODE = [
     path
     for package in ("operator", "progress", "webhooks")
-    for path in sorted((REPO / "src" / "trainingjob" / package).glob("*.py"))
+    for path in sorted((REPO / "src" / "trainingjob" / package).rglob("*.py"))
 ]
 Grant = tuple[str, str, str]  # (apiGroup, resource, verb)
 

@@ -107,8 +107,8 @@ async def renew_beside_busy_writers(kubeconfig: Path, namespace: str) -> tuple[b
     from kubernetes_asyncio import client, config
 
     from trainingjob.config import OperatorConfig
-    from trainingjob.operator.leader import LeaderElector, LeaseSettings
     from trainingjob.operator.process import open_clients, writer_connections
+    from trainingjob.operator.runtime.leader import LeaderElector, LeaseSettings
 
     await config.load_kube_config(config_file=str(kubeconfig))
     operator_config = OperatorConfig(max_concurrent_creates=1, max_concurrent_reconciles=1)

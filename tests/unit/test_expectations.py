@@ -7,9 +7,9 @@ from typing import Any
 from trainingjob.api import constants as k
 from trainingjob.config import OperatorConfig
 from trainingjob.operator.apply import DONE, EXISTED, Applier, ApplyResult
-from trainingjob.operator.expectations import EXPECTATION_TTL_SECONDS, pending_expectations, sighted
 from trainingjob.operator.reconciler import Reconciler
-from trainingjob.operator.store import Index, ResourceStore
+from trainingjob.operator.runtime.expectations import EXPECTATION_TTL_SECONDS, pending_expectations, sighted
+from trainingjob.operator.runtime.store import Index, ResourceStore
 from trainingjob.operator.watches import worker_pod
 from trainingjob.reconcile.actions import CreateChild
 

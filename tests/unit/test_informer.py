@@ -1,5 +1,5 @@
-"""The informer's protocol handling (operator/informer.py) against scripted HTTP responses: paged LIST, watch events
-and bookmarks, 410 → re-list whose diff deletes what vanished during the gap, backoff after errors, and the
+"""The informer (kube/reflector.py feeding operator/runtime/store.py) against scripted HTTP responses: paged LIST,
+watch events and bookmarks, 410 → re-list whose diff deletes what vanished during the gap, backoff after errors, and the
 caches-synced barrier. What it does against a real API server is in tests/integration/test_watch_gaps.py."""
 
 from __future__ import annotations
@@ -13,12 +13,13 @@ from typing import Any
 import pytest
 
 from trainingjob.config import OperatorConfig
-from trainingjob.operator import informer as informer_module
-from trainingjob.operator.caches import Caches, route
-from trainingjob.operator.informer import Informer, Resource, backoff_delay, collector_paused
+from trainingjob.kube import reflector as reflector_module
+from trainingjob.kube.backoff import watch_backoff
+from trainingjob.kube.reflector import ApiClientTransport, Reflector, Resource, collector_paused, lines
 from trainingjob.operator.reconciler import Reconciler
-from trainingjob.operator.store import Index, ResourceStore, Touched
-from trainingjob.operator.watches import Watch, worker_pod
+from trainingjob.operator.runtime.informers import Caches, Watch
+from trainingjob.operator.runtime.store import Index, ResourceStore, Touched
+from trainingjob.operator.watches import route, worker_pod
 
 PODS = Resource("", "v1", "pods")
 JOB_LABEL = "ml.example.com/job-name"
@@ -31,11 +32,13 @@ def pod(name: str, version: str, phase: str = "Running") -> dict[str, Any]:
 
 
 class Content:
-    def __init__(self, lines: list[bytes]) -> None:
-        self.lines = lines
+    """A streamed body, handed out in the chunks given (one event may span chunks, a chunk hold several)."""
 
-    async def readline(self) -> bytes:
-        return self.lines.pop(0) if self.lines else b""
+    def __init__(self, chunks: list[bytes]) -> None:
+        self.chunks = chunks
+
+    async def readany(self) -> bytes:
+        return self.chunks.pop(0) if self.chunks else b""
 
 
 class Response:
@@ -73,13 +76,17 @@ def listing(pods: list[dict[str, Any]], version: str, token: str = "") -> Respon
     return Response(200, {"metadata": {"resourceVersion": version, "continue": token}, "items": pods})
 
 
-def make_informer(api: ScriptedApi, changes: list[Touched]) -> tuple[Informer, Index]:
+def make_informer(api: ScriptedApi, changes: list[Touched]) -> tuple[Reflector, Index]:
     index = Index()
-    store = ResourceStore({"worker_pods": index}, {"worker_pods": worker_pod})
-    return Informer(api, PODS, "ml", "app=x", store, changes.append, page_size=2), index
+    store = ResourceStore({"worker_pods": index}, {"worker_pods": worker_pod}, on_change=changes.append)
+    reflector = Reflector(
+        ApiClientTransport(api), PODS.path("ml"), store, "pods", label_selector="app=x", page_size=2,
+        not_served_is_empty=True,
+    )  # fmt: skip
+    return reflector, index
 
 
-async def run_until_exhausted(informer: Informer, api: ScriptedApi) -> None:
+async def run_until_exhausted(informer: Reflector, api: ScriptedApi) -> None:
     task = asyncio.create_task(informer.run())
     await asyncio.wait_for(api.exhausted.wait(), 5)
     task.cancel()
@@ -144,7 +151,7 @@ def test_errors_back_off_and_retry_without_ending_the_informer(monkeypatch: pyte
     async def no_sleep(seconds: float) -> None:
         sleeps.append(seconds)
 
-    monkeypatch.setattr(informer_module.asyncio, "sleep", no_sleep)
+    monkeypatch.setattr(reflector_module.asyncio, "sleep", no_sleep)
     api = ScriptedApi(
         lists=[Response(500, {"message": "etcdserver: leader changed"}), Response(410, {}), listing([], "3")],
         watches=[Response(503, {"message": "unavailable"})],
@@ -158,9 +165,21 @@ def test_errors_back_off_and_retry_without_ending_the_informer(monkeypatch: pyte
 
 
 def test_backoff_doubles_to_thirty_seconds_with_jitter() -> None:
-    assert [backoff_delay(n, rand=lambda: 0.5) for n in (1, 2, 3, 6, 9)] == [1.0, 2.0, 4.0, 30.0, 30.0]
-    assert backoff_delay(1, rand=lambda: 0.0) == pytest.approx(0.8)
-    assert backoff_delay(1, rand=lambda: 1.0) == pytest.approx(1.2)
+    assert [watch_backoff(n, rand=lambda: 0.5) for n in (1, 2, 3, 6, 9)] == [1.0, 2.0, 4.0, 30.0, 30.0]
+    assert watch_backoff(1, rand=lambda: 0.0) == pytest.approx(0.8)
+    assert watch_backoff(1, rand=lambda: 1.0) == pytest.approx(1.2)
+
+
+def test_watch_lines_are_whole_events_however_the_stream_is_cut() -> None:
+    """An event split across chunks, several in one chunk, one longer than aiohttp's readline allows (128 KiB: a
+    job with a large status), and a last line without its newline."""
+    big = b'{"x": "' + b"y" * 300_000 + b'"}'
+    chunks = [b'{"a":', b' 1}\n\n{"b": 2}\n' + big[:1000], big[1000:] + b"\n", b'{"c": 3}']
+
+    async def read() -> list[bytes]:
+        return [line async for line in lines(Content(list(chunks)))]
+
+    assert asyncio.run(read()) == [b'{"a": 1}', b'{"b": 2}', big, b'{"c": 3}']
 
 
 def test_no_reconcile_runs_before_every_informer_has_listed() -> None:
@@ -243,7 +262,7 @@ def test_a_resource_not_served_counts_as_empty_and_is_listed_once_served(monkeyp
     async def no_sleep(seconds: float) -> None:
         pass
 
-    monkeypatch.setattr(informer_module.asyncio, "sleep", no_sleep)
+    monkeypatch.setattr(reflector_module.asyncio, "sleep", no_sleep)
     missing = Response(404, {"message": "the server could not find the requested resource"})
     api = ScriptedApi(lists=[missing], watches=[])
     informer, index = make_informer(api, [])
@@ -265,8 +284,8 @@ def test_pages_are_filed_with_the_collector_paused_and_the_collector_comes_back(
 
     api = ScriptedApi(lists=[listing([pod("a-worker-0", "5")], "7", "next"), listing([pod("b-worker-0", "8")], "9")],
                       watches=[])  # fmt: skip
-    store = ResourceStore({"worker_pods": Index()}, {"worker_pods": record})
-    informer = Informer(api, PODS, "ml", "app=x", store, lambda touched: None, page_size=1)  # type: ignore[arg-type]
+    store = ResourceStore({"worker_pods": Index()}, {"worker_pods": record})  # type: ignore[dict-item]
+    informer = Reflector(ApiClientTransport(api), PODS.path("ml"), store, "pods", page_size=1)
     assert asyncio.run(informer.list()) == "9"
     assert collector_on == [False, False] and gc.isenabled()
 

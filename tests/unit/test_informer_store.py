@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from trainingjob.operator import store as store_module
-from trainingjob.operator.store import Index, ResourceStore, merge_touched
+from trainingjob.operator.runtime import store as store_module
+from trainingjob.operator.runtime.store import Index, ResourceStore, merge_touched
 from trainingjob.operator.watches import disrupted_worker, trainingjob_body, worker_pod, worker_service
 
 JOB_LABEL = "ml.example.com/job-name"
@@ -41,8 +41,8 @@ def test_a_relist_deletes_objects_the_listing_no_longer_holds() -> None:
     for i in range(3):
         store.upsert(pod(f"a-worker-{i}", "a"))
     store.upsert(pod("b-worker-0", "b"))
-    listing = {("ml", n): store.contribution(pod(n, "a")) for n in ("a-worker-0", "a-worker-2")}
-    touched = store.replace(listing)
+    listing = {("ml", n): store.file(pod(n, "a")) for n in ("a-worker-0", "a-worker-2")}
+    touched = store.replaced(listing)
     assert names(indexes["worker_pods"], ("ml", "a")) == ["a-worker-0", "a-worker-2"]
     assert ("ml", "b") not in indexes["worker_pods"]
     assert set(touched) == {("worker_pods", ("ml", "a")), ("worker_pods", ("ml", "b"))}
@@ -53,7 +53,7 @@ def test_a_relist_of_unchanged_objects_touches_nothing() -> None:
     store, _ = pod_store()
     body = pod("a-worker-0", "a")
     store.upsert(body)
-    assert store.replace({("ml", "a-worker-0"): store.contribution(body)}) == []
+    assert store.replaced({("ml", "a-worker-0"): store.file(body)}) == []
 
 
 def test_an_update_outside_the_view_touches_nothing_and_a_phase_change_does() -> None:
@@ -127,7 +127,7 @@ def test_a_plain_delete_and_a_relist_record_no_departure() -> None:
     store.upsert(pod("a-worker-0", "a"))
     store.delete(pod("a-worker-0", "a", version="2"))
     store.upsert(pod("a-worker-1", "a", conditions=[PREEMPTED]))
-    store.replace({})  # a listing has no final body to say how a pod went
+    store.replaced({})  # a listing has no final body to say how a pod went
     assert len(indexes["departed_pods"]) == 0 and len(indexes["worker_pods"]) == 0
 
 

@@ -14,7 +14,14 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from trainingjob.operator.leader import LeaderElector, LeaseSettings, Observation, lease_is_free, observe, one_line
+from trainingjob.operator.runtime.leader import (
+    LeaderElector,
+    LeaseSettings,
+    Observation,
+    lease_is_free,
+    observe,
+    one_line,
+)
 
 WALL = datetime.datetime(2026, 11, 22, 12, 0, tzinfo=datetime.UTC)
 

@@ -8,6 +8,7 @@ from decimal import Decimal
 
 import pytest
 
+from trainingjob.kube.quantity import QuantityError, cpu_threads, parse_quantity
 from trainingjob.node.env.envvars import (
     EnvError,
     EnvSources,
@@ -20,7 +21,6 @@ from trainingjob.node.env.envvars import (
 from trainingjob.node.env.expansion import expand, mapping_for
 from trainingjob.node.env.fieldpath import FieldPathError, format_map, pod_field, resource_field
 from trainingjob.node.env.serviceenv import kubernetes_variables, pod_service_env
-from trainingjob.node.quantity import QuantityError, cpu_threads, parse_quantity
 
 CONTEXT = {"VAR_A": "A", "VAR_B": "B", "VAR_C": "C", "VAR_EMPTY": ""}
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 
 from trainingjob.config import OperatorConfig
-from trainingjob.operator.caches import Caches
 from trainingjob.operator.process import liveness
 from trainingjob.operator.reconciler import Reconciler
+from trainingjob.operator.runtime.informers import Caches
 
 NO_CACHES = Caches(None, [], [], watch_timeout=60)
 

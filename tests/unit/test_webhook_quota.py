@@ -1,5 +1,5 @@
 """scheduling/quota.py: quantities shown back, what one worker pod counts against quotas, and which quotas apply to it
-(parsing quantities is node/quantity.py's, tested there)."""
+(parsing quantities is kube/quantity.py's, tested there)."""
 
 from __future__ import annotations
 

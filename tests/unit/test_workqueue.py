@@ -13,7 +13,7 @@ from collections.abc import Hashable
 
 import pytest
 
-from trainingjob.operator.workqueue import WorkQueue
+from trainingjob.operator.runtime.queue import WorkQueue
 
 KEY = ("ml", "mnist")
 NOTHING = 0.05  # long enough for a wrongly queued key to be handed out

@@ -10,7 +10,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from trainingjob.api import constants as k
 from trainingjob.cli.common import CliError, job_ref
-from trainingjob.kube_status import api_message, status_body
+from trainingjob.kube.status import api_message, status_body
 
 CRD_MISSING = "the TrainingJob CRD is not installed in this cluster; apply deploy/crd/"
 TRAINER_CONTAINER = "trainer"

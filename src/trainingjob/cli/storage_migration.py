@@ -20,7 +20,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from trainingjob.api import constants as k
-from trainingjob.kube_status import api_message
+from trainingjob.kube.status import api_message
 
 PAGE = 100
 PARALLEL = 8

@@ -19,7 +19,7 @@ from trainingjob.api import constants as k
 from trainingjob.api.conversion import status_in
 from trainingjob.api.types import TrainingJob
 from trainingjob.builders.endpoints import SliceView, slice_view
-from trainingjob.kube_status import api_message
+from trainingjob.kube.status import api_message
 from trainingjob.operator.calls import MERGE_PATCH, record_event, unread
 from trainingjob.reconcile.actions import (
     AddFinalizer,

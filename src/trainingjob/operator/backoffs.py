@@ -1,10 +1,10 @@
-"""How long a job waits before it is planned again, per cause; each delay doubles per occurrence in a row."""
+"""How long a job waits before it is planned again, per cause; each delay doubles per occurrence in a row
+(kube/backoff.py). A reconcile that raised is retried by the work queue's own rate limit (runtime/queue.py)."""
 
 from __future__ import annotations
 
-# A reconcile that raised (the API server unreachable, a bug): 1 s doubling to 5 minutes.
-ERROR_BACKOFF_BASE = 1.0
-ERROR_BACKOFF_MAX = 300.0
+from trainingjob.kube.backoff import doubling
+
 # A job whose creates admission refused is planned again after this backoff (doubling per refusal in a row): the
 # plan records the refusal, and creates it does not gate on the restart backoff (its Service, its ConfigMap) are
 # tried again no sooner. Requeued at once, a job in a namespace being deleted spun at tens of reconciles a second.
@@ -14,16 +14,6 @@ ADMISSION_REQUEUE_MAX = 30.0
 # no event (a relabelled pod is not watched), so the job looks again by itself.
 NAME_TAKEN_RECHECK_BASE = 2.0
 NAME_TAKEN_RECHECK_MAX = 60.0
-
-
-def doubling(base: float, cap: float, in_a_row: int) -> float:
-    """base, 2 x base, 4 x base, … up to cap, for the 1st, 2nd, 3rd, … occurrence in a row."""
-    return min(base * 2 ** max(in_a_row - 1, 0), cap)
-
-
-def error_backoff(attempts: int) -> float:
-    """Seconds until a reconcile that raised is retried: 1, 2, 4, … up to 300."""
-    return doubling(ERROR_BACKOFF_BASE, ERROR_BACKOFF_MAX, attempts)
 
 
 def admission_requeue_delay(refusals_in_a_row: int) -> float:

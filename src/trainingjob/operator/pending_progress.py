@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from trainingjob.operator.store import ObjectKey
+from trainingjob.operator.runtime.store import ObjectKey
 from trainingjob.progress.report import Report, merge_reports
 
 # At most one status write for progress per job this often; reports in between only replace the pending one.

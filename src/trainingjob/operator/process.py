@@ -23,15 +23,15 @@ from kubernetes_asyncio import client
 from trainingjob.config import OperatorConfig
 from trainingjob.operator.api_client import CountingApiClient
 from trainingjob.operator.apply import Applier
-from trainingjob.operator.caches import Caches, route
 from trainingjob.operator.http import build_app
 from trainingjob.operator.http import serve as serve_http
-from trainingjob.operator.leader import LeaderElector, LeaseSettings
 from trainingjob.operator.lookups import Lookups
 from trainingjob.operator.metrics import CacheCollector, OperatorMetrics
 from trainingjob.operator.reconciler import Reconciler
+from trainingjob.operator.runtime.informers import Caches
+from trainingjob.operator.runtime.leader import LeaderElector, LeaseSettings
 from trainingjob.operator.serving import ServingApplier, ServingReconciler
-from trainingjob.operator.watches import WATCHES, gang_watches
+from trainingjob.operator.watches import WATCHES, gang_watches, route
 from trainingjob.progress.server import ProgressEndpoint, serve
 from trainingjob.progress.tls import ensure_tls, url_ips
 from trainingjob.scheduling.gang import GangApi, watched
@@ -194,7 +194,7 @@ async def _open_barrier(caches: Caches, reconciler: Reconciler) -> None:
     started = asyncio.get_running_loop().time()
     await caches.wait_synced()
     took = asyncio.get_running_loop().time() - started
-    logger.info("caches synced in %.1fs: %d objects", took, sum(len(i.store) for i in caches.informers))
+    logger.info("caches synced in %.1fs: %d objects", took, caches.object_count())
     reconciler.caches_synced()
 
 

@@ -13,8 +13,7 @@ from typing import Any
 from trainingjob.api.types import TrainingJob, format_time
 from trainingjob.config import OperatorConfig
 from trainingjob.operator.apply import Applier, ApplyResult
-from trainingjob.operator.backoffs import admission_requeue_delay, error_backoff
-from trainingjob.operator.expectations import pending_expectations, sighted
+from trainingjob.operator.backoffs import admission_requeue_delay
 from trainingjob.operator.logs import reconcile_context
 from trainingjob.operator.lookups import Lookups
 from trainingjob.operator.metrics import OperatorMetrics
@@ -23,9 +22,10 @@ from trainingjob.operator.namesakes import Namesakes
 from trainingjob.operator.pending_progress import PendingProgress
 from trainingjob.operator.published import PublishedSlices
 from trainingjob.operator.quota_gate import QuotaGate, creates_workers
+from trainingjob.operator.runtime.expectations import pending_expectations, sighted
+from trainingjob.operator.runtime.queue import WorkQueue
+from trainingjob.operator.runtime.store import Index, ObjectKey
 from trainingjob.operator.serving import ServingReconciler, is_model_key
-from trainingjob.operator.store import Index, ObjectKey
-from trainingjob.operator.workqueue import WorkQueue
 from trainingjob.progress.report import Report
 from trainingjob.reconcile.actions import Plan
 from trainingjob.reconcile.blockers import stuck_pods
@@ -98,7 +98,6 @@ class Reconciler:
         # Worker names held by pods that are not the job's workers (unit tests may pass no applier).
         self.namesakes = Namesakes(getattr(applier, "core", None))
         self.leading = False
-        self.failures: dict[JobKey, int] = {}
         self.tasks: list[asyncio.Task] = []
         # Since when each worker has been in its current reconcile (monotonic), read by the liveness probe.
         self.in_flight: dict[JobKey, float] = {}
@@ -195,16 +194,14 @@ class Reconciler:
             started = self.in_flight[key] = time.monotonic()
             try:
                 await self.reconcile(key)
-                self.failures.pop(key, None)
+                self.queue.succeeded(key)
             except asyncio.CancelledError:
                 raise
             except Exception as error:
                 if self.metrics is not None:
                     self.metrics.reconcile_errors.labels(type(error).__name__).inc()
-                attempts = self.failures[key] = self.failures.get(key, 0) + 1
-                delay = error_backoff(attempts)
+                attempts, delay = self.queue.retry(key)
                 logger.exception("reconcile of %s/%s failed (attempt %d); retrying in %.0fs", *key, attempts, delay)
-                self.queue.add_after(key, delay)
             finally:
                 self.in_flight.pop(key, None)
                 self.queue.done(key)
@@ -389,7 +386,6 @@ class Reconciler:
         memories = (
             self.rejections,
             self.denials,
-            self.failures,
             self.claimed,
             self.released,
             self.superseded,

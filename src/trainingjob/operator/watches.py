@@ -8,8 +8,7 @@ not with the size of the objects. tests/rbac_usage.py derives the operator's get
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 from trainingjob.api import constants as k
@@ -17,8 +16,10 @@ from trainingjob.api.conversion import to_internal
 from trainingjob.api.names import config_map_name, service_name
 from trainingjob.builders.endpoints import LABEL_SLICE_MANAGER, SLICE_MANAGER, slice_view
 from trainingjob.builders.service import service_view
-from trainingjob.operator.informer import Resource
-from trainingjob.operator.store import IndexFunction
+from trainingjob.kube.reflector import Resource
+from trainingjob.operator.runtime.informers import Watch
+from trainingjob.operator.runtime.store import IndexFunction, Touched
+from trainingjob.operator.serving import model_key
 from trainingjob.reconcile.observed import pod_view
 from trainingjob.reconcile.surroundings import claim_view
 from trainingjob.scheduling.gang import GangProvider
@@ -28,15 +29,9 @@ MANAGED = f"{k.LABEL_MANAGED_BY}={k.MANAGED_BY}"
 MODEL_CHILDREN = f"{MANAGED},{k.LABEL_MODEL}"
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 Entry = tuple[Hashable, Any] | None
-
-
-@dataclass(frozen=True)
-class Watch:
-    resource: Resource
-    label_selector: str
-    indexes: Mapping[str, IndexFunction] = field(default_factory=dict)
-    # Indexes of what objects looked like when deleted (operator/store.py, departures).
-    departures: Mapping[str, IndexFunction] = field(default_factory=dict)
+# Indexes keyed by an LLMModel: their changes enqueue the model; `models_by_source` only answers lookups.
+MODEL_KEYED = frozenset({"llmmodel_bodies", "model_deployments", "model_services", "model_autoscalers"})
+LOOKUP_ONLY = frozenset({"models_by_source"})
 
 
 def trimmed_body(body: Mapping[str, Any], api_version: str, kind: str) -> dict[str, Any]:
@@ -166,3 +161,18 @@ def gang_watches(providers: list[GangProvider]) -> tuple[Watch, ...]:
     return tuple(
         Watch(Resource(p.api.group, p.api.version, p.api.plural), MANAGED, {p.index: gang_object(p)}) for p in providers
     )
+
+
+def route(touched: Touched, enqueue: Callable[[tuple], None], models_of_job: Callable[[str, str], list]) -> None:
+    """Turn changed (index, key) pairs into work: the job or model the key names; a job's change also reaches the
+    models waiting for it (a model serves its source job's checkpoints once the job succeeds)."""
+    for index, key in touched:
+        if index in LOOKUP_ONLY:
+            continue
+        if index in MODEL_KEYED:
+            enqueue(model_key(*key))
+            continue
+        enqueue(key)
+        if index == "trainingjob_bodies":
+            for model in models_of_job(*key):
+                enqueue(model)

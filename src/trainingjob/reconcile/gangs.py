@@ -19,7 +19,7 @@ from typing import Any
 from trainingjob.api.replicas import Replica, replica_order
 from trainingjob.api.types import TrainingJob
 from trainingjob.builders.pod import worker_resources
-from trainingjob.node.quantity import QuantityError, parse_quantity
+from trainingjob.kube.quantity import QuantityError, parse_quantity
 from trainingjob.reconcile.actions import CreateChild, DeleteChild, Event
 from trainingjob.reconcile.blockers import Blocker
 from trainingjob.reconcile.observed import ObservedChildren, PodView

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from trainingjob.node.quantity import parse_quantity
+from trainingjob.kube.quantity import parse_quantity
 
 COMPUTE = ("cpu", "memory", "ephemeral-storage")
 POD_COUNTS = ("pods", "count/pods")

@@ -20,7 +20,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from trainingjob.api import constants as k
 from trainingjob.cli.kube import raise_for_status
-from trainingjob.kube_status import api_message
+from trainingjob.kube.status import api_message
 from trainingjob.ui.store import JobStore
 
 log = logging.getLogger(__name__)

@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainingjob.kube.quantity import cpu_threads
 from trainingjob.node.env.expansion import expand, mapping_for
 from trainingjob.node.env.fieldpath import pod_field, resource_field
-from trainingjob.node.quantity import cpu_threads
 
 # Libraries that size their thread pools from the machine's CPUs unless told: two pods on two cores each starting
 # one thread per core oversubscribe the machine (measured 20-50x slower). Set from the CPU limit when the pod's

@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from trainingjob.node.quantity import ceil_ratio, parse_quantity
+from trainingjob.kube.quantity import ceil_ratio, parse_quantity
 
 _SUBSCRIPT = re.compile(r"^metadata\.(labels|annotations)\['(.*)'\]$")
 _RESOURCES = {"cpu", "memory", "ephemeral-storage"}

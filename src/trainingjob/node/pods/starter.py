@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from trainingjob.cluster.paths import cache_root
+from trainingjob.kube.quantity import QuantityError
 from trainingjob.node.env.envvars import (
     EnvError,
     EnvSources,
@@ -31,7 +32,6 @@ from trainingjob.node.env.fieldpath import FieldPathError
 from trainingjob.node.images.catalog import ImageCatalog, ImageError, ImageSpec
 from trainingjob.node.images.runtimes import Runtime, RuntimeBuildError, built_runtime, ensure_runtime
 from trainingjob.node.network.sandbox import Sandbox
-from trainingjob.node.quantity import QuantityError
 from trainingjob.node.runtime.launch import LaunchSpec, Mount
 from trainingjob.node.runtime.security import process_security, verify_run_as_non_root
 from trainingjob.node.volumes.manager import HostVolume

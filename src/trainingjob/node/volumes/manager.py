@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trainingjob.kube.quantity import parse_quantity
 from trainingjob.node.api.client import Api, ApiError
 from trainingjob.node.cleanup import unmount_volumes
 from trainingjob.node.env.fieldpath import pod_field, resource_field
-from trainingjob.node.quantity import parse_quantity
 from trainingjob.node.runtime import syscalls as sc
 from trainingjob.node.volumes.payload import Payload, write_payload
 

@@ -1,8 +1,10 @@
-"""A client-go style work queue: each key at most once in the queue, never processed twice at the same time.
+"""A client-go style work queue, one per controller: each key at most once in the queue, never processed twice at
+the same time, and rate-limited per key after failures.
 
 Events for a job that arrive while it is being reconciled mark it dirty, so it runs once more afterwards (events
 coalesce instead of piling up); `add_after` keeps one timer per key for deadlines and backoff instead of a
-polling loop per object.
+polling loop per object. `retry` is client-go's AddRateLimited: a key whose reconcile failed comes back after a
+delay that doubles per failure in a row (1 s up to 5 minutes), until `succeeded` resets it.
 """
 
 from __future__ import annotations
@@ -10,9 +12,17 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Hashable
 
+from trainingjob.kube.backoff import doubling
+
+# A reconcile that raised (the API server unreachable, a bug): 1 s doubling to 5 minutes.
+RETRY_BASE = 1.0
+RETRY_MAX = 300.0
+
 
 class WorkQueue:
-    def __init__(self) -> None:
+    def __init__(self, retry_base: float = RETRY_BASE, retry_max: float = RETRY_MAX) -> None:
+        self.retry_base, self.retry_max = retry_base, retry_max
+        self._failures: dict[Hashable, int] = {}
         self._queue: asyncio.Queue[Hashable] = asyncio.Queue()
         self._queued: set[Hashable] = set()
         self._processing: set[Hashable] = set()
@@ -36,17 +46,33 @@ class WorkQueue:
         existing = self._timers.get(key)
         if existing is not None and existing.when() <= when:
             return
-        self.forget(key)
+        self.cancel_timer(key)
         self._timers[key] = loop.call_at(when, self._fire, key)
 
     def _fire(self, key: Hashable) -> None:
         self._timers.pop(key, None)
         self.add(key)
 
-    def forget(self, key: Hashable) -> None:
+    def cancel_timer(self, key: Hashable) -> None:
         timer = self._timers.pop(key, None)
         if timer is not None:
             timer.cancel()
+
+    def retry(self, key: Hashable) -> tuple[int, float]:
+        """The key's reconcile failed: process it again after the backoff; (failures in a row, delay)."""
+        failures = self._failures[key] = self._failures.get(key, 0) + 1
+        delay = doubling(self.retry_base, self.retry_max, failures)
+        self.add_after(key, delay)
+        return failures, delay
+
+    def succeeded(self, key: Hashable) -> None:
+        """The key's reconcile went through: its next failure starts the backoff afresh."""
+        self._failures.pop(key, None)
+
+    def forget(self, key: Hashable) -> None:
+        """The object is gone: no timer and no failure count is kept for it."""
+        self.cancel_timer(key)
+        self._failures.pop(key, None)
 
     async def get(self) -> Hashable:
         key = await self._queue.get()

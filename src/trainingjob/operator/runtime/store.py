@@ -1,9 +1,12 @@
 """The informers' in-memory caches: trimmed views of watched objects, grouped into indexes by job (or model) key.
 
-Pure data structures, no I/O (operator/informer.py feeds them): an object contributes at most one view to each index
-of its resource, and `replace` (a re-list) removes whatever the new listing no longer holds, so an object deleted
-while the watch was cut leaves the cache as a delete. Every change reports the index keys it touched, so only the
-jobs whose planner input moved are reconciled.
+Pure data structures, no I/O (a kube/reflector.py Reflector feeds each ResourceStore, its sink): an object
+contributes at most one view to each index of its resource, and `replace` (a re-list) removes whatever the new
+listing no longer holds, so an object deleted while the watch was cut leaves the cache as a delete. Every change
+reports the index keys it touched, so only the jobs whose planner input moved are reconciled.
+
+An index is named by an IndexName[V], V being the type of its views: `views(indexes, WORKER_PODS, key)` is typed
+as a list of PodViews, and a misspelt name is an unknown constant rather than a KeyError at run time.
 """
 
 from __future__ import annotations
@@ -11,12 +14,22 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, ValuesView
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-ObjectKey = tuple[str, str]  # (namespace, name) of a watched object
+from trainingjob.kube.reflector import ObjectKey, object_key
+
+V = TypeVar("V")
 # One index: a function from a raw object to (index key, view), None when the object does not belong there.
 IndexFunction = Callable[[Mapping[str, Any]], "tuple[Hashable, Any] | None"]
 Touched = list[tuple[str, Hashable]]  # (index name, index key) whose views changed
+
+
+class IndexName(str, Generic[V]):
+    """The name of an index whose views are of type V. A str, so it is its own dictionary key and log text."""
+
+    __slots__ = ()
+
+
 # At most this many departures are remembered per store; the oldest goes first.
 DEPARTURES_KEPT = 1024
 
@@ -29,17 +42,17 @@ class Contribution:
     entries: tuple[tuple[str, Hashable, Any], ...]
 
 
-class Index(Mapping[Hashable, ValuesView]):
+class Index(Mapping[Hashable, ValuesView], Generic[V]):
     """key -> the views filed under it (iterable); what the reconciler reads.
 
     `on_put(key, obj)`, when set, hears of every view filed as its event is applied, before any plan reads the
     index: the reconciler settles its expectations on it (operator/expectations.py)."""
 
     def __init__(self) -> None:
-        self.by_key: dict[Hashable, dict[ObjectKey, Any]] = {}
+        self.by_key: dict[Hashable, dict[ObjectKey, V]] = {}
         self.on_put: Callable[[Hashable, ObjectKey], None] | None = None
 
-    def __getitem__(self, key: Hashable) -> ValuesView:
+    def __getitem__(self, key: Hashable) -> ValuesView[V]:
         return self.by_key[key].values()
 
     def __iter__(self) -> Iterator[Hashable]:
@@ -61,13 +74,20 @@ class Index(Mapping[Hashable, ValuesView]):
                 del self.by_key[key]
 
 
-def object_key(body: Mapping[str, Any]) -> ObjectKey:
-    metadata = body.get("metadata") or {}
-    return (metadata.get("namespace") or "", metadata.get("name") or "")
+Indexes = Mapping[str, Mapping[Hashable, Iterable[Any]]]  # index name -> key -> views (an Index, or a plain dict)
+
+
+def views(indexes: Indexes, name: IndexName[V], key: Hashable) -> list[V]:
+    """The views index `name` holds under `key` ([] when it holds none, or there is no such index), as a list the
+    caller may keep: the typed read the controllers use."""
+    index = indexes.get(name)
+    found = index.get(key) if index is not None else None
+    return list(found) if found is not None else []
 
 
 class ResourceStore:
-    """The objects one informer (one resource in one namespace, or in all) has seen, and their index entries.
+    """The objects one informer (one resource in one namespace, or in all) has seen, and their index entries: the
+    sink of its Reflector, telling `on_change` the (index, key) pairs every change touched.
 
     `indexes` may be shared by several stores (one per watched namespace); each store prunes only its own objects.
 
@@ -82,7 +102,9 @@ class ResourceStore:
         indexes: Mapping[str, Index],
         functions: Mapping[str, IndexFunction],
         departures: Mapping[str, IndexFunction] | None = None,
+        on_change: Callable[[Touched], None] | None = None,
     ) -> None:
+        self.on_change = on_change or (lambda touched: None)
         self.indexes = indexes
         self.functions = functions
         self.departure_functions = departures or {}
@@ -92,7 +114,20 @@ class ResourceStore:
     def __len__(self) -> int:
         return len(self.objects)
 
-    def contribution(self, body: Mapping[str, Any]) -> Contribution:
+    # The Reflector's sink: file each listed object, replace with a listing, apply each watch event.
+
+    def replace(self, contributions: Mapping[ObjectKey, Contribution]) -> None:
+        touched = self.replaced(contributions)
+        if touched:
+            self.on_change(touched)
+
+    def apply(self, kind: str, body: Mapping[str, Any]) -> None:
+        touched = self.delete(body) if kind == "DELETED" else self.upsert(body)
+        if touched:
+            self.on_change(touched)
+
+    def file(self, body: Mapping[str, Any]) -> Contribution:
+        """What `body` puts in the indexes."""
         entries = []
         for name, function in self.functions.items():
             entry = function(body)
@@ -102,7 +137,7 @@ class ResourceStore:
 
     def upsert(self, body: Mapping[str, Any]) -> Touched:
         obj = object_key(body)
-        return self._forget_departure(obj) + self._set(obj, self.contribution(body))
+        return self._forget_departure(obj) + self._set(obj, self.file(body))
 
     def delete(self, body: Mapping[str, Any]) -> Touched:
         obj = object_key(body)
@@ -129,7 +164,7 @@ class ResourceStore:
             self.indexes[name].remove(key, obj)
         return list(slots)
 
-    def replace(self, contributions: Mapping[ObjectKey, Contribution]) -> Touched:
+    def replaced(self, contributions: Mapping[ObjectKey, Contribution]) -> Touched:
         """A full listing: objects it lacks are deleted, the others set; returns every touched (index, key)."""
         touched: Touched = []
         for obj in [obj for obj in self.objects if obj not in contributions]:

@@ -1,0 +1,92 @@
+"""Every informer of the operator, the indexes they fill, and the one "all caches synced" barrier.
+
+One informer (a kube/reflector.py Reflector feeding a ResourceStore) per watched resource and namespace, or one per
+resource for all namespaces; informers of one resource share its indexes. Changes are routed to the work queues as
+job or model keys by `on_change`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from trainingjob.kube.reflector import ApiClientTransport, Reflector, Resource
+from trainingjob.operator.runtime.store import Index, IndexFunction, ResourceStore, Touched
+
+
+@dataclass(frozen=True)
+class Watch:
+    """One resource to watch, with a server-side label selector, and the indexes its objects feed."""
+
+    resource: Resource
+    label_selector: str
+    indexes: Mapping[str, IndexFunction] = field(default_factory=dict)
+    # Indexes of what objects looked like when deleted (store.py, departures).
+    departures: Mapping[str, IndexFunction] = field(default_factory=dict)
+
+
+class Caches:
+    def __init__(
+        self,
+        api: object,
+        watches: Sequence[Watch],
+        namespaces: Sequence[str],
+        watch_timeout: int,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.indexes = {name: Index() for watch in watches for name in [*watch.indexes, *watch.departures]}
+        self.clock = clock
+        self.on_change: Callable[[Touched], None] = lambda touched: None
+        transport = ApiClientTransport(api)
+        self.stores: list[ResourceStore] = []
+        self.informers: list[Reflector] = []
+        for watch in watches:
+            for namespace in list(namespaces) or [None]:
+                store = ResourceStore(self.indexes, watch.indexes, watch.departures, self._changed)
+                self.stores.append(store)
+                self.informers.append(
+                    Reflector(
+                        transport,
+                        watch.resource.path(namespace),
+                        store,
+                        f"{watch.resource} in {namespace or 'all namespaces'}",
+                        label_selector=watch.label_selector,
+                        watch_timeout=watch_timeout,
+                        clock=clock,
+                        not_served_is_empty=True,
+                    )
+                )
+        self.tasks: list[asyncio.Task] = []
+
+    def _changed(self, touched: Touched) -> None:
+        self.on_change(touched)
+
+    def start(self) -> None:
+        self.tasks = [asyncio.create_task(i.run(), name=f"informer {i.name}") for i in self.informers]
+
+    async def wait_synced(self) -> None:
+        await asyncio.gather(*(informer.synced.wait() for informer in self.informers))
+
+    def object_count(self) -> int:
+        return sum(len(store) for store in self.stores)
+
+    @property
+    def synced(self) -> bool:
+        return all(informer.synced.is_set() for informer in self.informers)
+
+    def stalled(self, bound: float) -> list[str]:
+        """Informers that have heard nothing from the API server for over `bound` seconds (a live watch hears at
+        least a bookmark or its own end well within it), and informers whose task died."""
+        now = self.clock()
+        late = [
+            f"{i.name} (silent {now - i.last_contact:.0f}s)" for i in self.informers if now - i.last_contact > bound
+        ]
+        dead = [task.get_name() for task in self.tasks if task.done()]
+        return late + [f"{name} (stopped)" for name in dead]
+
+    async def stop(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
