@@ -1,13 +1,15 @@
 """Which Kubernetes API calls the operator's code makes, as RBAC (apiGroup, resource, verb) triples, read from
 the source with `ast`: kubernetes_asyncio methods (`create_namespaced_pod` → pods create,
 `replace_namespaced_config_map` → configmaps update, `patch_namespaced_custom_object_status` → trainingjobs/status
-patch, …), plus get, list and watch on every resource the informers watch (operator/watches.py). deploy/rbac is
+patch, …), the writer's writes of the operator's own kinds (`writer.patch_status(TRAININGJOBS, …)` → trainingjobs/status
+patch), plus get, list and watch on every resource the informers watch (operator/watches.py). deploy/rbac is
 checked against it (tests/unit/test_deploy_rbac.py, tests/integration/test_deploy_rbac_enforced.py).
 """
 
 from __future__ import annotations
 
 import ast
+import importlib
 import re
 from pathlib import Path
 from typing import Any
@@ -57,6 +59,13 @@ METHOD = re.compile(
     r"(?P<status>_status)?(?:_for_all_namespaces)?$"
 )
 WATCH_VERBS = ("get", "list", "watch")
+# The writer's methods for the operator's own kinds (operator/runtime/writer.py), whose first argument names the
+# resource: (RBAC verb, subresource).
+OWN_KIND_WRITES = {
+    "patch_status": ("patch", "/status"),
+    "patch_metadata": ("patch", ""),
+    "delete_object": ("delete", ""),
+}
 
 
 def _constant(node: ast.expr) -> str:
@@ -71,13 +80,13 @@ def _constant(node: ast.expr) -> str:
 def _calls_in(path: Path) -> set[Grant]:
     tree = ast.parse(path.read_text(), str(path))
     calls: dict[int, ast.Call] = {id(node.func): node for node in ast.walk(tree) if isinstance(node, ast.Call)}
-    # unread(method, *args) (operator/calls.py): the method's arguments follow it.
+    # unread(method, *args) (operator/runtime/calls.py): the method's arguments follow it.
     unread_args = {
         id(node.args[0]): node.args[1:]
         for node in ast.walk(tree)
         if isinstance(node, ast.Call) and node.args and ast.unparse(node.func) == "unread"
     }
-    used: set[Grant] = set()
+    used: set[Grant] = _own_kind_writes(path, tree)
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute):
             match = METHOD.match(node.attr)
@@ -100,6 +109,20 @@ def _calls_in(path: Path) -> set[Grant]:
                 assert not match["namespaced"], f"{path.name}: API call {node.attr}: add its kind to KINDS"
                 continue
             used.add((group, plural + ("/status" if match["status"] else ""), verb))
+    return used
+
+
+def _own_kind_writes(path: Path, tree: ast.AST) -> set[Grant]:
+    """`writer.patch_status(TRAININGJOBS, …)` and the like: the resource is the module's own (or imported) name."""
+    module = ".".join(path.relative_to(REPO / "src").with_suffix("").parts)
+    used: set[Grant] = set()
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args):
+            continue
+        if node.func.attr in OWN_KIND_WRITES and isinstance(node.args[0], ast.Name):
+            resource = getattr(importlib.import_module(module), node.args[0].id)
+            verb, subresource = OWN_KIND_WRITES[node.func.attr]
+            used.add((resource.group, resource.plural + subresource, verb))
     return used
 
 

@@ -20,6 +20,7 @@ from trainingjob.api.versions import SHAPES
 from trainingjob.builders.endpoints import slice_view
 from trainingjob.builders.service import ServiceView, service_ports, service_view
 from trainingjob.operator.apply import Applier
+from trainingjob.operator.runtime.writer import Writer
 from trainingjob.reconcile.observed import pod_view
 
 
@@ -192,4 +193,4 @@ def _job_of(child_name: str) -> str:
 
 
 def fake_applier(server: FakeApiServer) -> Applier:
-    return Applier(None, max_concurrent_writes=4, core=server, custom=server, discovery=server)
+    return Applier(Writer(None, max_concurrent_writes=4, core=server, custom=server, discovery=server))

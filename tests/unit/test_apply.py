@@ -19,9 +19,9 @@ from tests.unit.test_planner import NOW, make_job
 from trainingjob.api import constants as k
 from trainingjob.builders.pod import desired_worker_pod
 from trainingjob.config import OperatorConfig
-from trainingjob.operator.apply import status_patch
 from trainingjob.operator.pending_progress import PROGRESS_WRITE_INTERVAL
 from trainingjob.operator.reconciler import Reconciler
+from trainingjob.operator.runtime.writer import status_patch
 from trainingjob.progress.report import Report
 from trainingjob.reconcile.actions import DeleteChild, Plan
 

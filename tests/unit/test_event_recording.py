@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from trainingjob.operator.calls import record_event
+from trainingjob.operator.runtime.calls import record_event
 from trainingjob.reconcile.actions import Event
 
 INVOLVED = ("ml.example.com/v1", "TrainingJob", "team", "job", "uid-1")
@@ -41,7 +41,7 @@ def terminating(namespace: str) -> dict[str, Any]:
 
 
 def records(core: RefusingCore, caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
-    with caplog.at_level(logging.DEBUG, logger="trainingjob.operator.calls"):
+    with caplog.at_level(logging.DEBUG, logger="trainingjob.operator.runtime.calls"):
         asyncio.run(record_event(core, INVOLVED, Event("Normal", "TrainingSucceeded", "done")))  # type: ignore[arg-type]
     return [r for r in caplog.records if "could not record event" in r.getMessage()]
 

@@ -1,4 +1,4 @@
-"""Expectations (operator/expectations.py): a created pod stays claimed until its watch event, however late."""
+"""Expectations (operator/runtime/expectations.py): a created pod stays claimed until its watch event, however late."""
 
 from __future__ import annotations
 
@@ -6,10 +6,11 @@ from typing import Any
 
 from trainingjob.api import constants as k
 from trainingjob.config import OperatorConfig
-from trainingjob.operator.apply import DONE, EXISTED, Applier, ApplyResult
+from trainingjob.operator.apply import Applier, ApplyResult
 from trainingjob.operator.reconciler import Reconciler
 from trainingjob.operator.runtime.expectations import EXPECTATION_TTL_SECONDS, pending_expectations, sighted
 from trainingjob.operator.runtime.store import Index, ResourceStore
+from trainingjob.operator.runtime.writer import DONE, EXISTED
 from trainingjob.operator.watches import worker_pod
 from trainingjob.reconcile.actions import CreateChild
 

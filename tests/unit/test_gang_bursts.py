@@ -9,7 +9,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from tests.unit.fake_api import ANSWER, Answer, FakeApiServer
-from trainingjob.operator.apply import DONE, Applier
+from trainingjob.operator.apply import Applier
+from trainingjob.operator.runtime.writer import DONE, Writer
 from trainingjob.reconcile.actions import CreateChild
 from trainingjob.scheduling.gang import LABEL_GANG
 
@@ -46,7 +47,7 @@ def config_map(job: str) -> CreateChild:
 
 def run_two_jobs(gang: bool) -> tuple[RecordingCore, list[list[str]]]:
     core = RecordingCore()
-    applier = Applier(None, max_concurrent_writes=32, core=core, custom=core, discovery=core)
+    applier = Applier(Writer(None, max_concurrent_writes=32, core=core, custom=core, discovery=core))
 
     async def both() -> list[list[str]]:
         return list(

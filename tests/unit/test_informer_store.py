@@ -1,4 +1,4 @@
-"""The informers' store (operator/store.py): a re-list prunes what the listing lacks, and only changes to the
+"""The informers' store (operator/runtime/store.py): a re-list prunes what the listing lacks, and only changes to the
 trimmed views report touched keys (a pod update the planner cannot see reconciles nothing)."""
 
 from __future__ import annotations

@@ -12,8 +12,9 @@ from typing import Any
 from tests.unit.test_blocked import PENDING, condition
 from tests.unit.test_planner import CONFIG, NOW, children, make_job, pod
 from trainingjob.api import constants as k
-from trainingjob.operator.apply import EXISTED, Applier, ApplyResult
+from trainingjob.operator.apply import Applier, ApplyResult
 from trainingjob.operator.namesakes import Namesakes
+from trainingjob.operator.runtime.writer import EXISTED
 from trainingjob.reconcile.actions import CreateChild
 from trainingjob.reconcile.namesakes import namesake_holder
 from trainingjob.reconcile.planner import plan

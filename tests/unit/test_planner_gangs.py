@@ -192,7 +192,7 @@ def test_a_deleted_worker_is_described_by_its_disruption_condition() -> None:
 
 def test_a_worker_gone_before_any_plan_saw_it_go_is_described_by_its_departure() -> None:
     """The scheduler marks a victim and deletes it; where deletion is immediate, the cache may hold only the pod's
-    final state (operator/store.py departures)."""
+    final state (operator/runtime/store.py departures)."""
     running = [{"workerId": i, "podName": f"job-worker-{i}", "phase": "Running"} for i in (0, 1)]
     job = make_job(status={"phase": "Running", "startTime": "2026-11-22T11:00:00Z", "workerStatuses": running})
     gone = pod(job, 1, deleting=True, disrupted=True, disruption_reason="PreemptionByScheduler")

@@ -9,7 +9,8 @@ from typing import Any
 import yaml
 
 from trainingjob.api import constants as k
-from trainingjob.operator.serving import ChildOutcome, creation_events
+from trainingjob.operator.runtime.writer import DONE, EXISTED
+from trainingjob.operator.serving import creation_events
 from trainingjob.reconcile.actions import CreateChild, DeleteChild, ReplaceChild
 from trainingjob.serving import builders
 from trainingjob.serving.observed import ObservedServing, SourceJob, child_view
@@ -74,10 +75,10 @@ def test_created_events_only_for_children_this_apply_really_created() -> None:
     """A create retried while the cache lags finds the object there (409, created=False): no second Event."""
     plan = plan_model(model(), ObservedServing(), CONFIG, NOW)
     service, deployment = (a for a in plan.actions if isinstance(a, CreateChild))
-    outcomes = [ChildOutcome(created=True) if a is service else ChildOutcome() for a in plan.actions]
+    outcomes = [DONE if a is service else EXISTED for a in plan.actions]
     (event,) = creation_events(plan.actions, outcomes)
     assert (event.reason, event.message) == ("Created", f"created Service {service.name}")
-    assert creation_events(plan.actions, [ChildOutcome()] * len(plan.actions)) == []
+    assert creation_events(plan.actions, [EXISTED] * len(plan.actions)) == []
     assert deployment.kind == "Deployment"
 
 

@@ -43,9 +43,16 @@ ObjectKey = tuple[str, str]  # (namespace, name) of a watched object
 
 @dataclass(frozen=True)
 class Resource:
+    """A resource of the API (the `kind` of its objects where someone needs it: Events name it)."""
+
     group: str
     version: str
     plural: str
+    kind: str = ""
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
 
     def path(self, namespace: str | None) -> str:
         base = f"/api/{self.version}" if not self.group else f"/apis/{self.group}/{self.version}"

@@ -30,6 +30,7 @@ from trainingjob.operator.metrics import CacheCollector, OperatorMetrics
 from trainingjob.operator.reconciler import Reconciler
 from trainingjob.operator.runtime.informers import Caches
 from trainingjob.operator.runtime.leader import LeaderElector, LeaseSettings
+from trainingjob.operator.runtime.writer import Writer
 from trainingjob.operator.serving import ServingApplier, ServingReconciler
 from trainingjob.operator.watches import WATCHES, gang_watches, route
 from trainingjob.progress.server import ProgressEndpoint, serve
@@ -150,8 +151,9 @@ async def _serve(
         config = dataclasses.replace(config, progress_ca_pem=material.ca_pem)
     watches = (*WATCHES, *gang_watches(watched(options.gang_apis)))
     caches = Caches(watch_api, watches, options.namespaces, watch_timeout(config.stuck_reconcile_seconds))
-    applier = Applier(api, config.max_concurrent_creates)
-    serving = ServingReconciler(caches.indexes, ServingApplier(api, applier.write_slots), config.serving)
+    writer = Writer(api, config.max_concurrent_creates)
+    applier = Applier(writer)
+    serving = ServingReconciler(caches.indexes, ServingApplier(writer), config.serving)
     reconciler = Reconciler(
         caches.indexes,
         applier,

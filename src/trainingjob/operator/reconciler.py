@@ -96,7 +96,7 @@ class Reconciler:
         self.details_since: dict[JobKey, float] = {}
         self.mlflow_runs = MlflowRuns(config.mlflow_tracking_uri)
         # Worker names held by pods that are not the job's workers (unit tests may pass no applier).
-        self.namesakes = Namesakes(getattr(applier, "core", None))
+        self.namesakes = Namesakes(getattr(getattr(applier, "writer", None), "core", None))
         self.leading = False
         self.tasks: list[asyncio.Task] = []
         # Since when each worker has been in its current reconcile (monotonic), read by the liveness probe.

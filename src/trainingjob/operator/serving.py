@@ -10,17 +10,15 @@ import asyncio
 import datetime
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from trainingjob.api import constants as k
 from trainingjob.api.types import format_time
-from trainingjob.operator.apply import is_invalid_child, status_patch
-from trainingjob.operator.calls import MERGE_PATCH, record_event, unread
+from trainingjob.kube.reflector import Resource
 from trainingjob.operator.logs import reconcile_context
+from trainingjob.operator.runtime.writer import Outcome, Writer, Written, status_patch
 from trainingjob.reconcile.actions import CreateChild, DeleteChild, Event, Plan, ReplaceChild
 from trainingjob.serving.observed import ObservedServing, source_job
 from trainingjob.serving.planner import plan_model
@@ -28,6 +26,7 @@ from trainingjob.serving.types import LLMModel, ServingConfig
 
 logger = logging.getLogger(__name__)
 ModelKey = tuple[str, str, str]
+LLMMODELS = Resource(k.MODEL_GROUP, k.MODEL_VERSION, k.MODEL_PLURAL, k.MODEL_KIND)
 # Index names (watches.py): model bodies, their children by (namespace, model), models by their source job.
 CHILD_INDEXES = ("model_deployments", "model_services", "model_autoscalers")
 MODEL_INDEXES = ("llmmodel_bodies", *CHILD_INDEXES, "models_by_source")
@@ -46,108 +45,58 @@ def _values(index: Mapping[Any, Any], key: Any) -> list[Any]:
     return list(store) if store is not None else []
 
 
-@dataclass(frozen=True)
-class ChildOutcome:
-    """What one child action did: `created` only when this call made the object (not when it already existed),
-    `rejection` when the API server found the manifest invalid."""
-
-    created: bool = False
-    rejection: str = ""
+class AdmissionRefused(Exception):
+    """Admission refused a child of a model for now (quota, a webhook): the reconcile is retried with backoff."""
 
 
-def creation_events(actions: Sequence[Any], outcomes: Sequence[ChildOutcome]) -> list[Event]:
+def creation_events(actions: Sequence[Any], outcomes: Sequence[Written]) -> list[Event]:
     """A `Created` Event per child this apply really created. A create retried while the cache still lags behind
     the first one finds the object there (409): no second Event for it."""
     return [
         Event("Normal", "Created", f"created {action.kind} {action.name}")
-        for action, outcome in zip(actions, outcomes, strict=True)
-        if outcome.created
+        for action, written in zip(actions, outcomes, strict=True)
+        if isinstance(action, CreateChild) and written.outcome is Outcome.DONE
     ]
 
 
 class ServingApplier:
-    """Every API write for LLMModels: children through their own APIs, the model's status, Events."""
+    """Executes LLMModel plans through the one writer: the model's status, its children, Events."""
 
-    def __init__(self, api: client.ApiClient, write_slots: asyncio.Semaphore) -> None:
-        self.core = client.CoreV1Api(api)
-        self.apps = client.AppsV1Api(api)
-        self.autoscaling = client.AutoscalingV2Api(api)
-        self.custom = client.CustomObjectsApi(api)
-        self.write_slots = write_slots
+    def __init__(self, writer: Writer) -> None:
+        self.writer = writer
 
     async def apply(self, model: LLMModel, body: Mapping[str, Any], plan: Plan) -> list[str]:
         """Status first (a stale plan is refused by its resourceVersion before any child is touched), then children
         and Events; the refusals of children the API server found invalid (422) are returned."""
         if plan.status != dict(model.status):
             try:
-                await self.write_status(model, body, plan.status)
+                patch = status_patch(model.status, plan.status)
+                await self.writer.patch_status(
+                    LLMMODELS, model.namespace, model.name, body["metadata"]["resourceVersion"], patch
+                )
             except ApiException as error:
                 if error.status in (404, 409):
                     return []  # a newer model is on its way through the watch
                 raise
-        outcomes = await asyncio.gather(*(self.apply_child(model, action) for action in plan.actions))
+        outcomes = await asyncio.gather(*(self.apply_child(model.namespace, action) for action in plan.actions))
         events = [*plan.events, *creation_events(plan.actions, outcomes)]
-        await asyncio.gather(*(self.record_event(model, event) for event in events))
-        return [outcome.rejection for outcome in outcomes if outcome.rejection]
+        obj = (model.namespace, model.name, model.uid)
+        await asyncio.gather(*(self.writer.record_event(LLMMODELS, obj, event) for event in events))
+        denied = [written.message for written in outcomes if written.outcome is Outcome.DENIED]
+        if denied:
+            raise AdmissionRefused("; ".join(denied))
+        return [written.message for written in outcomes if written.outcome is Outcome.REJECTED]
 
-    async def write_status(self, model: LLMModel, body: Mapping[str, Any], status: Mapping[str, Any]) -> None:
-        patch = {
-            "metadata": {"resourceVersion": body["metadata"]["resourceVersion"]},
-            "status": status_patch(model.status, status),
-        }
-        await unread(
-            self.custom.patch_namespaced_custom_object_status,
-            k.MODEL_GROUP,
-            k.MODEL_VERSION,
-            model.namespace,
-            k.MODEL_PLURAL,
-            model.name,
-            patch,
-            _content_type=MERGE_PATCH,
-        )
-
-    async def apply_child(self, model: LLMModel, action: Any) -> ChildOutcome:
-        async with self.write_slots:
-            try:
-                await self._apply_child(model.namespace, action)
-            except ApiException as error:
-                if isinstance(action, CreateChild) and error.status == 409:
-                    return ChildOutcome()  # exists; the cache shows it soon and the next plan compares it
-                if isinstance(action, DeleteChild | ReplaceChild) and error.status in (404, 409):
-                    return ChildOutcome()
-                if isinstance(action, CreateChild | ReplaceChild) and is_invalid_child(error):
-                    rejection = f"{action.kind} {action.name} was rejected: {error.reason}: {str(error.body)[:300]}"
-                    return ChildOutcome(rejection=rejection)
-                raise
-        return ChildOutcome(created=isinstance(action, CreateChild))
-
-    async def _apply_child(self, ns: str, action: Any) -> None:
+    async def apply_child(self, namespace: str, action: Any) -> Written:
         if isinstance(action, DeleteChild):
-            options = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=action.uid))
-            await unread(self.autoscaling.delete_namespaced_horizontal_pod_autoscaler, action.name, ns, body=options)
-            return
-        manifest = action.manifest
+            return await self.writer.delete(namespace, action.api_version, action.kind, action.name, action.uid)
         if isinstance(action, CreateChild):
-            create = {
-                "Deployment": self.apps.create_namespaced_deployment,
-                "Service": self.core.create_namespaced_service,
-                "HorizontalPodAutoscaler": self.autoscaling.create_namespaced_horizontal_pod_autoscaler,
-            }[action.kind]
-            await unread(create, ns, manifest)
-            return
-        patch_child: Callable[..., Any] = {
-            "Deployment": self.apps.patch_namespaced_deployment,
-            "Service": self.core.patch_namespaced_service,
-            "HorizontalPodAutoscaler": self.autoscaling.patch_namespaced_horizontal_pod_autoscaler,
-        }[action.kind]
+            return await self.writer.create(namespace, action.manifest)
         # A merge patch: lists we own (containers, ports, tolerations) are replaced whole; what the API server
         # allocated (clusterIP) or defaulted elsewhere stays.
+        manifest = action.manifest
         patch = {"metadata": {"labels": manifest["metadata"]["labels"]}, "spec": manifest["spec"]}
-        await unread(patch_child, action.name, ns, patch, _content_type=MERGE_PATCH)
-
-    async def record_event(self, model: LLMModel, event: Event) -> None:
-        involved = (k.MODEL_API_VERSION, k.MODEL_KIND, model.namespace, model.name, model.uid)
-        await record_event(self.core, involved, event)
+        return await self.writer.patch(namespace, action.kind, action.name, patch)
 
 
 class ServingReconciler:

@@ -19,12 +19,14 @@ from trainingjob.builders.service import service_view
 from trainingjob.kube.reflector import Resource
 from trainingjob.operator.runtime.informers import Watch
 from trainingjob.operator.runtime.store import IndexFunction, Touched
-from trainingjob.operator.serving import model_key
+from trainingjob.operator.serving import LLMMODELS, model_key
 from trainingjob.reconcile.observed import pod_view
 from trainingjob.reconcile.surroundings import claim_view
 from trainingjob.scheduling.gang import GangProvider
 from trainingjob.serving.observed import child_view
 
+# The operator's own kinds, as watched and written (status, finalizers, Events).
+TRAININGJOBS = Resource(k.GROUP, k.WATCHED_VERSION, k.PLURAL, k.KIND)
 MANAGED = f"{k.LABEL_MANAGED_BY}={k.MANAGED_BY}"
 MODEL_CHILDREN = f"{MANAGED},{k.LABEL_MODEL}"
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
@@ -127,7 +129,7 @@ def gang_object(provider: GangProvider) -> IndexFunction:
 
 
 WATCHES: tuple[Watch, ...] = (
-    Watch(Resource(k.GROUP, k.WATCHED_VERSION, k.PLURAL), "", {"trainingjob_bodies": trainingjob_body}),
+    Watch(TRAININGJOBS, "", {"trainingjob_bodies": trainingjob_body}),
     Watch(Resource("", "v1", "pods"), MANAGED, {"worker_pods": worker_pod}, {"departed_pods": disrupted_worker}),
     Watch(
         Resource("", "v1", "services"),
@@ -143,7 +145,7 @@ WATCHES: tuple[Watch, ...] = (
     ),
     Watch(Resource("", "v1", "persistentvolumeclaims"), MANAGED, {"job_claims": job_claim}),
     Watch(
-        Resource(k.MODEL_GROUP, k.MODEL_VERSION, k.MODEL_PLURAL),
+        LLMMODELS,
         "",
         {"llmmodel_bodies": llmmodel_body, "models_by_source": model_by_source},
     ),

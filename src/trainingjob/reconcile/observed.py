@@ -147,7 +147,7 @@ class ObservedChildren:
 
     pods: tuple[PodView, ...] = ()
     # Pods that were gone before a plan saw them go, as they looked when deleted: only those marked DisruptionTarget,
-    # by name (operator/store.py keeps them until the name is taken again).
+    # by name (operator/runtime/store.py keeps them until the name is taken again).
     departed_pods: Mapping[str, PodView] = field(default_factory=dict)
     service_exists: bool = False
     # The Service's ports as service_ports() reduces them; None: not known (nothing to compare).

@@ -46,7 +46,7 @@ class Index(Mapping[Hashable, ValuesView], Generic[V]):
     """key -> the views filed under it (iterable); what the reconciler reads.
 
     `on_put(key, obj)`, when set, hears of every view filed as its event is applied, before any plan reads the
-    index: the reconciler settles its expectations on it (operator/expectations.py)."""
+    index: the reconciler settles its expectations on it (runtime/expectations.py)."""
 
     def __init__(self) -> None:
         self.by_key: dict[Hashable, dict[ObjectKey, V]] = {}

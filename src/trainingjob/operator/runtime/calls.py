@@ -1,5 +1,5 @@
-"""API call helpers every applier shares (TrainingJobs in operator/apply.py, LLMModels in operator/serving.py):
-writes whose answers are never read, Events on our objects, and how a terminating namespace refuses content."""
+"""The writer's low-level calls (runtime/writer.py): writes whose answers are never read, Events on our objects, and
+how a terminating namespace refuses content."""
 
 from __future__ import annotations
 
