@@ -9,7 +9,7 @@ Everything else about the API (validation, defaults, graceful deletion) belongs 
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -57,6 +57,9 @@ class FakeApiServer:
         self.pods: dict[str, dict[str, Any]] = {}
         self.events: list[str] = []
         self.status_patches: list[dict[str, Any]] = []
+        # A status (as stored, in the watched version) the real server's schema would refuse: a message makes
+        # the patch fail with 422 (Invalid).
+        self.invalid_status: Callable[[Mapping[str, Any]], str | None] = lambda status: None
         self.failing_deletes: set[str] = set()
         self.services: dict[str, ServiceView] = {}
         self.endpoint_slices: dict[str, dict[str, Any]] = {}
@@ -107,6 +110,8 @@ class FakeApiServer:
             # Stored in the watched version: the patch applies to the status in that shape, and the operator's
             # caches see the result converted back, as handlers.py converts every watched body.
             stored = merge_patch(status_in(job.get("status") or {}, k.WATCHED_VERSION), patch.get("status") or {})
+            if (problem := self.invalid_status(stored)) is not None:
+                raise ApiException(status=422, reason=problem)
             changed = {**job, "status": convert_status(stored, SHAPES[k.WATCHED_VERSION], SHAPES[k.INTERNAL_VERSION])}
         else:
             changed = merge_patch(job, {key: value for key, value in patch.items() if key != "status"})

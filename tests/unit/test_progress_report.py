@@ -43,9 +43,15 @@ def test_a_full_report_is_parsed() -> None:
     ("raw", "status", "reason"),
     [
         (b"{nope", 400, "not valid JSON"),
+        (b"[" * 8000 + b"]" * 8000, 400, "nests deeper than"),
+        (b'{"epoch": 1, "x": ' + b"[" * 9 + b"]" * 9 + b"}", 400, "nests deeper than 8"),
+        (b"\xff\xfe", 400, "not valid JSON"),
         (b"[1, 2]", 400, "JSON object"),
         (json.dumps({"epoch": -1}).encode(), 400, "non-negative"),
         (json.dumps({"epoch": 1.5}).encode(), 400, "non-negative integer"),
+        (json.dumps({"epoch": 10**30}).encode(), 400, "at most 9223372036854775807"),
+        (json.dumps({"checkpoint": {"path": "/c", "step": 2**63}}).encode(), 400, "at most"),
+        (json.dumps({"metrics": {"loss": 10**400}}).encode(), 400, "finite number"),
         (json.dumps({"epoch": 3, "totalEpochs": 2}).encode(), 400, "must not exceed"),
         (json.dumps({"metrics": {"loss": "low"}}).encode(), 400, "finite number"),
         (json.dumps({"metrics": {"bad name": 1}}).encode(), 400, "invalid"),
@@ -165,6 +171,25 @@ def test_pending_reports_merge_so_a_checkpoint_report_does_not_hide_the_epoch() 
     )
     assert (merged.epoch, merged.total_epochs, merged.checkpoint["path"]) == (2, 6, "/c/2")
     assert merged.metrics == {"loss": 0.7, "acc": 0.6}
+
+
+def test_merged_reports_keep_the_newest_metric_names_within_the_schema() -> None:
+    from trainingjob.progress.report import MAX_METRICS, merge_reports
+
+    first = parse({"epoch": 1, "metrics": {f"a{i}": i for i in range(MAX_METRICS)}})
+    second = parse({"epoch": 2, "metrics": {f"b{i}": i for i in range(MAX_METRICS - 2)}})
+    merged = merge_reports(first, second)
+    assert len(merged.metrics) == MAX_METRICS
+    assert set(second.metrics) < set(merged.metrics) and {"a31", "a30"} < set(merged.metrics), "the latest of both"
+    status = progress_status(parse({"epoch": 3, "metrics": {"loss": 1.0}}), {"metrics": merged.metrics}, None)
+    assert len(status["metrics"]) == MAX_METRICS and status["metrics"]["loss"] == 1.0
+
+
+def test_percent_stays_within_100_when_a_newer_step_meets_an_older_total() -> None:
+    from trainingjob.progress.report import merge_reports
+
+    merged = merge_reports(parse({"step": 5, "totalSteps": 10}), parse({"step": 50}))
+    assert progress_status(merged, {}, None)["percent"] == 100.0
 
 
 def at(seconds: float) -> str:

@@ -66,6 +66,11 @@ class OperatorMetrics:
         self.reconcile_errors = Counter(
             "trainingjob_reconcile_errors_total", "Reconciles that raised, by kind.", ["kind"], registry=self.registry
         )
+        self.progress_dropped = Counter(
+            "trainingjob_progress_reports_dropped_total",
+            "Progress reports dropped because the API server refused the status they made (422).",
+            registry=self.registry,
+        )
         self.api_requests = Counter(
             "trainingjob_api_requests_total",
             "Kubernetes API requests the reconciler made, by verb, resource and code.",

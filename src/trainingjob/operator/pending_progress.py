@@ -6,10 +6,15 @@ between writes only replace (merge into) the pending one, so the newest always w
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from trainingjob.operator.runtime.store import ObjectKey
 from trainingjob.progress.report import Report, merge_reports
+from trainingjob.reconcile.actions import Event
+
+logger = logging.getLogger(__name__)
+MAX_EVENT_MESSAGE = 1024  # the API server's own refusal can be long; an Event message is read in `describe`
 
 # At most one status write for progress per job this often; reports in between only replace the pending one.
 PROGRESS_WRITE_INTERVAL = 3.0
@@ -46,6 +51,15 @@ class PendingProgress:
             del self.reports[key]  # in status now (or it was already: an identical report writes nothing)
         if job_changed:
             self.written[key] = self.monotonic()
+
+    def drop(self, key: ObjectKey, refusal: str) -> Event:
+        """The API server refused (422) the status this job's pending report made: keep it no longer, so the next
+        reconcile writes without it instead of failing on it forever (a worker that finishes would never end the
+        job). The Warning Event to record on the job says so."""
+        self.reports.pop(key, None)
+        message = f"a progress report was dropped: the API server refused the status it made: {refusal}"
+        logger.warning("%s/%s: %s", *key, message)
+        return Event("Warning", "ProgressReportDropped", message[:MAX_EVENT_MESSAGE])
 
     def forget(self, key: ObjectKey) -> None:
         self.reports.pop(key, None)

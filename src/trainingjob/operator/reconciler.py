@@ -10,8 +10,11 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from kubernetes_asyncio.client.exceptions import ApiException
+
 from trainingjob.api.types import TrainingJob, format_time
 from trainingjob.config import OperatorConfig
+from trainingjob.kube.status import api_message
 from trainingjob.operator.apply import Applier, ApplyResult
 from trainingjob.operator.backoffs import admission_requeue_delay
 from trainingjob.operator.logs import reconcile_context
@@ -286,7 +289,16 @@ class Reconciler:
             result, look_again = await self.mlflow_runs.link(key, job, result, self.clock())
             if look_again is not None:
                 self.queue.add_after(key, look_again)
-            outcome = await self.applier.apply(job, body, result)
+            try:
+                outcome = await self.applier.apply(job, body, result)
+            except ApiException as error:
+                if error.status != 422 or observed.progress is None:
+                    raise  # a report refused with the status it made must not fail every reconcile for good
+                await self.applier.record_event(job, self.progress.drop(key, api_message(error)))
+                if self.metrics is not None:
+                    self.metrics.progress_dropped.inc()
+                self.queue.add(key)
+                return
         self.remember(key, resource_version, outcome)
         if (recheck := await self.namesakes.settle(key, job, outcome)) is not None:
             self.queue.add_after(key, recheck)

@@ -1,12 +1,15 @@
 """Parse and check one progress report (docs/progress-protocol.md), and turn reports into status.progress.
 
 Pure functions: the HTTP layer maps ReportError to a status code, the planner calls `progress_status`.
+Whatever a report holds must fit the status schema after merging with the reports before it: a status write the
+API server refuses (422) would otherwise hold the job's whole reconcile. So counts stay within the schema's int64
+(a larger one is refused here), percent within 0-100 however reports combine, and merged metrics keep the newest
+MAX_METRICS names (the schema's maxProperties).
 """
 
 from __future__ import annotations
 
 import datetime
-import json
 import math
 import re
 from collections.abc import Mapping
@@ -14,10 +17,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainingjob.api.types import format_time, parse_time
+from trainingjob.http_bodies import MalformedBody, parse_json
 
 MAX_BODY_BYTES = 16 * 1024
-MAX_METRICS = 32
+MAX_METRICS = 32  # status.progress.metrics' maxProperties
+# The schema's integers are int64; a count beyond this is no real epoch or step and would make the write fail.
+MAX_COUNT = 2**63 - 1
 METRIC_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,62}$")
+REPORT_DEPTH = 8  # a report nests 2 levels (its metrics, its checkpoint); room for fields it ignores
 COUNTS = ("epoch", "totalEpochs", "step", "totalSteps", "worker")
 
 
@@ -48,8 +55,8 @@ def _count(body: Mapping[str, Any], key: str) -> int | None:
     value = body.get(key)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ReportError(400, f"{key} must be a non-negative integer")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_COUNT:
+        raise ReportError(400, f"{key} must be a non-negative integer of at most {MAX_COUNT}")
     return value
 
 
@@ -62,10 +69,21 @@ def _metrics(value: Any) -> dict[str, float]:
     for name, number in value.items():
         if not METRIC_NAME.match(name):
             raise ReportError(400, f"metric name {name[:64]!r} is invalid")
-        if isinstance(number, bool) or not isinstance(number, int | float) or not math.isfinite(number):
-            raise ReportError(400, f"metric {name} must be a finite number")
-        metrics[name] = number
+        metrics[name] = _finite(name, number)
     return metrics
+
+
+def _finite(name: str, number: Any) -> int | float:
+    """The metric's value as JSON carries it; an integer too large for a double (10**400) is no finite number."""
+    if isinstance(number, bool) or not isinstance(number, int | float):
+        raise ReportError(400, f"metric {name} must be a finite number")
+    try:
+        finite = math.isfinite(number)
+    except OverflowError:
+        finite = False
+    if not finite:
+        raise ReportError(400, f"metric {name} must be a finite number")
+    return number
 
 
 def _checkpoint(value: Any) -> dict[str, Any] | None:
@@ -85,9 +103,9 @@ def parse_report(raw: bytes, now: datetime.datetime) -> Report:
     if len(raw) > MAX_BODY_BYTES:
         raise ReportError(413, f"report is larger than {MAX_BODY_BYTES} bytes")
     try:
-        body = json.loads(raw)
-    except (UnicodeDecodeError, ValueError) as error:
-        raise ReportError(400, f"report is not valid JSON: {error}") from None
+        body = parse_json(raw, max_depth=REPORT_DEPTH)
+    except MalformedBody as error:
+        raise ReportError(400, f"report: {error}") from None
     if not isinstance(body, dict):
         raise ReportError(400, "report must be a JSON object")
     counts = {key: _count(body, key) for key in COUNTS}
@@ -123,17 +141,29 @@ def merge_reports(older: Report, newer: Report) -> Report:
         total_epochs=pick("total_epochs"),
         step=pick("step"),
         total_steps=pick("total_steps"),
-        metrics={**older.metrics, **newer.metrics},
+        metrics=newest_metrics(older.metrics, newer.metrics),
         checkpoint=pick("checkpoint"),
         received=newer.received,
     )
 
 
+def newest_metrics(older: Mapping[str, float], newer: Mapping[str, float]) -> dict[str, float]:
+    """`newer` over `older`, at most MAX_METRICS names: every name of `newer`, then the most recent of `older`. A
+    script that logs more distinct names over its run than the schema holds shows its latest ones."""
+    kept = dict(newer)
+    for name in reversed(list(older)):
+        if len(kept) >= MAX_METRICS:
+            break
+        kept.setdefault(name, older[name])
+    return kept
+
+
 def percent_done(report: Report) -> float | None:
+    """Clamped to 0-100: a merged report may pair a newer step with an older total it has passed."""
     if report.step is not None and report.total_steps:
-        return round(100.0 * report.step / report.total_steps, 1)
+        return min(round(100.0 * report.step / report.total_steps, 1), 100.0)
     if report.epoch is not None and report.total_epochs:
-        return round(100.0 * report.epoch / report.total_epochs, 1)
+        return min(round(100.0 * report.epoch / report.total_epochs, 1), 100.0)
     return None
 
 
@@ -180,7 +210,7 @@ def progress_status(report: Report, previous: Mapping[str, Any], since: str | No
     }
     progress.update({key: value for key, value in fields.items() if value is not None})
     if report.metrics:
-        progress["metrics"] = {**progress.get("metrics", {}), **report.metrics}
+        progress["metrics"] = newest_metrics(progress.get("metrics", {}), report.metrics)
     percent = percent_done(report)
     if percent is not None:
         progress["percent"] = percent

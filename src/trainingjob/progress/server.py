@@ -22,6 +22,7 @@ from typing import Protocol
 from aiohttp import web
 from kubernetes_asyncio import client
 
+from trainingjob.http_bodies import read_body
 from trainingjob.progress.auth import Caller, authorize, caller_from_review, review_token
 from trainingjob.progress.limits import GuardedSite, RateLimiter, ReviewCache, retry_after
 from trainingjob.progress.report import MAX_BODY_BYTES, Report, ReportError, parse_report
@@ -147,19 +148,6 @@ class ProgressEndpoint:
                 raise
         self.reviews.put(token, caller, accepted=True)
         return caller
-
-
-async def read_body(request: web.Request, limit: int) -> bytes:
-    """The body up to `limit` bytes, however many segments it arrives in (a single read returns only the first)."""
-    chunks: list[bytes] = []
-    size = 0
-    while size < limit:
-        chunk = await request.content.read(limit - size)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        size += len(chunk)
-    return b"".join(chunks)
 
 
 def ssl_context(material: TlsMaterial) -> ssl.SSLContext:
