@@ -20,6 +20,7 @@ from trainingjob.cli import kube
 from trainingjob.cli.common import CliError, Target
 from trainingjob.cli.kube import NO_KUBECONFIG, kubeconfig_paths, load_configuration
 from trainingjob.cli.kube_errors import CRD_MISSING, map_api_error, map_connection_error, map_log_error
+from trainingjob.kube.reflector import Gone, Reflector
 
 NO_GROUP = "404 page not found\n"  # /apis/<group>/... when no CRD serves the group
 NO_RESOURCE = {"kind": "Status", "status": "Failure", "message": "the server could not find the requested resource"}
@@ -147,12 +148,16 @@ def test_namespace_from_the_flag_the_context_or_default(tmp_path: Path) -> None:
 
 
 def test_watch_error_events() -> None:
-    assert kube._watch_event(b'{"type": "MODIFIED", "object": {"metadata": {"name": "a"}}}') == (
+    """`tj get --watch` follows the shared watch loop (kube/reflector.py): an event passes, 410 means list again,
+    any other ERROR event is the API server's refusal, in one line."""
+    reflector = Reflector(None, "/apis/ml.example.com/v1/trainingjobs", None, "trainingjobs")  # type: ignore[arg-type]
+    assert reflector.event({"type": "MODIFIED", "object": {"metadata": {"name": "a"}}}) == (
         "MODIFIED",
         {"metadata": {"name": "a"}},
     )
-    with pytest.raises(kube._WatchExpired):
-        kube._watch_event(b'{"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired"}}')
+    with pytest.raises(Gone):
+        reflector.event({"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired"}})
     forbidden = {"kind": "Status", "code": 403, "reason": "Forbidden", "message": "no watch for you"}
-    with pytest.raises(CliError, match="forbidden: no watch for you"):
-        kube._watch_event(json.dumps({"type": "ERROR", "object": forbidden}).encode())
+    with pytest.raises(ApiException) as refused:
+        reflector.event({"type": "ERROR", "object": forbidden})
+    assert str(map_api_error(refused.value)) == "forbidden: no watch for you"

@@ -9,7 +9,6 @@ output never depend on the client's model classes.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -26,6 +25,7 @@ from trainingjob.api import constants as k
 from trainingjob.api.conversion import convert, to_internal
 from trainingjob.cli.common import CliError, Target
 from trainingjob.cli.kube_errors import TRAINER_CONTAINER, map_api_error, map_connection_error, map_log_error
+from trainingjob.kube.reflector import ApiClientTransport, Gone, Reflector, Resource
 from trainingjob.user_agent import CLI, named
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
@@ -36,6 +36,7 @@ CONNECT_TIMEOUT = 10.0
 READ_TIMEOUT = 60.0
 # Watches end on the server after this long and are resumed from the last resourceVersion seen.
 WATCH_SECONDS = 290
+JOBS = Resource(k.GROUP, k.STORAGE_VERSION, k.PLURAL, k.KIND)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -205,67 +206,34 @@ class Client:
     ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
         """Yield (ADDED|MODIFIED|DELETED, job) from the watch API, starting after `resource_version`, forever.
 
-        Each watch request ends on the server after WATCH_SECONDS and is resumed from the last resourceVersion
-        seen (bookmarks included). If that version is too old (410 Gone), the jobs are listed again and each is
-        yielded as MODIFIED (a watched `name` that is gone by then as DELETED).
+        Each watch request (the shared watch loop's, kube/reflector.py) ends on the server after WATCH_SECONDS and
+        is resumed from the last resourceVersion seen (bookmarks included). If that version is too old (410 Gone),
+        the jobs are listed again and each is yielded as MODIFIED (a watched `name` that is gone by then as
+        DELETED). Failures raise CliError: a person is watching, and says whether to try again.
         """
+        reflector = Reflector(
+            ApiClientTransport(self.api),
+            JOBS.path(namespace),
+            None,
+            "trainingjobs",
+            field_selector=f"metadata.name={name}" if name else "",
+            watch_timeout=WATCH_SECONDS,
+        )
         version = resource_version
         while True:
             try:
-                async for kind, job in self._watch_once(namespace, version, name):
-                    version = job.get("metadata", {}).get("resourceVersion") or version
-                    if kind != "BOOKMARK":
-                        yield kind, job
-            except _WatchExpired:
+                with self.errors(namespace, name):
+                    async with contextlib.aclosing(reflector.events(version)) as events:
+                        async for kind, job in events:
+                            yield kind, to_internal(job)
+                version = reflector.resource_version or version
+            except Gone:
                 listing = await self.list_jobs(namespace, name)
                 version = listing["metadata"]["resourceVersion"]
                 for job in listing.get("items", []):
                     yield "MODIFIED", job
                 if name and not listing.get("items"):
                     yield "DELETED", {"metadata": {"name": name, "namespace": namespace}}
-
-    async def _watch_once(
-        self, namespace: str | None, resource_version: str, name: str | None
-    ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
-        arguments: dict[str, Any] = {
-            "watch": True,
-            "allow_watch_bookmarks": True,
-            "resource_version": resource_version,
-            "timeout_seconds": WATCH_SECONDS,
-            "_preload_content": False,
-            "_request_timeout": _timeout(WATCH_SECONDS + 60),
-        }
-        if name:
-            arguments["field_selector"] = f"metadata.name={name}"
-        with self.errors(namespace, name):
-            if namespace is None:
-                response = await self.custom.list_cluster_custom_object(
-                    k.GROUP, k.STORAGE_VERSION, k.PLURAL, **arguments
-                )
-            else:
-                response = await self.custom.list_namespaced_custom_object(
-                    k.GROUP, k.STORAGE_VERSION, namespace, k.PLURAL, **arguments
-                )
-        try:
-            try:
-                await raise_for_status(response)
-            except ApiException as error:
-                if error.status == 410:
-                    raise _WatchExpired() from None
-                raise map_api_error(error, namespace=namespace, name=name) from None
-            buffer = b""
-            while True:
-                with self.errors(namespace, name):
-                    chunk = await response.content.readany()
-                if not chunk:
-                    return
-                buffer += chunk
-                *lines, buffer = buffer.split(b"\n")
-                for line in lines:
-                    if line.strip():
-                        yield _watch_event(line)
-        finally:
-            response.release()
 
     # Pods, logs and events ---------------------------------------------------------------------------------------
 
@@ -331,19 +299,3 @@ async def raise_for_status(response: aiohttp.ClientResponse) -> None:
 
 def event_time(event: dict[str, Any]) -> str:
     return event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp") or ""
-
-
-class _WatchExpired(Exception):
-    pass
-
-
-def _watch_event(line: bytes) -> tuple[str, dict[str, Any]]:
-    event = json.loads(line)
-    kind, job = event.get("type", ""), event.get("object") or {}
-    if kind == "ERROR":
-        if job.get("code") == 410:
-            raise _WatchExpired()
-        error = ApiException(status=job.get("code") or 500, reason=job.get("reason"))
-        error.body = json.dumps(job)
-        raise map_api_error(error)
-    return kind, to_internal(job) if kind != "BOOKMARK" else job

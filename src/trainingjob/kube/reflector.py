@@ -31,8 +31,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import aiohttp
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from trainingjob.kube.backoff import watch_backoff
+from trainingjob.kube.status import api_message
 
 logger = logging.getLogger(__name__)
 PAGE_SIZE = 500
@@ -66,20 +68,10 @@ class Gone(Exception):
     """410: the resourceVersion to resume from (or a list's continue token) is too old; list again."""
 
 
-class ApiError(Exception):
-    """A refused request: the HTTP status and the API server's Status body ({} when it sent none)."""
-
-    def __init__(self, status: int, message: str, body: Mapping[str, Any] | None = None) -> None:
-        super().__init__(f"HTTP {status}: {message}")
-        self.status = status
-        self.message = message
-        self.body = dict(body or {})
-
-
 class Transport(Protocol):
-    """GETs a collection and hands back the unread aiohttp response (the caller reads and releases it)."""
+    """GETs a collection and hands back the unread aiohttp response (the reflector reads and releases it)."""
 
-    async def get(self, path: str, params: Mapping[str, str], bounds: aiohttp.ClientTimeout) -> Any: ...
+    async def stream(self, path: str, params: Mapping[str, str], bounds: aiohttp.ClientTimeout) -> Any: ...
 
 
 class ApiClientTransport:
@@ -88,7 +80,7 @@ class ApiClientTransport:
     def __init__(self, api: Any) -> None:
         self.api = api
 
-    async def get(self, path: str, params: Mapping[str, str], bounds: aiohttp.ClientTimeout) -> Any:
+    async def stream(self, path: str, params: Mapping[str, str], bounds: aiohttp.ClientTimeout) -> Any:
         return await self.api.call_api(
             path,
             "GET",
@@ -118,15 +110,16 @@ def object_key(body: Mapping[str, Any]) -> ObjectKey:
 
 class Reflector:
     """Keeps `sink` equal to the API server's objects at `path` (a collection, namespaced or not) that match the
-    selectors. `on_failure(error, delay)` hears of every failed request before the backoff (default: a log line);
-    it may raise to end `run`. With `not_served_is_empty`, 404 (the resource is not served: its CRD is missing)
-    counts as an empty listing, so that whoever waits for `synced` does not wait for a CRD that may never come."""
+    selectors (`run`); without a sink, `events` alone follows one watch. `on_failure(error, delay)` hears of every
+    failed request before the backoff (default: a log line); it may raise to end `run`. With
+    `not_served_is_empty`, 404 (the resource is not served: its CRD is missing) counts as an empty listing, so that
+    whoever waits for `synced` does not wait for a CRD that may never come."""
 
     def __init__(
         self,
         transport: Transport,
         path: str,
-        sink: Sink,
+        sink: Sink | None,
         name: str,
         label_selector: str = "",
         field_selector: str = "",
@@ -138,7 +131,7 @@ class Reflector:
     ) -> None:
         self.transport = transport
         self.path = path
-        self.sink = sink
+        self._sink = sink
         self.name = name
         self.selectors = {"labelSelector": label_selector, "fieldSelector": field_selector}
         self.page_size = page_size
@@ -170,11 +163,16 @@ class Reflector:
             except Exception as error:  # every failure is retried; none may end the reflector
                 self.failures += 1
                 delay = watch_backoff(self.failures)
-                if self.not_served_is_empty and isinstance(error, ApiError) and error.status == 404:
+                if self.not_served_is_empty and isinstance(error, ApiException) and error.status == 404:
                     self.not_served()
                 else:
                     self.on_failure(error, delay)
                 await asyncio.sleep(delay)
+
+    @property
+    def sink(self) -> Sink:
+        assert self._sink is not None, f"{self.name}: a reflector without a sink only follows events"
+        return self._sink
 
     def log_failure(self, error: Exception, delay: float) -> None:
         logger.warning("%s: %s; retrying in %.1fs", self.name, describe(error), delay)
@@ -222,7 +220,7 @@ class Reflector:
 
     async def request(self, params: Mapping[str, str], seconds: float) -> bytes:
         """The body of one successful GET, unparsed."""
-        response = await self.transport.get(self.path, params, aiohttp.ClientTimeout(total=seconds, sock_connect=10))
+        response = await self.transport.stream(self.path, params, aiohttp.ClientTimeout(total=seconds, sock_connect=10))
         try:
             body = await response.read()
             check_status(response.status, body)
@@ -239,7 +237,7 @@ class Reflector:
 
     async def events(self, resource_version: str) -> AsyncIterator[tuple[str, dict[str, Any]]]:
         """(ADDED|MODIFIED|DELETED, object) of one watch from `resource_version` until the server ends it; bookmarks
-        and events move `self.resource_version`. Raises Gone on 410, ApiError on any other refusal."""
+        and events move `self.resource_version`. Raises Gone on 410, ApiException on any other refusal."""
         self.resource_version = resource_version
         params = {
             **self.query(),
@@ -250,7 +248,7 @@ class Reflector:
         }
         # No total bound: the server ends the watch; a connection silent for longer than that is dead.
         bounds = aiohttp.ClientTimeout(sock_connect=10, sock_read=self.watch_timeout + 30)
-        response = await self.transport.get(self.path, params, bounds)
+        response = await self.transport.stream(self.path, params, bounds)
         try:
             if response.status != 200:
                 check_status(response.status, await response.read())
@@ -270,7 +268,7 @@ class Reflector:
             code = int(body.get("code") or 0)
             if code == 410:
                 raise Gone(body.get("message") or "expired")
-            raise ApiError(code, str(body.get("message") or body), body)
+            raise refusal(code, json.dumps(body).encode(), str(body.get("reason") or ""))
         self.resource_version = str((body.get("metadata") or {}).get("resourceVersion") or self.resource_version)
         return kind, body
 
@@ -310,14 +308,19 @@ def check_status(status: int, body: bytes) -> None:
     if status == 410:
         raise Gone(body[:200].decode(errors="replace"))
     if not 200 <= status <= 299:
-        try:
-            document = json.loads(body)
-        except ValueError:
-            document = None
-        if isinstance(document, dict):
-            raise ApiError(status, str(document.get("message")), document)
-        raise ApiError(status, body[:200].decode(errors="replace"))
+        raise refusal(status, body)
+
+
+def refusal(status: int, body: bytes, reason: str = "") -> ApiException:
+    """The ApiException the client itself raises for a refused request (what every caller already handles), with
+    the API server's Status as its body."""
+    error = ApiException(status=status, reason=reason or None)
+    error.body = body.decode("utf-8", "replace")
+    return error
 
 
 def describe(error: BaseException) -> str:
+    """An error in one line (an ApiException's own str() spans headers and body over many lines)."""
+    if isinstance(error, ApiException):
+        return f"HTTP {error.status}: {api_message(error)}"
     return str(error) or type(error).__name__

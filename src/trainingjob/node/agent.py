@@ -56,9 +56,7 @@ class Agent:
         self.by_name: dict[tuple[str, str], str] = {}
         self.tasks: set[asyncio.Task[Any]] = set()
         self.recovered = False
-        self.pods = Informer(
-            self.api, "/api/v1/pods", {"fieldSelector": f"spec.nodeName={config.name}"}, self.on_pod, "pods"
-        )
+        self.pods = Informer(self.api, "/api/v1/pods", self.on_pod, "pods", f"spec.nodeName={config.name}")
 
     # -- pods ----------------------------------------------------------------------------------------------------
 
@@ -152,10 +150,8 @@ class Agent:
             await dns.start()
         registration = Registration(self.api, config)
         self._spawn(registration.run(), "registration")
-        services = Informer(self.api, "/api/v1/services", {}, self._on_service, "services")
-        slices = Informer(
-            self.api, "/apis/discovery.k8s.io/v1/endpointslices", {}, self.records.on_slice, "endpointslices"
-        )
+        services = Informer(self.api, "/api/v1/services", self._on_service, "services")
+        slices = Informer(self.api, "/apis/discovery.k8s.io/v1/endpointslices", self.records.on_slice, "endpointslices")
         for informer in (services, slices, self.pods):
             self._spawn(informer.run(), informer.what)
         self._spawn(self.recover(), "recovery")

@@ -18,7 +18,8 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from trainingjob.api import constants as k
 from trainingjob.cli.kube import event_time, raise_for_status
 from trainingjob.cli.kube_errors import TRAINER_CONTAINER
-from trainingjob.ui.watcher import WATCH_SECONDS, lines
+from trainingjob.kube.reflector import lines
+from trainingjob.ui.watcher import WATCH_SECONDS
 
 TIMEOUT = aiohttp.ClientTimeout(sock_connect=10, sock_read=60)
 MERGE_PATCH = "application/merge-patch+json"
@@ -116,7 +117,7 @@ class KubeApi:
         )
         try:
             await raise_for_status(response)
-            async for line in lines(response):
+            async for line in lines(response.content):
                 event = json.loads(line)
                 if event.get("type") in ("ADDED", "MODIFIED"):
                     yield event.get("object") or {}

@@ -119,11 +119,13 @@ class JobStore:
             self.problem = problem
             self._publish_watch_state()
 
-    def replace_all(self, jobs: list[dict[str, Any]], scope: list[str] | None) -> None:
-        """A fresh listing: upsert what changed, delete what is gone (the diff a watch gap needs)."""
+    def replace_all(self, jobs: list[dict[str, Any]], scope: list[str] | None, namespace: str | None = None) -> None:
+        """A fresh listing of `namespace` (None: of every namespace): upsert what changed, delete what is gone
+        there (the diff a watch gap needs)."""
         listed = {job_key(job): job for job in jobs}
         for key in set(self.jobs) - set(listed):
-            self.delete(self.jobs[key])
+            if namespace is None or key[0] == namespace:
+                self.delete(self.jobs[key])
         for job in listed.values():
             self.upsert(job)
         if scope is None:

@@ -6,10 +6,9 @@ would be converted back to dicts at every step. Every call has a timeout; errors
 
 from __future__ import annotations
 
-import asyncio
 import json
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -24,7 +23,6 @@ CONTENT_TYPES = {
     "json": "application/json-patch+json",
 }
 REQUEST_TIMEOUT = 30.0
-WATCH_SECONDS = 300
 
 
 class ApiError(Exception):
@@ -33,10 +31,6 @@ class ApiError(Exception):
         self.body = body or {}
         self.reason = self.body.get("reason", "")
         super().__init__(f"HTTP {status}: {self.body.get('message') or text[:300]}")
-
-
-class WatchExpired(Exception):
-    """The watch's resourceVersion is too old (410 Gone): list again."""
 
 
 @dataclass(frozen=True)
@@ -118,26 +112,10 @@ class Api:
     async def delete(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         return await self.request("DELETE", path, body)
 
-    async def watch(self, path: str, params: dict[str, Any]) -> AsyncIterator[tuple[str, dict[str, Any]]]:
-        """Events of one watch request until the server ends it; WatchExpired on 410."""
-        query = {**params, "watch": "true", "allowWatchBookmarks": "true", "timeoutSeconds": WATCH_SECONDS}
-        timeout = aiohttp.ClientTimeout(total=WATCH_SECONDS + 30, sock_connect=REQUEST_TIMEOUT)
-        async with self.session.get(self.server + path, params=_params(query), timeout=timeout) as response:
-            if response.status == 410:
-                raise WatchExpired()
-            if response.status >= 400:
-                text = await response.text()
-                raise ApiError(response.status, _json_or_none(text), text)
-            async for line in response.content:
-                if not line.strip():
-                    continue
-                event = json.loads(line)
-                kind, obj = event.get("type"), event.get("object") or {}
-                if kind == "ERROR":
-                    if obj.get("code") == 410:
-                        raise WatchExpired()
-                    raise ApiError(obj.get("code") or 500, obj)
-                yield kind, obj
+    async def stream(self, path: str, params: Mapping[str, str], bounds: aiohttp.ClientTimeout) -> Any:
+        """An unread GET response, for the shared watch loop (kube/reflector.py), which reads and releases it."""
+        headers = {"Accept": "application/json"}
+        return await self.session.get(self.server + path, params=_params(dict(params)), headers=headers, timeout=bounds)
 
 
 def _params(params: dict[str, Any] | None) -> dict[str, str] | None:
@@ -152,7 +130,3 @@ def _json_or_none(text: str) -> dict[str, Any] | None:
     except ValueError:
         return None
     return value if isinstance(value, dict) else None
-
-
-async def sleep_backoff(attempt: int, cap: float = 30.0) -> None:
-    await asyncio.sleep(min(cap, 0.5 * 2 ** min(attempt, 6)))

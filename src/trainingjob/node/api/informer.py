@@ -1,46 +1,46 @@
-"""LIST then WATCH one kind of object into a store, calling back on every change (client-go's informer, small).
+"""The objects of one kind the agent follows (its pods, every Service and EndpointSlice), kept up with the API server
+by the shared watch loop (kube/reflector.py), calling back on every change.
 
-On a watch that expired (410) or broke, it lists again and diffs the store against the list, so an object
-deleted during the gap produces a delete. `synced` is set after the first list, for the agent's recovery step,
-which must see every pod bound to the node before deciding which local state is orphaned.
+After a watch gap the reflector lists again and this store diffs itself against the listing, so an object deleted
+during the gap produces a delete. `synced` is set after the first list, for the agent's recovery step, which must
+see every pod bound to the node before deciding which local state is orphaned.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
 from collections.abc import Callable
 from typing import Any
 
-import aiohttp
+from trainingjob.kube.reflector import ObjectKey, Reflector, object_key
+from trainingjob.node.api.client import Api
 
-from trainingjob.node.api.client import Api, ApiError, WatchExpired, sleep_backoff
-
-log = logging.getLogger(__name__)
 Handler = Callable[[str, dict[str, Any]], None]
-
-
-def object_key(obj: dict[str, Any]) -> str:
-    metadata = obj.get("metadata") or {}
-    return f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"
+WATCH_SECONDS = 300
 
 
 class Informer:
-    def __init__(self, api: Api, path: str, params: dict[str, Any], on_event: Handler, what: str) -> None:
-        self.api = api
-        self.path = path
-        self.params = params
+    """`store` holds the objects at `path` matching `field_selector`, whole; `on_event(kind, object)` hears of
+    every change (ADDED, MODIFIED, DELETED), a re-list's differences included."""
+
+    def __init__(self, api: Api, path: str, on_event: Handler, what: str, field_selector: str = "") -> None:
         self.on_event = on_event
         self.what = what
-        self.store: dict[str, dict[str, Any]] = {}
-        self.synced = asyncio.Event()
+        self.store: dict[ObjectKey, dict[str, Any]] = {}
+        self.reflector = Reflector(api, path, self, what, field_selector=field_selector, watch_timeout=WATCH_SECONDS)
+        self.synced = self.reflector.synced
 
-    def _replace(self, items: list[dict[str, Any]]) -> None:
-        fresh = {object_key(item): item for item in items}
-        for key in list(self.store):
-            if key not in fresh:
-                self.on_event("DELETED", self.store.pop(key))
-        for key, item in fresh.items():
+    async def run(self) -> None:
+        await self.reflector.run()
+
+    # The reflector's sink.
+
+    def file(self, body: Any) -> dict[str, Any]:
+        return body  # whole: the agent reads pods, services and slices as they are
+
+    def replace(self, filed: dict[ObjectKey, dict[str, Any]]) -> None:
+        for key in [key for key in self.store if key not in filed]:
+            self.on_event("DELETED", self.store.pop(key))
+        for key, item in filed.items():
             previous = self.store.get(key)
             self.store[key] = item
             if previous is None:
@@ -48,34 +48,9 @@ class Informer:
             elif previous["metadata"].get("resourceVersion") != item["metadata"].get("resourceVersion"):
                 self.on_event("MODIFIED", item)
 
-    async def _list(self) -> str:
-        listing = await self.api.get(self.path, **self.params)
-        self._replace(listing.get("items") or [])
-        self.synced.set()
-        return listing["metadata"]["resourceVersion"]
-
-    def _apply(self, kind: str, obj: dict[str, Any]) -> None:
-        key = object_key(obj)
+    def apply(self, kind: str, body: Any) -> None:
         if kind == "DELETED":
-            self.store.pop(key, None)
+            self.store.pop(object_key(body), None)
         else:
-            self.store[key] = obj
-        self.on_event(kind, obj)
-
-    async def run(self) -> None:
-        failures = 0
-        while True:
-            try:
-                version = await self._list()
-                failures = 0
-                while True:
-                    async for kind, obj in self.api.watch(self.path, {**self.params, "resourceVersion": version}):
-                        version = obj.get("metadata", {}).get("resourceVersion") or version
-                        if kind != "BOOKMARK":
-                            self._apply(kind, obj)
-            except WatchExpired:
-                log.debug("watch of %s expired; listing again", self.what)
-            except (ApiError, aiohttp.ClientError, TimeoutError, OSError, ValueError) as error:
-                failures += 1
-                log.warning("watch of %s failed (%s); retrying", self.what, error)
-                await sleep_backoff(failures)
+            self.store[object_key(body)] = body
+        self.on_event(kind, body)
