@@ -32,10 +32,5 @@ def pod_host(job_name: str, namespace: str, role: str, index: int) -> str:
     return f"{pod_name(job_name, role, index)}.{service_name(job_name)}.{namespace}.svc"
 
 
-def worker_host(job_name: str, namespace: str, index: int) -> str:
-    """DNS name of a worker through the headless Service (pod hostname + subdomain)."""
-    return pod_host(job_name, namespace, WORKER, index)
-
-
 def job_selector(job_name: str) -> str:
     return f"{LABEL_JOB_NAME}={job_name}"

@@ -157,11 +157,6 @@ def _counted_as(resource: str) -> tuple[str, str] | None:
     return None
 
 
-def shortfalls(quotas: Iterable[Mapping[str, Any]], pod: PodDemand, workers: int) -> list[Shortfall]:
-    """Every (quota, resource) the gang of `workers` such pods runs into (gang_shortfalls)."""
-    return gang_shortfalls(quotas, [(pod, workers)])
-
-
 def gang_shortfalls(quotas: Iterable[Mapping[str, Any]], pods: Sequence[tuple[PodDemand, int]]) -> list[Shortfall]:
     """Every (quota, resource) a gang of (pod, how many) groups (one per role) runs into: a pod that omits a
     compute resource the quota constrains (refused always), or a total above what is free now (`never_fits` when

@@ -11,7 +11,6 @@ import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
 
 import aiohttp
 
@@ -45,10 +44,6 @@ def ssl_context(credentials: Credentials) -> ssl.SSLContext:
     context = ssl.create_default_context(cafile=credentials.ca_file)
     context.load_cert_chain(credentials.cert_file, credentials.key_file)
     return context
-
-
-def name_path(base: str, name: str) -> str:
-    return f"{base}/{quote(name, safe='')}"
 
 
 AGENT = user_agent(NODE_AGENT)
