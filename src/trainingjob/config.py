@@ -2,16 +2,27 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainingjob.api import constants as k
 from trainingjob.api.constants import GPU_RESOURCE
-from trainingjob.serving.types import ServingConfig
 
 
 def _default_gpu_tolerations() -> list[dict[str, Any]]:
     # GPU node pools are commonly tainted with the resource name; tolerating it is harmless where they are not.
     return [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}]
+
+
+@dataclass(frozen=True)
+class ServingConfig:
+    """Operator-wide serving settings (`tj operator --serving-image`, `--gpu-type`)."""
+
+    image: str = k.DEFAULT_SERVING_IMAGE
+    # gpuType -> node labels that select nodes with that GPU, e.g. H100 -> {nvidia.com/gpu.product: NVIDIA-H100...}.
+    gpu_types: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    gpu_tolerations: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)

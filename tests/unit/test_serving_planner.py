@@ -9,13 +9,14 @@ from typing import Any
 import yaml
 
 from trainingjob.api import constants as k
+from trainingjob.config import ServingConfig
 from trainingjob.operator.runtime.writer import DONE, EXISTED
 from trainingjob.operator.serving import creation_events
 from trainingjob.reconcile.actions import CreateChild, DeleteChild, ReplaceChild
 from trainingjob.serving import builders
 from trainingjob.serving.observed import ObservedServing, SourceJob, child_view
 from trainingjob.serving.planner import plan_model
-from trainingjob.serving.types import LLMModel, ServingConfig
+from trainingjob.serving.types import LLMModel
 
 SEED = Path(__file__).resolve().parents[2] / "examples" / "llmmodel" / "seed.yaml"
 NOW = "2026-01-01T00:00:00Z"

@@ -9,8 +9,7 @@ import click
 
 from trainingjob.api.constants import DEFAULT_IMAGE_PATTERN, DEFAULT_SERVING_IMAGE
 from trainingjob.api.webhook_config import WEBHOOK_PORT
-from trainingjob.config import OperatorConfig
-from trainingjob.serving.types import ServingConfig
+from trainingjob.config import OperatorConfig, ServingConfig
 
 if TYPE_CHECKING:
     from trainingjob.webhooks.component import WebhookSettings

@@ -16,13 +16,14 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from trainingjob.api import constants as k
 from trainingjob.api.types import format_time
+from trainingjob.config import ServingConfig
 from trainingjob.kube.reflector import Resource
 from trainingjob.operator.logs import reconcile_context
 from trainingjob.operator.runtime.writer import Outcome, Writer, Written, status_patch
 from trainingjob.reconcile.actions import CreateChild, DeleteChild, Event, Plan, ReplaceChild
 from trainingjob.serving.observed import ObservedServing, source_job
 from trainingjob.serving.planner import plan_model
-from trainingjob.serving.types import LLMModel, ServingConfig
+from trainingjob.serving.types import LLMModel
 
 logger = logging.getLogger(__name__)
 ModelKey = tuple[str, str, str]

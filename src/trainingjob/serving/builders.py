@@ -14,7 +14,8 @@ from typing import Any
 
 from trainingjob.api import constants as k
 from trainingjob.builders.common import controller_reference
-from trainingjob.serving.types import LLMModel, ServingConfig
+from trainingjob.config import ServingConfig
+from trainingjob.serving.types import LLMModel
 
 LABEL_SPEC_HASH = f"{k.MODEL_GROUP}/spec-hash"
 SERVICE_PORT = 80

@@ -12,11 +12,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from trainingjob.config import ServingConfig
 from trainingjob.reconcile.actions import CreateChild, DeleteChild, Event, Plan, ReplaceChild
 from trainingjob.serving import builders
 from trainingjob.serving.conditions import serving_conditions
 from trainingjob.serving.observed import ESSENCES, ObservedServing
-from trainingjob.serving.types import LLMModel, ServingConfig
+from trainingjob.serving.types import LLMModel
 
 
 @dataclass(frozen=True)

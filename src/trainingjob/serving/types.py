@@ -90,13 +90,3 @@ class LLMModel:
                 else None,
             ),
         )
-
-
-@dataclass(frozen=True)
-class ServingConfig:
-    """Operator-wide serving settings (`tj operator --serving-image`, `--gpu-type`)."""
-
-    image: str = k.DEFAULT_SERVING_IMAGE
-    # gpuType -> node labels that select nodes with that GPU, e.g. H100 -> {nvidia.com/gpu.product: NVIDIA-H100...}.
-    gpu_types: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
-    gpu_tolerations: tuple[Mapping[str, Any], ...] = ()
