@@ -9,14 +9,12 @@ a name is taken, the rollout is stuck).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from trainingjob.reconcile.conditions import DesiredCondition, merge_conditions
 from trainingjob.serving.observed import ChildView
-
-if TYPE_CHECKING:
-    from trainingjob.serving.planner import SourceState
-    from trainingjob.serving.types import LLMModel
+from trainingjob.serving.source import SourceState
+from trainingjob.serving.types import LLMModel
 
 
 def _deployment_condition(deployment: ChildView, condition_type: str) -> Mapping[str, Any]:

@@ -9,7 +9,6 @@ until that job has Succeeded, so the server only ever starts on a final checkpoi
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from trainingjob.config import ServingConfig
@@ -17,38 +16,8 @@ from trainingjob.reconcile.actions import CreateChild, DeleteChild, Event, Plan,
 from trainingjob.serving import builders
 from trainingjob.serving.conditions import serving_conditions
 from trainingjob.serving.observed import ESSENCES, ObservedServing
+from trainingjob.serving.source import SourceState, resolve_source, source_events, source_status
 from trainingjob.serving.types import LLMModel
-
-
-@dataclass(frozen=True)
-class SourceState:
-    """Where the model is, or why there is nothing to serve yet."""
-
-    claim_name: str | None
-    ready: bool
-    waiting: str | None = None  # Progressing: e.g. the TrainingJob still runs
-    failed: tuple[str, str] | None = None  # Degraded: (reason, message)
-    job_phase: str | None = None
-
-
-def resolve_source(model: LLMModel, observed: ObservedServing) -> SourceState:
-    source = model.spec.source
-    if source is None:
-        return SourceState(claim_name=None, ready=True)
-    if source.claim_name:
-        return SourceState(claim_name=source.claim_name, ready=True)
-    job, name = observed.job, source.training_job
-    if job is None:
-        return SourceState(None, False, waiting=f"waiting for TrainingJob {name}, which does not exist (yet)")
-    if job.phase == "Failed":
-        return SourceState(None, False, failed=("TrainingFailed", f"TrainingJob {name} failed"), job_phase=job.phase)
-    if job.claim_name is None:
-        message = f"TrainingJob {name} keeps no checkpoints on a volume (spec.checkpoint.storage type pvc)"
-        return SourceState(None, False, failed=("NoCheckpointVolume", message), job_phase=job.phase)
-    if job.phase != "Succeeded":
-        waiting = f"waiting for TrainingJob {name} to succeed (phase {job.phase})"
-        return SourceState(None, False, waiting=waiting, job_phase=job.phase)
-    return SourceState(claim_name=job.claim_name, ready=True, job_phase=job.phase)
 
 
 def desired_children(model: LLMModel, config: ServingConfig, source: SourceState) -> dict[str, dict[str, Any]]:
@@ -89,36 +58,6 @@ def child_actions(
             plan.actions.append(DeleteChild(kind, current.name, uid=current.uid, api_version="autoscaling/v2"))
             plan.events.append(Event("Normal", "Deleted", f"deleted {kind} {current.name}: autoscaling removed"))
     return taken
-
-
-def source_events(model: LLMModel, source: SourceState) -> list[Event]:
-    """An Event when the source job's phase reaches a verdict the model has not reported yet."""
-    if model.spec.source is None or model.spec.source.training_job is None:
-        return []
-    before = (model.status.get("source") or {}).get("jobPhase")
-    if source.job_phase == before:
-        return []
-    name = model.spec.source.training_job
-    if source.job_phase == "Succeeded":
-        return [Event("Normal", "SourceReady", f"TrainingJob {name} succeeded; serving its final checkpoint")]
-    if source.job_phase == "Failed":
-        return [Event("Warning", "TrainingFailed", f"TrainingJob {name} failed; nothing to serve")]
-    return []
-
-
-def source_status(model: LLMModel, source: SourceState) -> dict[str, Any] | None:
-    spec = model.spec.source
-    if spec is None:
-        return None
-    status: dict[str, Any] = {}
-    if spec.training_job:
-        status["trainingJob"] = spec.training_job
-        status["jobPhase"] = source.job_phase or "Unknown"
-    if source.claim_name:
-        status["claimName"] = source.claim_name
-    if spec.path:
-        status["path"] = spec.path
-    return status
 
 
 def plan_model(model: LLMModel, observed: ObservedServing, config: ServingConfig, now: str) -> Plan:

@@ -1,0 +1,76 @@
+"""Where an LLMModel's weights come from (spec.source): a claim, or a TrainingJob's checkpoint volume once it has
+Succeeded; and what the model's status and Events say about it. Pure.
+
+Its own module because both the planner (which children to create) and the conditions (Progressing, Degraded) read
+the resolved source.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from trainingjob.reconcile.actions import Event
+from trainingjob.serving.observed import ObservedServing
+from trainingjob.serving.types import LLMModel
+
+
+@dataclass(frozen=True)
+class SourceState:
+    """Where the model is, or why there is nothing to serve yet."""
+
+    claim_name: str | None
+    ready: bool
+    waiting: str | None = None  # Progressing: e.g. the TrainingJob still runs
+    failed: tuple[str, str] | None = None  # Degraded: (reason, message)
+    job_phase: str | None = None
+
+
+def resolve_source(model: LLMModel, observed: ObservedServing) -> SourceState:
+    source = model.spec.source
+    if source is None:
+        return SourceState(claim_name=None, ready=True)
+    if source.claim_name:
+        return SourceState(claim_name=source.claim_name, ready=True)
+    job, name = observed.job, source.training_job
+    if job is None:
+        return SourceState(None, False, waiting=f"waiting for TrainingJob {name}, which does not exist (yet)")
+    if job.phase == "Failed":
+        return SourceState(None, False, failed=("TrainingFailed", f"TrainingJob {name} failed"), job_phase=job.phase)
+    if job.claim_name is None:
+        message = f"TrainingJob {name} keeps no checkpoints on a volume (spec.checkpoint.storage type pvc)"
+        return SourceState(None, False, failed=("NoCheckpointVolume", message), job_phase=job.phase)
+    if job.phase != "Succeeded":
+        waiting = f"waiting for TrainingJob {name} to succeed (phase {job.phase})"
+        return SourceState(None, False, waiting=waiting, job_phase=job.phase)
+    return SourceState(claim_name=job.claim_name, ready=True, job_phase=job.phase)
+
+
+def source_events(model: LLMModel, source: SourceState) -> list[Event]:
+    """An Event when the source job's phase reaches a verdict the model has not reported yet."""
+    if model.spec.source is None or model.spec.source.training_job is None:
+        return []
+    before = (model.status.get("source") or {}).get("jobPhase")
+    if source.job_phase == before:
+        return []
+    name = model.spec.source.training_job
+    if source.job_phase == "Succeeded":
+        return [Event("Normal", "SourceReady", f"TrainingJob {name} succeeded; serving its final checkpoint")]
+    if source.job_phase == "Failed":
+        return [Event("Warning", "TrainingFailed", f"TrainingJob {name} failed; nothing to serve")]
+    return []
+
+
+def source_status(model: LLMModel, source: SourceState) -> dict[str, Any] | None:
+    spec = model.spec.source
+    if spec is None:
+        return None
+    status: dict[str, Any] = {}
+    if spec.training_job:
+        status["trainingJob"] = spec.training_job
+        status["jobPhase"] = source.job_phase or "Unknown"
+    if source.claim_name:
+        status["claimName"] = source.claim_name
+    if spec.path:
+        status["path"] = spec.path
+    return status
