@@ -22,6 +22,7 @@ from trainingjob.builders.configmap import desired_config_data, desired_config_m
 from trainingjob.builders.pod import desired_worker_pod
 from trainingjob.builders.service import desired_service, service_selector
 from trainingjob.config import OperatorConfig
+from trainingjob.frameworks.mpi import HOSTFILE
 
 BASE_SPEC: dict[str, Any] = {
     "framework": "pytorch",
@@ -208,7 +209,7 @@ def test_only_hyperparameters_for_non_mpi_frameworks(framework: str) -> None:
 @pytest.mark.parametrize(("workers", "gpus", "slots"), [(1, 0, 1), (3, 0, 1), (2, 4, 4), (5, 8, 8)])
 def test_mpi_config_map_has_the_hostfile(workers: int, gpus: int, slots: int) -> None:
     data = desired_config_data(make_job(framework="mpi", workers=workers, gpuPerWorker=gpus))
-    assert set(data) == {k.HYPERPARAMETERS_FILE, k.HOSTFILE}
-    assert data[k.HOSTFILE].splitlines() == [
+    assert set(data) == {k.HYPERPARAMETERS_FILE, HOSTFILE}
+    assert data[HOSTFILE].splitlines() == [
         f"mnist-worker-{i}.mnist-workers.ml.svc slots={slots}" for i in range(workers)
     ]

@@ -14,13 +14,14 @@ import json
 import pytest
 
 from trainingjob.api import constants as k
+from trainingjob.api.constants import RESERVED_ENV_NAMES
 from trainingjob.api.types import TrainingJob
 from trainingjob.builders.env import hyperparameter_env, identity_env, worker_env
 from trainingjob.frameworks.base import WorkerContext
 from trainingjob.frameworks.jax import Jax
-from trainingjob.frameworks.mpi import Mpi
+from trainingjob.frameworks.mpi import HOSTFILE, Mpi
 from trainingjob.frameworks.pytorch import PyTorch
-from trainingjob.frameworks.registry import FRAMEWORKS, RESERVED_ENV_NAMES, framework_for
+from trainingjob.frameworks.registry import FRAMEWORKS, framework_for
 from trainingjob.frameworks.tensorflow import TensorFlow
 from trainingjob.frameworks.xgboost import XGBoost
 
@@ -152,8 +153,8 @@ def test_mpi_env_is_the_same_for_every_rank(workers: int, gpus: int) -> None:
 def test_mpi_hostfile_has_one_slots_line_per_worker(workers: int, gpus: int) -> None:
     files = [Mpi().config_files(ctx) for ctx in every_rank(workers, gpus)]
     assert all(f == files[0] for f in files), "the ConfigMap is shared, so every rank must see the same hostfile"
-    assert list(files[0]) == [k.HOSTFILE]
-    text = files[0][k.HOSTFILE]
+    assert list(files[0]) == [HOSTFILE]
+    text = files[0][HOSTFILE]
     assert text.endswith("\n")
     assert text.splitlines() == [f"{host(i)} slots={max(gpus, 1)}" for i in range(workers)]
 

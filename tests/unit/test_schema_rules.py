@@ -9,7 +9,6 @@ import pytest
 
 from tests.unit.schema_support import field, rules_at
 from trainingjob.api import constants as c
-from trainingjob.frameworks.registry import RESERVED_ENV_NAMES
 
 
 def test_framework_is_immutable() -> None:
@@ -18,7 +17,7 @@ def test_framework_is_immutable() -> None:
     assert immutable["message"] == "framework is immutable; create a new TrainingJob to change it"
 
 
-@pytest.mark.parametrize("name", [*RESERVED_ENV_NAMES, *c.RESERVED_ENV_PREFIXES])
+@pytest.mark.parametrize("name", [*c.RESERVED_ENV_NAMES, *c.RESERVED_ENV_PREFIXES])
 def test_every_reserved_env_name_is_in_the_rule(name: str) -> None:
     [reserved] = rules_at(".spec.env[].name")
     assert f"'{name}'" in reserved["rule"]

@@ -1,6 +1,16 @@
-"""Names shared by the schema, the builders and the operator, so no string is spelled twice."""
+"""Names shared by the schema, the builders and the operator, so no string is spelled twice.
+
+What belongs to the frameworks (their names, roles, environment variables, the config directory) is taken from
+frameworks/, so adding a framework does not touch this module.
+"""
 
 from __future__ import annotations
+
+from trainingjob.frameworks.base import CONFIG_DIR, WORKER
+from trainingjob.frameworks.mpi import LAUNCHER
+from trainingjob.frameworks.registry import FRAMEWORKS as PLUGINS
+from trainingjob.frameworks.registry import framework_env_names
+from trainingjob.frameworks.tensorflow import CHIEF, EVALUATOR, PS
 
 GROUP = "ml.example.com"
 V1ALPHA1 = "v1alpha1"
@@ -24,7 +34,8 @@ SINGULAR = "trainingjob"
 SHORT_NAMES = ("tj",)
 CRD_NAME = f"{PLURAL}.{GROUP}"
 
-FRAMEWORKS = ("pytorch", "tensorflow", "xgboost", "jax", "mpi")
+# spec.framework: one module each under frameworks/, registered in frameworks/registry.py.
+FRAMEWORKS = tuple(PLUGINS)
 RESTART_POLICIES = ("OnFailure", "Never", "ExitCode")
 BACKENDS = ("nccl", "gloo")
 PHASES = ("Pending", "Running", "Restarting", "Succeeded", "Failed", "Suspended")
@@ -38,11 +49,9 @@ FAILURE_ACTIONS = ("Restart", "Fail", "Ignore")
 ACCESS_MODES = ("ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod")
 GANG_PROVIDERS = ("Auto", "Native", "Coscheduling", "Volcano", "Disabled")
 # Roles of a job's pods, in the order they are created and listed. `worker` is spec.workers; the others come from
-# spec.roles and belong to one framework each (api/schema_roles.py, builders/replicas.py).
-WORKER = "worker"
-CHIEF, PS, EVALUATOR, LAUNCHER = "chief", "ps", "evaluator", "launcher"
+# spec.roles and belong to one framework each, which names them (api/schema_roles.py, builders/replicas.py).
 ROLES = (CHIEF, LAUNCHER, PS, WORKER, EVALUATOR)
-FRAMEWORK_ROLES = {CHIEF: "tensorflow", PS: "tensorflow", EVALUATOR: "tensorflow", LAUNCHER: "mpi"}
+FRAMEWORK_ROLES = {role: plugin.name for plugin in PLUGINS.values() for role in plugin.roles}
 # At most this many pods of a role: TensorFlow allows one chief and one evaluator, MPI has one launcher.
 SINGLE_ROLES = (CHIEF, EVALUATOR, LAUNCHER)
 
@@ -56,10 +65,9 @@ LABEL_SPEC_HASH = f"{GROUP}/spec-hash"
 LABEL_ATTEMPT = f"{GROUP}/attempt"
 # The gang a worker belongs to (scheduling/gang.py), whichever scheduler's gang API declares it.
 LABEL_GANG = f"{GROUP}/gang"
-CONFIG_MOUNT_PATH = "/etc/trainingjob"
+CONFIG_MOUNT_PATH = CONFIG_DIR
 SHM_MOUNT_PATH = "/dev/shm"
 HYPERPARAMETERS_FILE = "hyperparameters.json"
-HOSTFILE = "hostfile"
 PROGRESS_CA_FILE = "progress-ca.crt"
 PROGRESS_AUDIENCE = "trainingjob-progress"
 PROGRESS_TOKEN_DIR = "/var/run/secrets/trainingjob/progress"
@@ -80,7 +88,7 @@ GPU_RESOURCE = "nvidia.com/gpu"
 
 # Environment variables the operator injects; users may not set them in spec.env (the schema rejects them).
 # What builders/env.identity_env may set outside the reserved prefixes (a unit test holds it to exactly that);
-# the frameworks' own names are derived from their code (frameworks.registry.RESERVED_ENV_NAMES).
+# the frameworks' own names are derived from their code (RESERVED_ENV_NAMES below).
 IDENTITY_ENV_NAMES = (
     "MODEL",
     "DATASET",
@@ -92,6 +100,8 @@ IDENTITY_ENV_NAMES = (
     "DATA_DIR",
     "DISTRIBUTED_BACKEND",
 )
+# Injected by the operator, so spec.env may not set them (the CRD's CEL rule lists them; prefixes come on top).
+RESERVED_ENV_NAMES: tuple[str, ...] = (*IDENTITY_ENV_NAMES, *framework_env_names())
 # Whole families we own: every hyperparameter becomes HYPERPARAM_<KEY>, and TRAININGJOB_ is ours.
 RESERVED_ENV_PREFIXES = ("HYPERPARAM_", "TRAININGJOB_")
 

@@ -22,7 +22,6 @@ from trainingjob.api.schema_builders import (
     string_map,
 )
 from trainingjob.api.versions import VersionShape
-from trainingjob.frameworks.registry import RESERVED_ENV_NAMES
 
 # The Kubernetes resource.Quantity syntax, e.g. 500m, 4Gi, 1e3.
 QUANTITY = (
@@ -47,11 +46,11 @@ OPERATOR_MOUNTS = (c.SHM_MOUNT_PATH, c.CONFIG_MOUNT_PATH)
 def _reserved_env_rule() -> Schema:
     prefixes = [f"{prefix}*" for prefix in c.RESERVED_ENV_PREFIXES]
     # Names under a reserved prefix are covered by it; listing them again would only lengthen the message.
-    names = [name for name in RESERVED_ENV_NAMES if not name.startswith(c.RESERVED_ENV_PREFIXES)]
+    names = [name for name in c.RESERVED_ENV_NAMES if not name.startswith(c.RESERVED_ENV_PREFIXES)]
     reserved = ", ".join(prefixes + names)
     prefix_checks = " || ".join(f"self.startsWith({cel_string(prefix)})" for prefix in c.RESERVED_ENV_PREFIXES)
     return rule(
-        f"!(self in {cel_list(RESERVED_ENV_NAMES)} || {prefix_checks})",
+        f"!(self in {cel_list(c.RESERVED_ENV_NAMES)} || {prefix_checks})",
         f"env names injected by the operator are reserved: {reserved}",
         message_expression=f"'env name ' + self + ' is injected by the operator; reserved: ' + {cel_string(reserved)}",
     )
@@ -101,7 +100,7 @@ def _env() -> Schema:
     return env_schema(
         "Extra environment variables for every worker, merged by name. Names the operator injects are reserved "
         f"and rejected: any starting with {' or '.join(c.RESERVED_ENV_PREFIXES)}, and "
-        f"{', '.join(RESERVED_ENV_NAMES)}. At most {MAX_ENV} entries."
+        f"{', '.join(c.RESERVED_ENV_NAMES)}. At most {MAX_ENV} entries."
     )
 
 

@@ -10,7 +10,6 @@ from typing import Any
 import yaml
 
 from trainingjob.api import constants as k
-from trainingjob.frameworks.registry import RESERVED_ENV_NAMES
 
 
 class ManifestError(ValueError):
@@ -52,7 +51,7 @@ def parse_env(items: Iterable[str]) -> list[dict[str, str]]:
     env: dict[str, str] = {}
     for item in items:
         key, value = split_key_value(item, "--env")
-        if key in RESERVED_ENV_NAMES or key.startswith(k.RESERVED_ENV_PREFIXES):
+        if key in k.RESERVED_ENV_NAMES or key.startswith(k.RESERVED_ENV_PREFIXES):
             raise ManifestError(f"--env {key} is set by the operator and may not be overridden")
         env[key] = value
     return [{"name": key, "value": value} for key, value in env.items()]

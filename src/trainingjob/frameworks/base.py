@@ -2,6 +2,9 @@
 
 Adding a framework means adding a module with a class like these and registering it in `registry.py`; no other
 framework, builder or the planner changes (Kubeflow Trainer's plugin idea, without the plugin machinery).
+
+The frameworks are the lowest layer above the ground floor: they import nothing else of trainingjob, and the API
+(api/constants.py) takes their role names and reserved environment variables from them.
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 WORKER = "worker"
+# Where every pod mounts the job's ConfigMap, with each framework's config_files().
+CONFIG_DIR = "/etc/trainingjob"
 
 
 @dataclass(frozen=True)
@@ -57,6 +62,8 @@ class Framework(Protocol):
     """An ML framework's distributed contract."""
 
     name: str
+    # The roles other than worker this framework's jobs may have (spec.roles), e.g. MPI's launcher.
+    roles: tuple[str, ...]
 
     def worker_env(self, context: WorkerContext) -> dict[str, str]:
         """Environment variables for one worker, in the order they should appear."""

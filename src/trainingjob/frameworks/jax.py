@@ -7,6 +7,7 @@ from trainingjob.frameworks.base import NoConfigFiles, WorkerContext
 
 class Jax(NoConfigFiles):
     name = "jax"
+    roles: tuple[str, ...] = ()
 
     def worker_env(self, context: WorkerContext) -> dict[str, str]:
         return {

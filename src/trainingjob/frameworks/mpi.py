@@ -16,12 +16,13 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from trainingjob.api.constants import CONFIG_MOUNT_PATH, HOSTFILE, LAUNCHER
-from trainingjob.frameworks.base import WorkerContext
+from trainingjob.frameworks.base import CONFIG_DIR, WorkerContext
 
-HOSTFILE_PATH = f"{CONFIG_MOUNT_PATH}/{HOSTFILE}"
+LAUNCHER = "launcher"
+HOSTFILE = "hostfile"
+HOSTFILE_PATH = f"{CONFIG_DIR}/{HOSTFILE}"
 AGENT_FILE = "mpi-agent.py"
-AGENT_PATH = f"{CONFIG_MOUNT_PATH}/{AGENT_FILE}"
+AGENT_PATH = f"{CONFIG_DIR}/{AGENT_FILE}"
 KEY_DIR = "/var/run/secrets/trainingjob/mpi"
 KEY_FILE = "key"
 # What the workers of a launcher job run: the agent, serving the launcher's requests until the job ends.
@@ -40,6 +41,7 @@ def has_launcher(context: WorkerContext) -> bool:
 
 class Mpi:
     name = "mpi"
+    roles = (LAUNCHER,)
 
     def worker_env(self, context: WorkerContext) -> dict[str, str]:
         env = {

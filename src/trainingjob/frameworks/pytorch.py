@@ -33,6 +33,7 @@ def elastic_env(context: WorkerContext, elastic: ElasticRendezvous) -> dict[str,
 
 class PyTorch(NoConfigFiles):
     name = "pytorch"
+    roles: tuple[str, ...] = ()
 
     def worker_env(self, context: WorkerContext) -> dict[str, str]:
         if context.elastic is not None:

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from trainingjob.api import constants as k
-from trainingjob.frameworks.base import ElasticRendezvous, Framework, WorkerContext
+from trainingjob.frameworks.base import WORKER, ElasticRendezvous, Framework, WorkerContext
 from trainingjob.frameworks.jax import Jax
 from trainingjob.frameworks.mpi import Mpi
 from trainingjob.frameworks.pytorch import PyTorch
@@ -22,13 +21,14 @@ def _sample_contexts() -> tuple[WorkerContext, ...]:
     """A single CPU worker, a multi-GPU gang, a pod of every other role and an elastic worker: between them every
     variable a framework ever sets appears."""
     hosts = ("w-0.svc", "w-1.svc")
-    roles = {k.WORKER: hosts, **{role: (f"{role}-0.svc",) for role in k.ROLES if role != k.WORKER}}
+    roles = {WORKER: hosts, **{role: (f"{role}-0.svc",) for f in FRAMEWORKS.values() for role in f.roles}}
     elastic = ElasticRendezvous(1, 2, 3, "j")
+    port = 29500  # any: the names set do not depend on it
     return (
-        WorkerContext("j", "ns", 0, 1, hosts[:1], k.DEFAULT_MASTER_PORT, 1, "gloo"),
-        WorkerContext("j", "ns", 1, 2, hosts, k.DEFAULT_MASTER_PORT, 2, "nccl"),
-        *(WorkerContext("j", "ns", 0, 2, hosts, k.DEFAULT_MASTER_PORT, 1, "gloo", role, roles) for role in roles),
-        WorkerContext("j", "ns", 0, 2, hosts, k.DEFAULT_MASTER_PORT, 1, "gloo", elastic=elastic),
+        WorkerContext("j", "ns", 0, 1, hosts[:1], port, 1, "gloo"),
+        WorkerContext("j", "ns", 1, 2, hosts, port, 2, "nccl"),
+        *(WorkerContext("j", "ns", 0, 2, hosts, port, 1, "gloo", role, roles) for role in roles),
+        WorkerContext("j", "ns", 0, 2, hosts, port, 1, "gloo", elastic=elastic),
     )
 
 
@@ -36,7 +36,3 @@ def framework_env_names() -> tuple[str, ...]:
     """Every name some framework's worker_env sets, read from the frameworks themselves so it cannot drift."""
     names = {name for f in FRAMEWORKS.values() for ctx in _sample_contexts() for name in f.worker_env(ctx)}
     return tuple(sorted(names))
-
-
-# Injected by the operator, so spec.env may not set them (the CRD's CEL rule lists them; prefixes come on top).
-RESERVED_ENV_NAMES: tuple[str, ...] = (*k.IDENTITY_ENV_NAMES, *framework_env_names())

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import json
 
-from trainingjob.frameworks.base import NoConfigFiles, WorkerContext
+from trainingjob.frameworks.base import WORKER, NoConfigFiles, WorkerContext
 
+CHIEF, PS, EVALUATOR = "chief", "ps", "evaluator"
 # The task types of the training cluster, in the order TensorFlow's own examples list them.
-CLUSTER_ROLES = ("chief", "worker", "ps")
+CLUSTER_ROLES = (CHIEF, WORKER, PS)
 
 
 def cluster_spec(context: WorkerContext) -> dict[str, list[str]]:
@@ -29,6 +30,7 @@ def cluster_spec(context: WorkerContext) -> dict[str, list[str]]:
 
 class TensorFlow(NoConfigFiles):
     name = "tensorflow"
+    roles = (CHIEF, PS, EVALUATOR)
 
     def worker_env(self, context: WorkerContext) -> dict[str, str]:
         tf_config = {

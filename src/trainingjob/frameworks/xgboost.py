@@ -7,6 +7,7 @@ from trainingjob.frameworks.base import NoConfigFiles, WorkerContext
 
 class XGBoost(NoConfigFiles):
     name = "xgboost"
+    roles: tuple[str, ...] = ()
 
     def worker_env(self, context: WorkerContext) -> dict[str, str]:
         return {
