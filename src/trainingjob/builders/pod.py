@@ -7,6 +7,8 @@ scheduler name), so queueing and gang-scheduling integrations have one function 
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from trainingjob.api import constants as k
@@ -17,7 +19,6 @@ from trainingjob.builders.env import worker_env
 from trainingjob.builders.pvc import checkpoint_claim_name
 from trainingjob.config import OperatorConfig
 from trainingjob.frameworks import mpi
-from trainingjob.scheduling.gang import LABEL_GANG, Membership
 
 # What PodSecurity `restricted` asks of a container that stock images (which often run as root) also tolerate.
 BASE_CONTAINER_SECURITY = {
@@ -31,6 +32,17 @@ BASE_POD_SECURITY = {"seccompProfile": {"type": "RuntimeDefault"}}
 NON_ROOT = {"runAsNonRoot": True}
 RESTRICTED_CONTAINER_SECURITY = {**BASE_CONTAINER_SECURITY, **NON_ROOT}
 RESTRICTED_POD_SECURITY = {**BASE_POD_SECURITY, **NON_ROOT}
+
+
+@dataclass(frozen=True)
+class Membership:
+    """What a worker carries so its scheduler treats it as a member of gang `gang`: labels, annotations and pod spec
+    fields (each gang provider in scheduling/gang.py fills its own)."""
+
+    gang: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    spec: Mapping[str, Any] = field(default_factory=dict)
 
 
 def default_security(restricted: bool) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -165,7 +177,7 @@ def desired_worker_pod(
     volumes, mounts = worker_volumes(job, config)
     labels = worker_labels(job, index, attempt, spec_label or spec_hash(job), role)
     if gang is not None:
-        labels.update({**gang.labels, LABEL_GANG: gang.gang})
+        labels.update({**gang.labels, k.LABEL_GANG: gang.gang})
     name = pod_name(job.name, role, index)
     metadata = child_metadata(job, name, labels)
     metadata["annotations"] = {**spec.pod_annotations, **(gang.annotations if gang is not None else {})}

@@ -18,12 +18,12 @@ from typing import Any
 
 from trainingjob.api.replicas import Replica, replica_order
 from trainingjob.api.types import TrainingJob
-from trainingjob.builders.pod import worker_resources
+from trainingjob.builders.pod import Membership, worker_resources
 from trainingjob.kube.quantity import QuantityError, parse_quantity
 from trainingjob.reconcile.actions import CreateChild, DeleteChild, Event
 from trainingjob.reconcile.blockers import Blocker
 from trainingjob.reconcile.observed import ObservedChildren, PodView
-from trainingjob.scheduling.gang import GangChoice, GangView, Membership, choose, gang_members, gang_name
+from trainingjob.scheduling.gang import GangChoice, GangView, choose, gang_members, gang_name
 from trainingjob.scheduling.quota import describe, gang_shortfalls, pod_demand
 
 UNAVAILABLE = "GangSchedulingUnavailable"

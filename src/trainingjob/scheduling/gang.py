@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from trainingjob.api import constants as k
 from trainingjob.api.types import JobSpec, TrainingJob
 from trainingjob.builders.common import child_metadata
+from trainingjob.builders.pod import Membership
 
 LABEL_GANG = k.LABEL_GANG
 # The one pod group of a job's Workload (1.35): all workers share one scheduling policy.
@@ -52,16 +53,6 @@ class GangApi:
 
     def __str__(self) -> str:
         return f"{self.kind} ({self.api_version})"
-
-
-@dataclass(frozen=True)
-class Membership:
-    """What builders/pod.py adds to a worker so its scheduler treats it as a member of gang `gang`."""
-
-    gang: str
-    labels: Mapping[str, str] = field(default_factory=dict)
-    annotations: Mapping[str, str] = field(default_factory=dict)
-    spec: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
