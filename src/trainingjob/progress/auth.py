@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
+from typing import Protocol
 
 import aiohttp
 from kubernetes_asyncio import client
@@ -16,12 +17,29 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from trainingjob.api.constants import CHIEF, WORKER
 from trainingjob.progress.report import ReportError
-from trainingjob.reconcile.observed import PodView
 
 AUDIENCE = "trainingjob-progress"
 POD_NAME = "authentication.kubernetes.io/pod-name"
 POD_UID = "authentication.kubernetes.io/pod-uid"
 REVIEW_TIMEOUT = 10  # seconds: a slow API server must not hold the report's connection
+
+
+class JobPod(Protocol):
+    """What authorizing a report reads of a pod of the job: the operator's cached view of it (a PodView of
+    reconcile/observed.py, a layer above this one)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def uid(self) -> str: ...
+    @property
+    def controller_uid(self) -> str: ...
+    @property
+    def deleting(self) -> bool: ...
+    @property
+    def role(self) -> str: ...
+    @property
+    def index(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -46,8 +64,8 @@ def caller_from_review(status: client.V1TokenReviewStatus | None) -> Caller:
 
 
 def authorize(
-    caller: Caller, namespace: str, job_uid: str, job_pods: Iterable[PodView], reporters: Collection[int]
-) -> PodView:
+    caller: Caller, namespace: str, job_uid: str, job_pods: Iterable[JobPod], reporters: Collection[int]
+) -> JobPod:
     """The caller's pod among the job's workers (by name and uid, controlled by the job), allowed to report; 403
     otherwise."""
     if caller.namespace != namespace:
@@ -69,7 +87,7 @@ def authorize(
     return pod
 
 
-def reporting_role(job_pods: Iterable[PodView]) -> str:
+def reporting_role(job_pods: Iterable[JobPod]) -> str:
     """Whose reports count: TensorFlow's chief when the job has one (it runs the training loop), else the workers."""
     return CHIEF if any(p.role == CHIEF for p in job_pods) else WORKER
 

@@ -23,11 +23,10 @@ from aiohttp import web
 from kubernetes_asyncio import client
 
 from trainingjob.http_bodies import read_body
-from trainingjob.progress.auth import Caller, authorize, caller_from_review, review_token
+from trainingjob.progress.auth import Caller, JobPod, authorize, caller_from_review, review_token
 from trainingjob.progress.limits import GuardedSite, RateLimiter, ReviewCache, retry_after
 from trainingjob.progress.report import MAX_BODY_BYTES, Report, ReportError, parse_report
 from trainingjob.progress.tls import TlsMaterial
-from trainingjob.reconcile.observed import PodView
 
 logger = logging.getLogger(__name__)
 ROUTE = "/v1/namespaces/{namespace}/trainingjobs/{name}/progress"
@@ -53,7 +52,7 @@ class ProgressSink(Protocol):
     """What the endpoint needs from the reconciler."""
 
     def job_uid(self, key: tuple[str, str]) -> str | None: ...
-    def job_pods(self, key: tuple[str, str]) -> list[PodView]: ...
+    def job_pods(self, key: tuple[str, str]) -> list[JobPod]: ...
     def accepts_progress(self) -> bool: ...
     def report_progress(self, key: tuple[str, str], report: Report) -> None: ...
 
