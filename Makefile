@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 CLUSTER ?= default
 
-.PHONY: help install ui-assets generate components runtimes tools mlflow-server node-packages test-packages lint test test-unit test-integration demo demo-simulated demo-down bench clean
+.PHONY: help install ui-assets generate components runtimes tools mlflow-server node-packages test-packages lint test test-unit test-integration gpu-check demo demo-simulated demo-down bench clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -81,6 +81,9 @@ mlflow-server: $(MLFLOW_STAMP)  ## install MLflow's server into its own cached v
 test: lint test-packages  ## everything CI runs: system packages, tools, runtimes, then lint, unit and integration tests
 	$(MAKE) --no-print-directory -j2 tools runtimes mlflow-server
 	$(BIN)/python -m pytest tests
+
+gpu-check:  ## on a machine with NVIDIA GPUs, PyTorch and JAX: the node's GPU path and the examples over NCCL (scripts/gpu-check.sh)
+	scripts/gpu-check.sh
 
 demo: components node-packages  ## local cluster, operator, a real 3-worker XGBoost job: a worker killed, resumed, Succeeded
 	BIN=$(BIN) CLUSTER=$(CLUSTER) DEMO_MODE=real scripts/demo.sh

@@ -25,8 +25,10 @@ from tests.kube import Kube, wait_until
 TEST_CLUSTER_NAME = os.environ.get("TJ_TEST_CLUSTER") or (
     "pytest-" + hashlib.sha1(str(Path(__file__).resolve().parents[1]).encode()).hexdigest()[:6]
 )
-# Beside the 4 kwok nodes, local process nodes where pods really run (tests/local_node.py targets them).
+# Beside the 4 kwok nodes, local process nodes where pods really run (tests/local_node.py targets them), each
+# with 2 fake GPUs (labelled fake; the real allocation path: tests/integration/test_local_node_gpus.py).
 LOCAL_NODES = 2
+LOCAL_NODE_GPUS = "fake:2"
 
 
 @dataclass(frozen=True)
@@ -52,7 +54,7 @@ def cluster() -> Iterator[ClusterUnderTest]:
 
     already_running = control_plane.ClusterState.load(TEST_CLUSTER_NAME)
     reuse = already_running is not None and control_plane.is_up(already_running)
-    state = control_plane.up(TEST_CLUSTER_NAME, nodes=4, local_nodes=LOCAL_NODES)
+    state = control_plane.up(TEST_CLUSTER_NAME, nodes=4, local_nodes=LOCAL_NODES, local_node_gpus=LOCAL_NODE_GPUS)
     yield ClusterUnderTest(state.kubeconfig, state.binaries["kubectl"], started_here=not reuse)
     if not reuse and not _truthy("TJ_KEEP_CLUSTER"):
         control_plane.down(TEST_CLUSTER_NAME)

@@ -134,10 +134,14 @@ def test_apiserver_binds_every_interface_only_when_asked() -> None:
     assert flags["advertise-address"] == "127.0.0.1"
 
 
-def test_bootstrap_objects_are_one_default_storage_class_node_access_and_n_nodes() -> None:
+def test_bootstrap_objects_are_one_default_storage_class_node_access_the_gpu_exporter_service_and_n_nodes() -> None:
     objects = bootstrap_objects(5)
     kinds = [o["kind"] for o in objects]
-    assert kinds == ["StorageClass", "ClusterRoleBinding", "ClusterRole", "ClusterRoleBinding"] + ["Node"] * 5
+    node_access = ["ClusterRoleBinding", "ClusterRole", "ClusterRoleBinding"]
+    gpu_exporter = ["Namespace", "Service", "Role", "RoleBinding"]
+    assert kinds == ["StorageClass", *node_access, *gpu_exporter] + ["Node"] * 5
+    service = objects[5]
+    assert (service["metadata"]["namespace"], service["metadata"]["name"]) == ("gpu-operator", "nvidia-dcgm-exporter")
     annotations = objects[0]["metadata"]["annotations"]
     assert annotations["storageclass.kubernetes.io/is-default-class"] == "true"
 

@@ -63,8 +63,21 @@ def cluster() -> None:
     help="Kubernetes' native gang scheduling (alpha in 1.35): the Workload API (scheduling.k8s.io/v1alpha1) and "
     "kube-scheduler's GangScheduling plugin, through the GenericWorkload and GangScheduling feature gates.",
 )
+@click.option(
+    "--local-node-gpus",
+    default="auto",
+    show_default=True,
+    help="GPUs of each local process node: auto (this machine's NVIDIA GPUs through NVML, none without them), "
+    "none, or fake:N (N labelled fake devices that go through the real allocation path; no CUDA).",
+)
 def up(
-    name: str, nodes: int, local_nodes: int, images_file: Path | None, apiserver_port: int | None, gang_scheduling: bool
+    name: str,
+    nodes: int,
+    local_nodes: int,
+    images_file: Path | None,
+    apiserver_port: int | None,
+    gang_scheduling: bool,
+    local_node_gpus: str,
 ) -> None:
     """Build components on first use, start the cluster and wait until it is ready (no-op if running; restarts
     node agents that stopped)."""
@@ -77,6 +90,7 @@ def up(
             local_nodes=local_nodes,
             images_file=images_file,
             gang_scheduling=gang_scheduling,
+            local_node_gpus=local_node_gpus,
         )
     except ClusterError as error:
         fail(error)

@@ -25,6 +25,8 @@ from trainingjob.cluster.pki import create_cluster_pki
 from trainingjob.cluster.process import free_port, is_running, port_in_use, probe, start, stop, wait_healthy
 from trainingjob.node.cleanup import remove_node_state
 from trainingjob.node.config import NodeConfig
+from trainingjob.node.devices.gpus import GpuModeError
+from trainingjob.node.devices.gpus import parse_mode as parse_gpu_mode
 from trainingjob.node.images.catalog import DEFAULT_IMAGES_FILE
 from trainingjob.node.network.iproute import NetworkError, allocate_network, delete_bridge
 from trainingjob.node.network.netplan import PodNetwork
@@ -58,6 +60,8 @@ class ClusterState:
     images_file: str | None = None
     # Native gang scheduling (Workload API + GangScheduling plugin) enabled in the API server and scheduler.
     gang_scheduling: bool = True
+    # GPUs of the local process nodes: auto (the machine's, through NVML), none, or fake:N (labelled fake devices).
+    local_node_gpus: str = "auto"
 
     @property
     def layout(self) -> c.Layout:
@@ -139,7 +143,14 @@ def write_configuration(state: ClusterState) -> None:
     for index, node in enumerate(state.agents):
         write_kubeconfig(layout.kubeconfig(node), f"tj-{state.name}", layout.apiserver_url, layout.pki, f"node-{node}")
         config = localnodes.node_config(
-            node, index, state.name, layout, network, state.images_file or "", state.versions.get("kubernetes", "")
+            node,
+            index,
+            state.name,
+            layout,
+            network,
+            state.images_file or "",
+            state.versions.get("kubernetes", ""),
+            state.local_node_gpus,
         )
         config.save()
     (layout.root / "kube-scheduler.yaml").write_text(c.scheduler_config(layout))
@@ -256,9 +267,15 @@ def up(
     local_nodes: int = 1,
     images_file: Path | None = None,
     gang_scheduling: bool = True,
+    local_node_gpus: str = "auto",
 ) -> ClusterState:
     """Start a cluster, or return the running one unchanged (idempotent; node agents that stopped are restarted);
-    clean up stale state first. `gang_scheduling`: enable Kubernetes' native gang scheduling (alpha in 1.35)."""
+    clean up stale state first. `gang_scheduling`: enable Kubernetes' native gang scheduling (alpha in 1.35).
+    `local_node_gpus`: what GPUs each local process node offers (auto, none, fake:N)."""
+    try:
+        parse_gpu_mode(local_node_gpus)
+    except GpuModeError as error:
+        raise ClusterError(str(error)) from None
     existing = ClusterState.load(name)
     if existing is not None and is_up(existing):
         _restart_dead_agents(existing, say)
@@ -278,8 +295,10 @@ def up(
     ports = allocate_ports(apiserver_port)
     if network is None:
         ports.update({agent: free_port() for agent in localnodes.node_names(local_nodes)})
+        ports.update({localnodes.gpu_metrics_port_name(a): free_port() for a in localnodes.node_names(local_nodes)})
     state = ClusterState(name, root, ports, binaries, {}, nodes, pinned_versions(), local_nodes)
     state.gang_scheduling = gang_scheduling
+    state.local_node_gpus = local_node_gpus
     state.network = network.to_dict() if network else None
     state.images_file = str((images_file or DEFAULT_IMAGES_FILE).resolve())
     write_configuration(state)

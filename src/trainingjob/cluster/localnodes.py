@@ -15,6 +15,7 @@ from pathlib import Path
 from trainingjob.cluster.components import HealthCheck, Layout
 from trainingjob.cluster.paths import cluster_dir
 from trainingjob.node.config import KUBELET_PORT, NodeConfig
+from trainingjob.node.devices.exporter import EXPORTER_PORT
 from trainingjob.node.network.netplan import PodNetwork
 
 NODE_PREFIX = "tj-local-"
@@ -39,6 +40,10 @@ def node_port(network: PodNetwork | None, ports: dict[str, int], name: str) -> i
     return KUBELET_PORT if network else ports[name]
 
 
+def gpu_metrics_port_name(name: str) -> str:
+    return f"{name}-gpu-metrics"
+
+
 def node_config(
     name: str,
     index: int,
@@ -47,7 +52,9 @@ def node_config(
     network: PodNetwork | None,
     images_file: str,
     kubernetes_version: str,
+    gpus: str = "auto",
 ) -> NodeConfig:
+    """`gpus`: auto (the machine's NVIDIA GPUs, if any), none, or fake:N (devices/gpus.py)."""
     pki = layout.pki
     cert, key = layout.cert(f"node-{name}")
     serving_cert, serving_key = layout.cert(f"node-{name}-serving")
@@ -71,6 +78,9 @@ def node_config(
         isolate=network is not None,
         network=network.to_dict() if network else None,
         pod_cidr=network.pod_cidr(index) if network else None,
+        gpus=gpus,
+        # With an address of its own a node serves GPU metrics on dcgm-exporter's port; on 127.0.0.1 on its own.
+        gpu_metrics_port=EXPORTER_PORT if network else layout.ports.get(gpu_metrics_port_name(name), EXPORTER_PORT),
     )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from trainingjob.node.devices.exporter import EXPORTER_NAMESPACE, EXPORTER_PORT, EXPORTER_SERVICE, PORT_NAME
+
 GPUS_PER_NODE = 8
 NODE_NAME_PREFIX = "tj-node-"
 ACCELERATOR_LABEL = "accelerator"
@@ -98,5 +100,46 @@ def node_access_objects() -> list[dict]:
     ]
 
 
+def gpu_exporter_objects() -> list[dict]:
+    """Where GPU metrics are found, as on a cluster with NVIDIA's GPU operator: the Service nvidia-dcgm-exporter
+    in the namespace gpu-operator. It selects no pods: each local process node with GPUs keeps an EndpointSlice of
+    it pointing at its own exporter (node/devices/exporter.py), which the nodes' group may write there."""
+    role = "trainingjob:local-node-gpu-exporter"
+    namespace = EXPORTER_NAMESPACE
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": EXPORTER_SERVICE, "namespace": namespace, "labels": {"app": EXPORTER_SERVICE}},
+            "spec": {"clusterIP": "None", "ports": [{"name": PORT_NAME, "port": EXPORTER_PORT, "protocol": "TCP"}]},
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": role, "namespace": namespace},
+            "rules": [
+                {
+                    "apiGroups": ["discovery.k8s.io"],
+                    "resources": ["endpointslices"],
+                    "verbs": ["get", "create", "patch", "update"],
+                }
+            ],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": role, "namespace": namespace},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:nodes"}],
+        },
+    ]
+
+
 def bootstrap_objects(node_count: int) -> list[dict]:
-    return [default_storage_class(), *node_access_objects(), *(fake_node(i) for i in range(node_count))]
+    return [
+        default_storage_class(),
+        *node_access_objects(),
+        *gpu_exporter_objects(),
+        *(fake_node(i) for i in range(node_count)),
+    ]

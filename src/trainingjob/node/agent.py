@@ -19,10 +19,16 @@ from typing import Any
 from trainingjob.node.api.client import Api
 from trainingjob.node.api.events import EventRecorder
 from trainingjob.node.api.informer import Informer
-from trainingjob.node.api.registration import Registration, machine_resources
+from trainingjob.node.api.registration import NodeDevices, Registration, machine_resources
 from trainingjob.node.cleanup import remove_pod_state
 from trainingjob.node.config import NodeConfig
 from trainingjob.node.context import NodeContext
+from trainingjob.node.devices.advertise import gpu_capacity, gpu_labels
+from trainingjob.node.devices.allocator import DeviceAllocator
+from trainingjob.node.devices.exporter import GpuExporter
+from trainingjob.node.devices.gpus import GpuInventory, GpuModeError, discover
+from trainingjob.node.devices.nvml import NvmlSampler, load_nvml
+from trainingjob.node.devices.telemetry import GpuTelemetry
 from trainingjob.node.images.catalog import ImageCatalog
 from trainingjob.node.logs.logserver import LogServer
 from trainingjob.node.network import iproute
@@ -30,9 +36,34 @@ from trainingjob.node.network.dns import DnsRecords, DnsServer
 from trainingjob.node.network.sandbox import SandboxManager
 from trainingjob.node.pods.podworker import PodWorker
 from trainingjob.node.pods.starter import RuntimeCache
+from trainingjob.node.runtime.cgroups import CGROUPS_FILE, Cgroups
 from trainingjob.node.volumes.manager import VolumeManager
 
 log = logging.getLogger("trainingjob.node")
+
+
+def node_gpus(config: NodeConfig) -> GpuInventory:
+    try:
+        found = discover(config.gpus, config.root, config.name)
+    except (GpuModeError, OSError) as error:
+        log.error("node %s offers no GPUs: %s", config.name, error)
+        return GpuInventory()
+    if found.count:
+        kind = "FAKE (no CUDA: tests only)" if found.fake else found.product
+        log.info("node %s offers %d GPU(s): %s", config.name, found.count, kind)
+    return found
+
+
+def node_cgroups(config: NodeConfig) -> Cgroups:
+    """Limits are enforced by cgroups where the node can make them (root, with isolation); said once if not."""
+    name = f"{config.cluster}.{config.name}"  # two clusters on one machine both have a tj-local-0
+    found = Cgroups.detect(name) if config.isolate else Cgroups(name, None, {}, "pods are not isolated")
+    found.record(config.root / CGROUPS_FILE)
+    if found.enforced:
+        log.info("node %s enforces resource limits with cgroup v%d", config.name, found.version)
+    else:
+        log.warning("node %s does not enforce resource limits: %s", config.name, found.reason)
+    return found
 
 
 class Agent:
@@ -41,6 +72,8 @@ class Agent:
         self.api = Api(config.credentials)
         self.records = DnsRecords()
         _, allocatable = machine_resources(config.root)
+        gpus = node_gpus(config)
+        allocatable = {**allocatable, **gpu_capacity(gpus)}
         self.ctx = NodeContext(
             config=config,
             api=self.api,
@@ -51,6 +84,9 @@ class Agent:
             events=EventRecorder(self.api, config.name),
             services=lambda: list(self.records.services.values()),
             allocatable=allocatable,
+            cgroups=node_cgroups(config),
+            gpus=gpus,
+            devices=DeviceAllocator(gpus, config.root / "devices"),
         )
         self.workers: dict[str, PodWorker] = {}
         self.by_name: dict[tuple[str, str], str] = {}
@@ -105,6 +141,7 @@ class Agent:
             if entry.is_dir() and entry.name not in known:
                 log.info("removing the state of pod %s, which the API no longer has", entry.name)
                 remove_pod_state(self.config, entry)
+        self.ctx.devices.keep_only(known)
         self.recovered = True
         for pod in list(self.pods.store.values()):
             self.on_pod("ADDED", pod)
@@ -148,8 +185,10 @@ class Agent:
         if config.isolate:
             dns = DnsServer(self.records, config.node_ip)
             await dns.start()
-        registration = Registration(self.api, config)
+        gpus = self.ctx.gpus
+        registration = Registration(self.api, config, NodeDevices(gpu_capacity(gpus), gpu_labels(gpus)))
         self._spawn(registration.run(), "registration")
+        exporter = await self._start_gpu_exporter()
         services = Informer(self.api, "/api/v1/services", self._on_service, "services")
         slices = Informer(self.api, "/apis/discovery.k8s.io/v1/endpointslices", self.records.on_slice, "endpointslices")
         for informer in (services, slices, self.pods):
@@ -162,9 +201,39 @@ class Agent:
             task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
         await logs.stop()
+        if exporter is not None:
+            await exporter.stop()
         if dns is not None:
             await dns.stop()
         await self.api.close()
+
+    async def _start_gpu_exporter(self) -> GpuExporter | None:
+        gpus = self.ctx.gpus
+        if not gpus.count:
+            return None
+        sampler = None
+        if not gpus.fake:
+            try:
+                sampler = NvmlSampler(load_nvml())
+            except Exception as error:
+                log.warning("node %s cannot sample its GPUs: %s", self.config.name, error)
+        telemetry = GpuTelemetry(gpus, self.ctx.devices, self.container_lookup, sampler)
+        exporter = GpuExporter(
+            self.api, telemetry, gpus, self.config.name, self.config.node_ip, self.config.gpu_metrics_port
+        )
+        await exporter.start()
+        self._spawn(exporter.run(), "gpu-exporter")
+        return exporter
+
+    def container_lookup(self, uid: str, container: str) -> tuple[str, str, list[str]] | None:
+        """(namespace, pod, current cgroup directories) of a container on this node, for GPU telemetry."""
+        worker = self.workers.get(uid)
+        slot = next((s for s in worker.slots if s.name == container), None) if worker is not None else None
+        if worker is None or slot is None:
+            return None
+        metadata = worker.pod["metadata"]
+        dirs = slot.process.cgroup_dirs() if slot.process is not None and slot.running else []
+        return metadata["namespace"], metadata["name"], dirs
 
     def _on_service(self, kind: str, service: dict[str, Any]) -> None:
         self.records.on_service(kind, service)

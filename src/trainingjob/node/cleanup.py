@@ -15,6 +15,7 @@ from pathlib import Path
 
 from trainingjob.node.config import NodeConfig
 from trainingjob.node.network import iproute
+from trainingjob.node.runtime import cgroups
 from trainingjob.node.runtime import syscalls as sc
 from trainingjob.node.runtime.containers import attempts
 from trainingjob.node.runtime.launch import read_json
@@ -47,8 +48,19 @@ def kill_pod_processes(pod_dir: Path) -> None:
         time.sleep(0.05)
 
 
+def remove_cgroups(pod_dir: Path) -> None:
+    """The pod's cgroup directories, found from its attempts' launch files (the agent that made them may have
+    run in another cgroup than this process)."""
+    containers = pod_dir / "containers"
+    runs = [run for container in containers.iterdir() for run in attempts(container)] if containers.is_dir() else []
+    dirs = [directory for run in runs for directory in run.cgroup_dirs()]
+    cgroups.remove_dirs(dirs)
+    cgroups.remove_dirs(sorted({str(Path(d).parent) for d in dirs}))
+
+
 def remove_pod_state(config: NodeConfig, pod_dir: Path) -> None:
     kill_pod_processes(pod_dir)
+    remove_cgroups(pod_dir)
     unmount_volumes(pod_dir)
     recorded = read_json(pod_dir / "sandbox.json")
     if recorded and recorded.get("netns"):
@@ -73,3 +85,4 @@ def remove_node_state(node_dir: Path) -> None:
         for pod_dir in config.pods_dir.iterdir():
             if pod_dir.is_dir():
                 remove_pod_state(config, pod_dir)
+    cgroups.remove_node(config.root / cgroups.CGROUPS_FILE)

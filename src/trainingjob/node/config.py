@@ -43,6 +43,10 @@ class NodeConfig:
     isolate: bool
     network: dict[str, str] | None = None
     pod_cidr: str | None = None
+    # GPUs (devices/gpus.py): auto (NVML's, when there are any), none, or fake:N (labelled fake devices for tests).
+    gpus: str = "auto"
+    # Where the node's DCGM-style GPU metrics are served (devices/exporter.py; 9400 on a node address of its own).
+    gpu_metrics_port: int = 9400
 
     @property
     def credentials(self) -> Credentials:

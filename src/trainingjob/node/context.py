@@ -1,4 +1,5 @@
-"""What every pod worker of a node shares: settings, API client, managers of sandboxes, volumes, images, venvs."""
+"""What every pod worker of a node shares: settings, API client, managers of sandboxes, volumes, images, venvs,
+the node's cgroups and GPUs."""
 
 from __future__ import annotations
 
@@ -9,9 +10,12 @@ from typing import Any
 from trainingjob.node.api.client import Api
 from trainingjob.node.api.events import EventRecorder
 from trainingjob.node.config import NodeConfig
+from trainingjob.node.devices.allocator import DeviceAllocator
+from trainingjob.node.devices.gpus import GpuInventory
 from trainingjob.node.images.catalog import ImageCatalog
 from trainingjob.node.network.sandbox import SandboxManager
 from trainingjob.node.pods.starter import RuntimeCache
+from trainingjob.node.runtime.cgroups import Cgroups
 from trainingjob.node.volumes.manager import VolumeManager
 
 
@@ -26,3 +30,6 @@ class NodeContext:
     events: EventRecorder
     services: Callable[[], Iterable[dict[str, Any]]]
     allocatable: dict[str, str]
+    cgroups: Cgroups
+    gpus: GpuInventory
+    devices: DeviceAllocator

@@ -3,7 +3,8 @@
 - The Node object: labels (hostname, os, arch, `ml.example.com/node-runtime=process`), the taint that keeps pods
   which did not ask for a process node away, podCIDR, capacity/allocatable measured from this machine, only an
   InternalIP address (the API server dials the first preferred address type it finds, and would try a Hostname
-  first), the log endpoint's port as daemonEndpoints.kubeletEndpoint, and a Ready condition.
+  first), the log endpoint's port as daemonEndpoints.kubeletEndpoint, and a Ready condition; with GPUs, their
+  `nvidia.com/gpu` capacity and feature-discovery labels (devices/advertise.py), kept true when the agent restarts.
 - Liveness: the node's Lease in kube-node-lease renewed every 10 s (40 s duration), which is what the node
   lifecycle controller watches; the Node's conditions are re-posted every few minutes or when they change.
 """
@@ -17,6 +18,7 @@ import logging
 import os
 import platform
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -99,11 +101,15 @@ def ready_conditions(heartbeat: str, since: dict[str, str] | None = None) -> lis
     return conditions
 
 
-def node_status(config: NodeConfig, heartbeat: str, since: dict[str, str] | None = None) -> dict[str, Any]:
+def node_status(
+    config: NodeConfig, heartbeat: str, since: dict[str, str] | None = None, devices: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """`devices`: extended resources (nvidia.com/gpu) as a device plugin registers them, in capacity and
+    allocatable alike."""
     capacity, allocatable = machine_resources(config.root)
     return {
-        "capacity": capacity,
-        "allocatable": allocatable,
+        "capacity": {**capacity, **(devices or {})},
+        "allocatable": {**allocatable, **(devices or {})},
         "conditions": ready_conditions(heartbeat, since),
         "addresses": [{"type": "InternalIP", "address": config.node_ip}],
         "daemonEndpoints": {"kubeletEndpoint": {"Port": config.port}},
@@ -122,7 +128,30 @@ def node_status(config: NodeConfig, heartbeat: str, since: dict[str, str] | None
     }
 
 
-def node_object(config: NodeConfig, heartbeat: str) -> dict[str, Any]:
+def node_labels(config: NodeConfig, extra: dict[str, str] | None = None) -> dict[str, str]:
+    return {
+        "kubernetes.io/hostname": config.name,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": architecture(),
+        NODE_LABEL: NODE_LABEL_VALUE,
+        "node.kubernetes.io/instance-type": "local-process",
+        **(extra or {}),
+    }
+
+
+@dataclass(frozen=True)
+class NodeDevices:
+    """What the node's devices add to its Node: extended resources and labels (devices/advertise.py), and the
+    label prefixes those labels own (stale ones, from an earlier run with other devices, are removed)."""
+
+    resources: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+    owned_prefixes: tuple[str, ...] = ("nvidia.com/", "ml.example.com/fake-gpus")
+    owned_resources: tuple[str, ...] = ("nvidia.com/gpu",)
+
+
+def node_object(config: NodeConfig, heartbeat: str, devices: NodeDevices | None = None) -> dict[str, Any]:
+    devices = devices or NodeDevices()
     spec: dict[str, Any] = {"taints": [dict(NODE_TAINT)]}
     if config.pod_cidr:
         spec.update(podCIDR=config.pod_cidr, podCIDRs=[config.pod_cidr])
@@ -131,18 +160,28 @@ def node_object(config: NodeConfig, heartbeat: str) -> dict[str, Any]:
         "kind": "Node",
         "metadata": {
             "name": config.name,
-            "labels": {
-                "kubernetes.io/hostname": config.name,
-                "kubernetes.io/os": "linux",
-                "kubernetes.io/arch": architecture(),
-                NODE_LABEL: NODE_LABEL_VALUE,
-                "node.kubernetes.io/instance-type": "local-process",
-            },
+            "labels": node_labels(config, devices.labels),
             "annotations": {"node.alpha.kubernetes.io/ttl": "0"},
         },
         "spec": spec,
-        "status": node_status(config, heartbeat),
+        "status": node_status(config, heartbeat, devices=devices.resources),
     }
+
+
+def label_patch(node: dict[str, Any], devices: NodeDevices) -> dict[str, str | None]:
+    """Device labels to set, and stale ones (a prefix the devices own, no longer wanted) to remove."""
+    current = (node.get("metadata") or {}).get("labels") or {}
+    stale = {k: None for k in current if k.startswith(devices.owned_prefixes) and k not in devices.labels}
+    wanted = {k: v for k, v in devices.labels.items() if current.get(k) != v}
+    return {**stale, **wanted}
+
+
+def resources_of(node: dict[str, Any], devices: NodeDevices) -> dict[str, str]:
+    """The devices' resources, and "0" for one the node still shows but no longer has (a strategic merge patch of
+    status would keep it otherwise, as the kubelet's reconcileExtendedResource knows)."""
+    capacity = (node.get("status") or {}).get("capacity") or {}
+    gone = {name: "0" for name in devices.owned_resources if name in capacity and name not in devices.resources}
+    return {**gone, **devices.resources}
 
 
 def lease_object(config: NodeConfig, node_uid: str) -> dict[str, Any]:
@@ -161,9 +200,10 @@ def lease_object(config: NodeConfig, node_uid: str) -> dict[str, Any]:
 class Registration:
     """Registers the Node, then keeps its Lease and status fresh until cancelled."""
 
-    def __init__(self, api: Api, config: NodeConfig) -> None:
+    def __init__(self, api: Api, config: NodeConfig, devices: NodeDevices | None = None) -> None:
         self.api = api
         self.config = config
+        self.devices = devices or NodeDevices()
         self.node_path = f"/api/v1/nodes/{config.name}"
         self.lease_path = f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{config.name}"
         self.registered = asyncio.Event()
@@ -171,11 +211,13 @@ class Registration:
 
     async def register(self) -> None:
         try:
-            node = await self.api.create("/api/v1/nodes", node_object(self.config, now()))
+            node = await self.api.create("/api/v1/nodes", node_object(self.config, now(), self.devices))
         except ApiError as error:
             if error.status != 409:
                 raise
             node = await self.api.get(self.node_path)
+            if labels := label_patch(node, self.devices):
+                node = await self.api.patch(self.node_path, {"metadata": {"labels": labels}})
             await self.post_status(node)
         else:
             # Status sent with a create is dropped by the API server: post it through the subresource.
@@ -190,7 +232,7 @@ class Registration:
             for c in (node.get("status") or {}).get("conditions") or []
             if c.get("status") == ("True" if c["type"] == "Ready" else "False")
         }
-        body = {"status": node_status(self.config, now(), since)}
+        body = {"status": node_status(self.config, now(), since, resources_of(node, self.devices))}
         await self.api.patch(f"{self.node_path}/status", body, kind="strategic")
 
     async def renew_lease(self) -> None:

@@ -1,9 +1,10 @@
 """How a pod ends on this node: stopping its containers, tearing its sandbox down, the final status and DELETE.
 
-Deletion, as the kubelet does it: SIGTERM to each container's process group, up to the grace period (shortened if
-the pod is deleted again with a shorter one), SIGKILL, sandbox and memory volumes torn down, final status (every
-container terminated; the pod Succeeded or Failed), then the DELETE with gracePeriodSeconds 0 and the pod's uid
-as precondition in the body, which is what finally removes it from the API.
+A pod whose GPUs the node cannot assign at admission fails (UnexpectedAdmissionError); a pod's devices go back
+when it is torn down. Deletion, as the kubelet does it: SIGTERM to each container's process group, up to the grace
+period (shortened if the pod is deleted again with a shorter one), SIGKILL, sandbox and memory volumes torn down,
+final status (every container terminated; the pod Succeeded or Failed), then the DELETE with gracePeriodSeconds 0
+and the pod's uid as precondition in the body, which is what finally removes it from the API.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 from trainingjob.node.api.client import ApiError
 from trainingjob.node.api.registration import now
 from trainingjob.node.context import NodeContext
+from trainingjob.node.devices.allocator import AdmissionError
 from trainingjob.node.network.sandbox import Sandbox
 from trainingjob.node.pods.slots import Slot, unknown_termination
 from trainingjob.node.pods.status import PodFacts, pod_phase, pod_status
@@ -70,7 +72,20 @@ class PodEnding:
     def _teardown(self) -> None:
         self.ctx.volumes.teardown(self.uid, self.directory)
         self.ctx.sandboxes.teardown(self.uid, self.directory)
+        self.ctx.cgroups.remove_pod(self.uid)
+        self.ctx.devices.release_pod(self.uid)
         self.volumes = None
+
+    def _admit(self) -> bool:
+        """Devices for the pod's containers, as the kubelet admits a pod; one that cannot have them fails."""
+        try:
+            self.ctx.devices.admit(self.pod)
+        except AdmissionError as error:
+            self.forced = ("Failed", error.reason, str(error))
+            self.ctx.events.pod_event(self.pod, error.reason, str(error), True)
+            self._finish()
+            return False
+        return True
 
     async def _stop_all(self, grace: float) -> None:
         """SIGTERM every running container, SIGKILL what still runs after `grace` (shortened by a new delete)."""

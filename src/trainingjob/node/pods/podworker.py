@@ -22,16 +22,26 @@ from trainingjob.node.context import NodeContext
 from trainingjob.node.env.serviceenv import pod_service_env
 from trainingjob.node.network.sandbox import Sandbox, SandboxError
 from trainingjob.node.pods.podending import RETRY_SECONDS, PodEnding
+from trainingjob.node.pods.probing import PodProbing, probes_of
 from trainingjob.node.pods.slots import (
     Slot,
+    api_container_status,
     api_restart_count,
     container_id,
     record_lost,
     termination_of,
     unknown_termination,
 )
-from trainingjob.node.pods.starter import StartError, StillPreparing, build_launch, fetch_env_sources, lookup_image
+from trainingjob.node.pods.starter import (
+    StartError,
+    StillPreparing,
+    build_launch,
+    confine,
+    fetch_env_sources,
+    lookup_image,
+)
 from trainingjob.node.pods.status import ContainerView
+from trainingjob.node.runtime import cgroups
 from trainingjob.node.runtime.containers import ContainerProcess, attempts, prune_attempts
 from trainingjob.node.runtime.launch import write_json
 from trainingjob.node.runtime.security import format_pod
@@ -46,7 +56,7 @@ def should_restart(policy: str, exit_code: int) -> bool:
     return policy == "Always" or (policy == "OnFailure" and exit_code != 0)
 
 
-class PodWorker(PodEnding):
+class PodWorker(PodEnding, PodProbing):
     def __init__(self, ctx: NodeContext, pod: dict[str, Any]) -> None:
         self.ctx = ctx
         self.pod = pod
@@ -114,6 +124,9 @@ class PodWorker(PodEnding):
             slot.view.set_running(started["startedAt"], container_id(process))
             slot.view.image_id = (process.shim() or {}).get("imageID", "")
             self._watch(slot)
+            with contextlib.suppress(StartError):
+                slot.probes = probes_of(slot.container)
+                self.start_prober(slot, process, api_container_status(self.pod, slot.name))
             return
         if record is None and process.shim_alive():
             self._watch(slot)
@@ -145,8 +158,12 @@ class PodWorker(PodEnding):
                     self.ctx.events.pod_event(
                         self.pod, "Started", f"Started container {slot.name}", container=slot.name
                     )
+                    self.start_prober(slot, process)
                     self.wake.set()
             await process.wait_exit()
+            if slot.process is process:
+                self.stop_prober(slot)
+            cgroups.remove_dirs(process.cgroup_dirs())
             record = process.exited() or record_lost(process)
             if slot.process is process:
                 slot.view.set_terminated(termination_of(slot, process, record))
@@ -203,6 +220,9 @@ class PodWorker(PodEnding):
             self.start_time = now()
             self.directory.mkdir(parents=True, exist_ok=True)
             write_json(self.directory / "pod.json", {k: self.pod["metadata"][k] for k in ("namespace", "name", "uid")})
+        if not self._admit():
+            await self._publish()
+            return False
         if await self._prepare():
             await self._run_containers()
             if not any(s.running for s in self.slots) and self._phase() in ("Succeeded", "Failed"):
@@ -314,6 +334,8 @@ class PodWorker(PodEnding):
                 pod_dir=self.directory,
                 attempt_dir=process.directory,
             )
+            confine(prepared.spec, self.ctx, self.uid, container, attempt)
+            self.prepare_probes(slot)
         except StillPreparing:
             slot.view.set_waiting("ContainerCreating")
             self.ctx.events.pod_event(

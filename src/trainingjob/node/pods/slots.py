@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from trainingjob.node.api.registration import now
 from trainingjob.node.pods.status import ContainerView, Termination
+from trainingjob.node.probes.spec import ProbeSpec
 from trainingjob.node.runtime.containers import ContainerProcess
 from trainingjob.node.runtime.launch import EXIT_FILE, write_json
 
@@ -42,6 +43,10 @@ class Slot:
     backoff: float = 0.0
     retry_at: float | None = None
     start_failures: int = 0
+    # The current attempt's probes (probes/spec.py), their prober task, and a kill a failed probe asked for.
+    probes: dict[str, ProbeSpec] = field(default_factory=dict)
+    prober: asyncio.Task[None] | None = None
+    kill_task: asyncio.Task[None] | None = None
 
     @property
     def name(self) -> str:
@@ -118,6 +123,13 @@ def record_lost(process: ContainerProcess) -> dict[str, Any]:
     record = {**UNKNOWN_EXIT, "startedAt": started.get("startedAt"), "finishedAt": now()}
     write_json(process.directory / EXIT_FILE, record)
     return record
+
+
+def api_container_status(pod: dict[str, Any], name: str) -> dict[str, Any] | None:
+    """The container's status entry as the API last saw it."""
+    status = pod.get("status") or {}
+    entries = (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or [])
+    return next((entry for entry in entries if entry.get("name") == name), None)
 
 
 def api_restart_count(pod: dict[str, Any], name: str) -> tuple[int, bool]:

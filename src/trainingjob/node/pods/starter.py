@@ -14,10 +14,13 @@ import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from trainingjob.cluster.paths import cache_root
 from trainingjob.kube.quantity import QuantityError
+from trainingjob.node.devices.advertise import PROC_GPUS, device_env, device_mounts
+from trainingjob.node.devices.allocator import DeviceAllocator
+from trainingjob.node.devices.gpus import GpuInventory
 from trainingjob.node.env.envvars import (
     EnvError,
     EnvSources,
@@ -32,7 +35,9 @@ from trainingjob.node.env.fieldpath import FieldPathError
 from trainingjob.node.images.catalog import ImageCatalog, ImageError, ImageSpec
 from trainingjob.node.images.runtimes import Runtime, RuntimeBuildError, built_runtime, ensure_runtime
 from trainingjob.node.network.sandbox import Sandbox
+from trainingjob.node.runtime.cgroups import Cgroups
 from trainingjob.node.runtime.launch import LaunchSpec, Mount
+from trainingjob.node.runtime.limits import container_limits
 from trainingjob.node.runtime.security import process_security, verify_run_as_non_root
 from trainingjob.node.volumes.manager import HostVolume
 
@@ -173,6 +178,27 @@ def check_host_ports(container: dict[str, Any]) -> None:
                     f"port {number}/{protocol} is already in use on the node: this pod shares the host's network "
                     "(hostNetwork, or a node agent not running as root), where two pods cannot listen on one port",
                 ) from None
+
+
+class NodeResources(Protocol):
+    """What a node confines a container with (context.NodeContext has them)."""
+
+    cgroups: Cgroups
+    gpus: GpuInventory
+    devices: DeviceAllocator
+
+
+def confine(spec: LaunchSpec, node: NodeResources, pod_uid: str, container: dict[str, Any], attempt: int) -> None:
+    """The container's cgroups, made with its limits (none where the node cannot enforce them), and its GPUs: the
+    devices assigned at admission, their variables and, in its own mount namespace, their device nodes."""
+    try:
+        spec.cgroups = node.cgroups.create(pod_uid, container["name"], attempt, container_limits(container))
+    except (OSError, QuantityError) as error:
+        raise StartError("CreateContainerError", f"creating the container's cgroup failed: {error}") from error
+    devices = node.devices.devices_of(pod_uid, container["name"])
+    spec.env.update(device_env(devices, spec.env))
+    if spec.isolate:
+        spec.mounts += device_mounts(devices, node.gpus, os.path.isdir(PROC_GPUS))
 
 
 def lookup_image(images: ImageCatalog, container: dict[str, Any]) -> ImageSpec:

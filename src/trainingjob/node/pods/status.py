@@ -3,8 +3,9 @@
 Phase follows the kubelet's getPhase: Failed when an init container failed under restartPolicy Never; Pending
 while initializing or a container waits for its first start; Running while any container runs (or will be
 restarted); Succeeded/Failed once all have terminated for good. Conditions: PodScheduled (kept from the
-scheduler), PodReadyToStartContainers (the sandbox exists), Initialized, ContainersReady and Ready (a running
-container counts as ready: probes are not run); lastTransitionTime changes only when a condition's status does.
+scheduler), PodReadyToStartContainers (the sandbox exists), Initialized, ContainersReady and Ready (every container
+running, started by its startup probe if it has one, and ready by its readiness probe if it has one);
+lastTransitionTime changes only when a condition's status does.
 """
 
 from __future__ import annotations
@@ -50,6 +51,17 @@ class ContainerView:
     running_since: str | None = None
     terminated: Termination | None = None
     last_termination: Termination | None = field(default=None)
+    # Probe results of the current attempt (True where the container has no such probe): probes/prober.py.
+    probe_started: bool = True
+    probe_ready: bool = True
+
+    @property
+    def started(self) -> bool:
+        return self.running_since is not None and self.probe_started
+
+    @property
+    def ready(self) -> bool:
+        return self.started and self.probe_ready
 
     def set_waiting(self, reason: str, message: str | None = None) -> None:
         self.waiting, self.running_since, self.terminated = (reason, message), None, None
@@ -74,11 +86,11 @@ class ContainerView:
             "name": self.name,
             "state": self.state(),
             "lastState": {"terminated": self.last_termination.to_api()} if self.last_termination else {},
-            "ready": self.running_since is not None,
+            "ready": self.ready,
             "restartCount": self.restart_count,
             "image": self.image,
             "imageID": self.image_id,
-            "started": self.running_since is not None,
+            "started": self.started,
         }
         if self.container_id:
             status["containerID"] = self.container_id
@@ -135,7 +147,7 @@ def _condition(kind: str, ok: bool, reason: str | None = None, message: str | No
 def pod_conditions(phase: str, sandbox_ready: bool, init: list[ContainerView], app: list[ContainerView]) -> list[dict]:
     finished = phase in ("Succeeded", "Failed")
     not_initialized = [v.name for v in init if not (v.terminated and v.terminated.exit_code == 0)]
-    unready = [v.name for v in app if v.running_since is None]
+    unready = [v.name for v in app if not v.ready]
     incomplete = ("ContainersNotInitialized", f"containers with incomplete status: [{' '.join(not_initialized)}]")
     if phase == "Succeeded":
         initialized = _condition("Initialized", True, "PodCompleted")

@@ -20,6 +20,7 @@ from typing import Any
 
 from trainingjob.node.runtime.launch import (
     EXIT_FILE,
+    LAUNCH_FILE,
     LOG_FILE,
     STARTED_FILE,
     TERMINATION_LOG,
@@ -59,6 +60,10 @@ class ContainerProcess:
 
     def exited(self) -> dict[str, Any] | None:
         return read_json(self.directory / EXIT_FILE)
+
+    def cgroup_dirs(self) -> list[str]:
+        """The cgroups this attempt's process was put in (launch.json; [] when unconfined or never started)."""
+        return list((read_json(self.directory / LAUNCH_FILE) or {}).get("cgroups") or [])
 
     def shim(self) -> dict[str, Any] | None:
         return read_json(self.directory / SHIM_FILE)

@@ -53,6 +53,8 @@ class LaunchSpec:
     work: str | None = None
     hide: list[str] = field(default_factory=list)
     mounts: list[Mount] = field(default_factory=list)
+    # The container's cgroup directories (cgroups.py), joined by its process before exec; [] runs it unconfined.
+    cgroups: list[str] = field(default_factory=list)
 
     def write(self, directory: Path) -> Path:
         path = directory / LAUNCH_FILE

@@ -22,6 +22,7 @@ import sys
 import time
 from pathlib import Path
 
+from trainingjob.node.runtime import cgroups
 from trainingjob.node.runtime import syscalls as sc
 from trainingjob.node.runtime.launch import (
     EXIT_FILE,
@@ -62,9 +63,21 @@ def _drop_capabilities(keep: list[str]) -> None:
             sc.prctl(sc.PR_CAPBSET_DROP, number)
 
 
+def assume_identity(spec: LaunchSpec) -> None:
+    """The container's capabilities, groups and user, and no_new_privs (also for a process entering it)."""
+    if os.geteuid() == 0:
+        _drop_capabilities(spec.capabilities if spec.uid == 0 else [])
+        os.setgroups(spec.groups)
+        os.setgid(spec.gid)
+        os.setuid(spec.uid)
+    if spec.no_new_privs:
+        sc.prctl(sc.PR_SET_NO_NEW_PRIVS, 1)
+
+
 def _exec_container(spec: LaunchSpec, stdout: int, stderr: int, report: int) -> None:
     """In the child: namespaces, filesystem, identity, then exec (never returns). `report` stays open (it closes
     on exec) so that a failure in any later step still reaches the shim."""
+    cgroups.join(spec.cgroups)  # first: nothing of the container runs outside its limits
     os.setsid()
     sc.prctl(sc.PR_SET_PDEATHSIG, signal.SIGKILL)
     for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
@@ -84,13 +97,7 @@ def _exec_container(spec: LaunchSpec, stdout: int, stderr: int, report: int) -> 
         if spec.isolate:
             os.makedirs(spec.cwd, exist_ok=True)
         os.chdir(spec.cwd)
-    if os.geteuid() == 0:
-        _drop_capabilities(spec.capabilities if spec.uid == 0 else [])
-        os.setgroups(spec.groups)
-        os.setgid(spec.gid)
-        os.setuid(spec.uid)
-    if spec.no_new_privs:
-        sc.prctl(sc.PR_SET_NO_NEW_PRIVS, 1)
+    assume_identity(spec)
     if not spec.argv:
         raise OSError(0, "no command specified")
     try:
@@ -163,14 +170,21 @@ def _pump(pid: int, streams: dict[int, str], log: LogWriter, isolate: bool) -> i
     return status
 
 
-def exit_record(status: int, started_at: str) -> dict:
+def exit_reason(exit_code: int, oom_kills: int) -> str:
+    """containerd's reasons: OOMKilled when the OOM killer killed a process of the container and it failed."""
+    if exit_code == 0:
+        return "Completed"
+    return "OOMKilled" if oom_kills else "Error"
+
+
+def exit_record(status: int, started_at: str, oom_kills: int = 0) -> dict:
     code = os.waitstatus_to_exitcode(status)
     signal_number = -code if code < 0 else None
     exit_code = 128 + signal_number if signal_number is not None else code
     return {
         "exitCode": exit_code,
         "signal": signal_number,
-        "reason": "Completed" if exit_code == 0 else "Error",
+        "reason": exit_reason(exit_code, oom_kills),
         "startedAt": started_at,
         "finishedAt": rfc3339(),
     }
@@ -220,7 +234,7 @@ def run(directory: Path) -> None:
         status = _pump(pid, {out_read: "stdout", err_read: "stderr"}, log, spec.isolate)
     finally:
         log.close()
-    write_json(directory / EXIT_FILE, exit_record(status, started_at))
+    write_json(directory / EXIT_FILE, exit_record(status, started_at, cgroups.oom_kills(spec.cgroups)))
 
 
 if __name__ == "__main__":
