@@ -148,3 +148,17 @@ def kill_worker(namespace: str, job: str, index: int, number: int = 9) -> list[i
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, number)
     return pids
+
+
+def endpoint_ready(kube: Kube, namespace: str, service: str) -> bool | None:
+    """The `ready` condition of the Service's first endpoint in its EndpointSlices (None: no endpoint yet)."""
+    slices = kube.api.call_api(
+        f"/apis/discovery.k8s.io/v1/namespaces/{namespace}/endpointslices",
+        "GET",
+        query_params=[("labelSelector", f"kubernetes.io/service-name={service}")],
+        response_type="object",
+        _return_http_data_only=True,
+        auth_settings=["BearerToken"],
+    )
+    endpoints = [e for s in slices["items"] for e in s.get("endpoints") or []]
+    return endpoints[0]["conditions"].get("ready") if endpoints else None

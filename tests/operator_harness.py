@@ -31,6 +31,8 @@ FORCE_DELETE_AFTER_SECONDS = 20
 BOUND_FLAGS = (
     *("--stuck-after", str(STUCK_AFTER_SECONDS)),
     *("--force-delete-after", str(FORCE_DELETE_AFTER_SECONDS)),
+    # The local nodes' (fake) GPU exporters sample every 10 s; scraping them every 5 s keeps telemetry tests short.
+    *("--gpu-metrics-interval", "5"),
 )
 # The seed LLMModel's gpuType H100 selects the kwok GPU nodes by their `accelerator` label (docs/serving.md): the
 # operator setting a real cluster would point at nvidia.com/gpu.product.

@@ -58,3 +58,10 @@ class OperatorConfig:
     serving: ServingConfig = field(default_factory=ServingConfig)
     # MLflow tracking server of jobs without spec.tracking.mlflowTrackingUri (None: such jobs are not tracked).
     mlflow_tracking_uri: str | None = None
+    # GPU telemetry: the DCGM exporters' Service ("namespace/name"; "" turns telemetry off) and how often they
+    # are scraped (operator/gpu_telemetry.py); a job whose GPUs all stay below the threshold (%) is idle, and
+    # fails after idle_gpu_seconds of it (None: never, the default).
+    gpu_metrics_service: str = "gpu-operator/nvidia-dcgm-exporter"
+    gpu_metrics_interval_seconds: float = 30.0
+    idle_gpu_threshold: float = 5.0
+    idle_gpu_seconds: int | None = None

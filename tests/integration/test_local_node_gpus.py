@@ -1,22 +1,25 @@
 """GPUs on a local process node, in the labelled fake mode (the test cluster's nodes have `fake:2`): the node
 advertises `nvidia.com/gpu` and feature-discovery labels, two 1-GPU workers get different devices (their variables and
 the one device node each sees in its /dev), a third 1-GPU worker waits Pending because the scheduler counts the
-node's capacity, and it gets a device once the first job's pods are gone. The fake devices go through the same
-admission, assignment, environment and mount path real ones do (src/trainingjob/node/devices/)."""
+node's capacity, and it gets a device once the first job's pods are gone; the node's GPU telemetry reaches the
+job's status.resources and trainingjob_gpu_utilization_percent through the operator's scrape of its exporter.
+The fake devices go through the same admission, assignment, environment and mount path real ones do
+(src/trainingjob/node/devices/)."""
 
 from __future__ import annotations
 
 import copy
 import subprocess
 import sys
+import urllib.request
 from typing import Any
 
 import pytest
 
-from tests.jobs import create_job, delete_job, job_manifest, job_pods, wait_phase
+from tests.jobs import create_job, delete_job, get_job, job_manifest, job_pods, wait_phase
 from tests.kube import Kube, wait_until
 from tests.local_node import LOCAL_NODE_SELECTOR, LOCAL_NODE_TOLERATION, RESTRICTED_CONTAINER, STDLIB_IMAGE, pod_log
-from tests.operator_harness import REPO
+from tests.operator_harness import REPO, RunningOperator
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("operator")]
 
@@ -109,3 +112,47 @@ def test_the_gpu_checks_node_steps_hold_on_fake_devices() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     assert "[gpu-check] only the assigned device is visible: yes" in result.stdout
     assert "UnexpectedAdmissionError" in result.stdout
+
+
+BUSY_WORKER = """
+import time
+print("busy", flush=True)
+while True:
+    pass
+"""
+
+
+def metric_lines(operator: RunningOperator, name: str) -> list[str]:
+    with urllib.request.urlopen(f"{operator.metrics_url}/metrics", timeout=10) as response:
+        return [line for line in response.read().decode().splitlines() if line.startswith(name + "{")]
+
+
+def test_gpu_telemetry_reaches_the_jobs_status_and_metrics(
+    kube: Kube, namespace: str, operator: RunningOperator
+) -> None:
+    """Fake mode: fake telemetry is the container's CPU use (labelled fake), so a worker busy on its CPU reads above
+    0 % (near 100 % on an idle machine; less on a loaded one), as the node's DCGM-style exporter reports it and the
+    operator scrapes it. A sleeping worker would read 0."""
+    manifest = gpu_job("busy", 1)
+    manifest["spec"].update(command=["python3", "-u", "-c", BUSY_WORKER], resources={"limits": {"cpu": "1"}})
+    create_job(kube, namespace, manifest)
+    wait_phase(kube, namespace, "busy", "Running", timeout=120)
+
+    def busy_status() -> dict[str, Any] | None:
+        resources = ((get_job(kube, namespace, "busy") or {}).get("status") or {}).get("resources") or {}
+        return resources if resources.get("gpuUtilization", 0) > 0 else None
+
+    resources = wait_until(busy_status, 120, "the job's GPU utilization in status")
+    assert (resources["allocatedGPUs"], resources["allocatedNodes"]) == (1, 1), resources
+    series = wait_until(
+        lambda: [
+            line
+            for line in metric_lines(operator, "trainingjob_gpu_utilization_percent")
+            if f'namespace="{namespace}"' in line
+        ],
+        60,
+        "the gauge",
+    )
+    (line,) = series
+    assert 'trainingjob="busy"' in line and 'worker="0"' in line, line
+    assert 0 < float(line.rsplit(" ", 1)[1]) <= 100, line

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.kube import Kube, wait_until
-from tests.local_node import local_pod, pod_status, python_container, wait_for_phase
+from tests.local_node import endpoint_ready, local_pod, pod_status, python_container, wait_for_phase
 
 pytestmark = pytest.mark.integration
 
@@ -65,20 +65,6 @@ def post(ip: str, path: str) -> bool:
     except OSError:
         return False
     return True
-
-
-def endpoint_ready(kube: Kube, namespace: str, service: str) -> bool | None:
-    """The ready condition of the Service's one endpoint (None: no endpoint yet)."""
-    slices = kube.api.call_api(
-        f"/apis/discovery.k8s.io/v1/namespaces/{namespace}/endpointslices",
-        "GET",
-        query_params=[("labelSelector", f"kubernetes.io/service-name={service}")],
-        response_type="object",
-        _return_http_data_only=True,
-        auth_settings=["BearerToken"],
-    )
-    endpoints = [e for s in slices["items"] for e in s.get("endpoints") or []]
-    return endpoints[0]["conditions"].get("ready") if endpoints else None
 
 
 def test_a_readiness_probe_gates_ready_and_the_services_endpoints_both_ways(kube: Kube, namespace: str) -> None:

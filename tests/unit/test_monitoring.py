@@ -13,7 +13,9 @@ from typing import Any
 
 import yaml
 
+from trainingjob.operator.gpu_telemetry import ExporterSlices, GpuTelemetry
 from trainingjob.operator.metrics import CacheCollector, OperatorMetrics
+from trainingjob.reconcile.observed import PodView
 
 MONITORING = Path(__file__).resolve().parents[2] / "deploy" / "monitoring"
 SERVICE_MONITOR_FILE = MONITORING.parent / "overlays" / "monitoring" / "service-monitor.yaml"
@@ -37,6 +39,7 @@ REQUIRED_ALERTS = {
     "TrainingJobFailed",
     "TrainingJobStuckPending",
     "TrainingJobRestartRateHigh",
+    "TrainingJobGPUsIdle",
     "TrainingJobOperatorDown",
     "TrainingJobOperatorNoLeader",
     "TrainingJobReconcileErrors",
@@ -57,6 +60,10 @@ def operator_metrics() -> OperatorMetrics:
         "status": {"phase": "Running", "progress": {"percent": 42.0}},
     }
     metrics.register_cache(CacheCollector(lambda: [job], lambda: [("ml", "bert", "Running")], lambda: True, lambda: 3))
+    worker = PodView(name="bert-worker-0", index=0, attempt=0, spec_hash="", phase="Running")
+    telemetry = GpuTelemetry(ExporterSlices(), lambda: [(("ml", "bert"), worker)], lambda key: None, 30)
+    telemetry.update(['DCGM_FI_DEV_GPU_UTIL{gpu="0",namespace="ml",pod="bert-worker-0"} 87'])
+    metrics.register_cache(telemetry.collector())
     return metrics
 
 
@@ -87,6 +94,7 @@ def test_the_fake_cache_makes_every_gauge_family_expose_a_sample() -> None:
         "trainingjob_job_progress_percent",
         "trainingjob_operator_leader",
         "trainingjob_workqueue_depth",
+        "trainingjob_gpu_utilization_percent",
     }
     assert all(families[name][1] == {name} for name in gauges)
 

@@ -90,6 +90,11 @@ FAILED = {"namespace": "ml", "framework": "pytorch", "reason": "BackoffLimitExce
 FAILED_ALERT = {"severity": "warning", "namespace": "ml", "framework": "pytorch", "reason": "BackoffLimitExceeded"}
 
 
+def gpu_series(job: str, worker: str, values: str, instance: str = "a") -> dict[str, str]:
+    labels = {"namespace": "ml", "trainingjob": job, "worker": worker, "instance": instance, **OPERATOR}
+    return series("trainingjob_gpu_utilization_percent", values, **labels)
+
+
 def alert_test(at: str, name: str, *firing: dict[str, str]) -> dict[str, Any]:
     return {"eval_time": at, "alertname": name, "exp_alerts": [{"exp_labels": labels} for labels in firing]}
 
@@ -156,6 +161,22 @@ ALERT_SCENARIOS: list[dict[str, Any]] = [
                 {"severity": "warning", "namespace": "a", "framework": "jax"},
                 {"severity": "warning", "namespace": "c", "framework": "mpi"},
             )
+        ],
+    },
+    {
+        "name": "GPUs idle for 30 minutes, per job: every worker below 5 %; the leader's series only",
+        "input_series": [
+            LEADER_A,
+            STANDBY_B,
+            gpu_series("idle", "0", "1+0x50"),
+            gpu_series("idle", "1", "3+0x50"),
+            gpu_series("half", "0", "0+0x50"),
+            gpu_series("half", "1", "90+0x50"),
+            gpu_series("busy", "0", "0+0x50", instance="b"),  # a standby's series: not counted
+        ],
+        "alert_rule_test": [
+            alert_test("20m", "TrainingJobGPUsIdle"),
+            alert_test("40m", "TrainingJobGPUsIdle", {"severity": "warning", "namespace": "ml", "trainingjob": "idle"}),
         ],
     },
     {

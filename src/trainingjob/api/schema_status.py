@@ -220,6 +220,31 @@ def _gang() -> Schema:
     )
 
 
+def _resources() -> Schema:
+    return obj(
+        "What the job holds now (seed 002's status.resources): its workers' GPUs and nodes, and how busy the GPUs "
+        "are, from the cluster's DCGM exporters (docs/trainingjob.md, GPU telemetry). Absent before any worker is "
+        "placed.",
+        {
+            "allocatedGPUs": integer(
+                "GPUs (nvidia.com/gpu) of the workers bound to a node and not finished.", minimum=0
+            ),
+            "allocatedNodes": integer("Nodes those workers are on.", minimum=0),
+            "gpuUtilization": node(
+                "number",
+                "Average utilization of those GPUs in percent (0-100), over the workers the exporters report; "
+                "updated when it moves by 5 points or more. Absent while no exporter reports them.",
+                minimum=0,
+                maximum=100,
+            ),
+            "gpuIdleSince": _timestamp(
+                "Since when every reported GPU of the job has stayed below the operator's idle threshold "
+                "(--idle-gpu-threshold, default 5 %); absent while they are busy or unreported."
+            ),
+        },
+    )
+
+
 def _lifecycle() -> dict[str, Schema]:
     return {
         "attemptStartTime": _timestamp(
@@ -259,6 +284,7 @@ def _lifecycle() -> dict[str, Schema]:
         "lastCheckpoint": _last_checkpoint(),
         "progress": _progress(),
         "gang": _gang(),
+        "resources": _resources(),
     }
 
 

@@ -154,6 +154,38 @@ def webhook_settings(
     "such jobs are not tracked).",
 )
 @click.option(
+    "--gpu-metrics-service",
+    default=OperatorConfig.gpu_metrics_service,
+    show_default=True,
+    metavar="NAMESPACE/NAME",
+    help="Service of the DCGM exporters scraped for GPU utilization (status.resources, "
+    "trainingjob_gpu_utilization_percent); empty turns GPU telemetry off.",
+)
+@click.option(
+    "--gpu-metrics-interval",
+    default=OperatorConfig.gpu_metrics_interval_seconds,
+    show_default=True,
+    type=click.FloatRange(1, 3600),
+    metavar="SECONDS",
+    help="How often the DCGM exporters are scraped.",
+)
+@click.option(
+    "--idle-gpu-timeout",
+    default=0,
+    show_default=True,
+    type=click.IntRange(0, 30 * 86400),
+    metavar="SECONDS",
+    help="Fail a job (reason GPUsIdle) whose GPUs all stay below --idle-gpu-threshold this long; 0: never.",
+)
+@click.option(
+    "--idle-gpu-threshold",
+    default=OperatorConfig.idle_gpu_threshold,
+    show_default=True,
+    type=click.FloatRange(0, 100),
+    metavar="PERCENT",
+    help="GPU utilization below which a job's GPUs count as idle (status.resources.gpuIdleSince).",
+)
+@click.option(
     "--progress-reporters",
     default="0",
     show_default=True,
@@ -294,6 +326,10 @@ def operator(
     gpu_types: tuple[str, ...],
     serving_image: str,
     mlflow_tracking_uri: str | None,
+    gpu_metrics_service: str,
+    gpu_metrics_interval: float,
+    idle_gpu_timeout: int,
+    idle_gpu_threshold: float,
     progress_reporters: str,
     stuck_after: int,
     force_delete_after: int,
@@ -334,6 +370,10 @@ def operator(
         ),
         progress_reporters=parse_reporters(progress_reporters),
         mlflow_tracking_uri=mlflow_tracking_uri or None,
+        gpu_metrics_service=gpu_metrics_service,
+        gpu_metrics_interval_seconds=gpu_metrics_interval,
+        idle_gpu_seconds=idle_gpu_timeout or None,
+        idle_gpu_threshold=idle_gpu_threshold,
         serving=ServingConfig(
             image=serving_image,
             gpu_types=parse_gpu_types(gpu_types),

@@ -23,6 +23,7 @@ from kubernetes_asyncio import client
 from trainingjob.config import OperatorConfig
 from trainingjob.operator.api_client import CountingApiClient
 from trainingjob.operator.apply import Applier
+from trainingjob.operator.gpu_telemetry import start_telemetry
 from trainingjob.operator.http import build_app
 from trainingjob.operator.http import serve as serve_http
 from trainingjob.operator.lookups import Lookups
@@ -167,6 +168,10 @@ async def _serve(
     metrics.register_cache(cache_collector(caches, reconciler))
     caches.start()
     cleanup.append(caches.stop)
+    if (telemetry := start_telemetry(config, watch_api, caches.indexes, reconciler.enqueue)) is not None:
+        reconciler.gpu_telemetry, tasks = telemetry
+        metrics.register_cache(reconciler.gpu_telemetry.collector())
+        cleanup += [functools.partial(_cancel, task) for task in tasks]
     cleanup.append(reconciler.stop)
     barrier = asyncio.create_task(_open_barrier(caches, reconciler), name="caches-synced")
     cleanup.append(functools.partial(_cancel, barrier))

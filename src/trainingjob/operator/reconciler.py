@@ -17,6 +17,7 @@ from trainingjob.config import OperatorConfig
 from trainingjob.kube.status import api_message
 from trainingjob.operator.apply import Applier, ApplyResult
 from trainingjob.operator.backoffs import admission_requeue_delay
+from trainingjob.operator.gpu_telemetry import GpuTelemetry
 from trainingjob.operator.logs import reconcile_context
 from trainingjob.operator.lookups import Lookups
 from trainingjob.operator.metrics import OperatorMetrics
@@ -106,6 +107,8 @@ class Reconciler:
         self.in_flight: dict[JobKey, float] = {}
         # Set once every informer has its first listing (see caches_synced).
         self.synced = asyncio.Event()
+        # GPU utilisation of worker pods (operator/gpu_telemetry.py; None: telemetry off).
+        self.gpu_telemetry: GpuTelemetry | None = None
 
     def enqueue(self, key: JobKey) -> None:
         self.queue.add(key)
@@ -339,6 +342,9 @@ class Reconciler:
             nodes=nodes,
             quotas=quotas,
             taken_names=self.namesakes.of(key),
+            gpu_utilization=self.gpu_telemetry.of_pods(job.namespace, (p.name for p in observed.pods))
+            if self.gpu_telemetry is not None
+            else {},
         )
 
     def remember_admission(

@@ -181,6 +181,8 @@ class ObservedChildren:
     gangs: Mapping[str, GangView] = field(default_factory=dict)
     # The namespace's ResourceQuotas, read while the job has workers to create (scheduling/quota.py).
     quotas: NamespaceQuotas = field(default_factory=NamespaceQuotas)
+    # GPU utilisation (%) of the job's worker pods the DCGM exporters report, by pod name (gpu_telemetry.py).
+    gpu_utilization: Mapping[str, float] = field(default_factory=dict)
 
     @classmethod
     def from_cache(

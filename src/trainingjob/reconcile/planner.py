@@ -29,6 +29,7 @@ from trainingjob.reconcile.actions import (
 from trainingjob.reconcile.endpoints import plan_endpoints
 from trainingjob.reconcile.gangs import release_gangs
 from trainingjob.reconcile.observed import ObservedChildren, PodView
+from trainingjob.reconcile.resources import plan_resources
 from trainingjob.reconcile.status import TERMINAL_PHASES, Outcome, build_status
 from trainingjob.reconcile.validation import spec_errors
 from trainingjob.reconcile.workers import counters, delete_pods, plan_workers, progress_changes
@@ -51,6 +52,7 @@ def plan(job: TrainingJob, observed: ObservedChildren, now: datetime.datetime, c
         plan_suspended(job, observed, format_time(now), result)
         return result
     plan_workers(job, observed, now, config, result)
+    plan_resources(job, observed, now, config, result)
     if result.status.get("phase") in TERMINAL_PHASES:
         plan_finished(job, observed, now, result, just_finished=True)
     else:

@@ -29,6 +29,7 @@ CARRIED_FIELDS = (
     "replacedPods",
     "workerSpec",
     "gang",
+    "resources",
 )
 
 
