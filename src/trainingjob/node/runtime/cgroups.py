@@ -116,6 +116,11 @@ class Cgroups:
                 name: Path(mount) / own.get(name, "/").lstrip("/") / BASE_NAME / node
                 for name, mount in mounted.v1.items()
             }
+            try:  # a read-only cgroupfs (a container without delegation) is found here, not at every pod start
+                for base in bases.values():
+                    base.mkdir(parents=True, exist_ok=True)
+            except OSError as error:
+                return cls(node, None, {}, f"cgroup v1 refused a directory for the node's pods: {error}")
             return cls(node, 1, bases)
         if mounted.v2 is not None:
             return cls._detect_v2(node, Path(mounted.v2))
