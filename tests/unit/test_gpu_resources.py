@@ -85,3 +85,20 @@ def test_an_idle_job_is_looked_at_again_when_its_timeout_is_due() -> None:
     assert result.requeue_after is not None and result.requeue_after <= 3600
     later = NOW + datetime.timedelta(hours=1)
     assert plan(job, observed, later, config).status["phase"] == "Failed"
+
+
+def test_a_job_that_finishes_holds_nothing_but_keeps_its_last_utilization() -> None:
+    job = running_job({"allocatedGPUs": 4, "allocatedNodes": 1, "gpuUtilization": 70.0, "gpuIdleSince": EARLIER})
+    observed = children(job, placed(job, 0, phase="Succeeded"), placed(job, 1, phase="Succeeded"))
+    result = plan(job, observed, NOW, CONFIG)
+    assert result.status["phase"] == "Succeeded"
+    assert result.status["resources"] == {"allocatedGPUs": 0, "allocatedNodes": 0, "gpuUtilization": 70.0}
+
+
+def test_a_suspended_job_holds_its_gpus_until_its_workers_are_gone() -> None:
+    job = running_job({"allocatedGPUs": 4, "allocatedNodes": 1, "gpuUtilization": 70.0}, suspend=True)
+    terminating = children(job, placed(job, 0, deleting=True), placed(job, 1, deleting=True))
+    assert plan(job, terminating, NOW, CONFIG).status["resources"]["allocatedGPUs"] == 4
+    gone = plan(job, children(job), NOW, CONFIG)
+    assert gone.status["phase"] == "Suspended"
+    assert gone.status["resources"] == {"allocatedGPUs": 0, "allocatedNodes": 0}  # nothing reports: no utilization

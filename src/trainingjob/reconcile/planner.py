@@ -50,6 +50,7 @@ def plan(job: TrainingJob, observed: ObservedChildren, now: datetime.datetime, c
     result.actions += repair_shared_children(job, observed, config, result.events)
     if job.spec.suspend:
         plan_suspended(job, observed, format_time(now), result)
+        plan_resources(job, observed, now, config, result)
         return result
     plan_workers(job, observed, now, config, result)
     plan_resources(job, observed, now, config, result)

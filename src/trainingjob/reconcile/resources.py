@@ -27,8 +27,9 @@ GPU_UTILIZATION_STEP = 5.0
 
 
 def holding_pods(pods: list[PodView]) -> list[PodView]:
-    """Pods that hold their node's resources: bound to a node and not finished."""
-    return [p for p in pods if p.node_name and p.live and p.phase in ("Pending", "Running")]
+    """Pods that hold their node's resources: bound to a node and not finished (a Terminating pod still holds its
+    GPUs, as the scheduler and the kubelet count them, until it is gone)."""
+    return [p for p in pods if p.node_name and p.phase in ("Pending", "Running")]
 
 
 def job_utilization(pods: list[PodView], utilization: Mapping[str, float]) -> float | None:
@@ -80,8 +81,13 @@ def idle_seconds_left(resources: Mapping[str, Any] | None, now: datetime.datetim
 def plan_resources(
     job: TrainingJob, observed: ObservedChildren, now: datetime.datetime, config: OperatorConfig, result: Plan
 ) -> None:
-    """status.resources of a job that still runs; with the idle-GPU policy on, a job idle past it fails (GPUsIdle)."""
+    """status.resources of a job that still runs; with the idle-GPU policy on, a job idle past it fails (GPUsIdle).
+    A job that has just finished holds nothing any more (its last utilization stays, for the record)."""
     if result.status.get("phase") in TERMINAL_PHASES:
+        if "resources" in result.status:
+            last = result.status["resources"]
+            kept = {"gpuUtilization": last["gpuUtilization"]} if "gpuUtilization" in last else {}
+            result.status["resources"] = {"allocatedGPUs": 0, "allocatedNodes": 0, **kept}
         return
     resources = resources_status(job, list(observed.pods), observed.gpu_utilization, now, config.idle_gpu_threshold)
     if resources is not None:

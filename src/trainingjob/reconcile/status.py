@@ -233,8 +233,9 @@ def build_status(
     return status
 
 
-# What only describes the workers in more detail: "3/8 workers running", each worker's phase and node.
-DETAIL_FIELDS = frozenset({"message", "workerStatuses", "workers"})
+# What only describes the workers in more detail: "3/8 workers running", each worker's phase and node, and what they
+# hold (status.resources moves with every worker bound while a gang starts, like workerStatuses' nodeName).
+DETAIL_FIELDS = frozenset({"message", "workerStatuses", "workers", "resources"})
 CONDITION_SUMMARY = ("type", "status", "reason", "observedGeneration")
 
 
