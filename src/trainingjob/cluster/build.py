@@ -14,7 +14,7 @@ import re
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -202,24 +202,33 @@ def build_lock() -> Iterator[None]:
         yield
 
 
-def ensure_binaries(say: Callable[[str], None] = print) -> dict[str, Path]:
-    """Build whatever is missing (under the build lock) and return every binary's path."""
+def ensure_built(component_sets: Iterable[ComponentSet], say: Callable[[str], None] = print) -> None:
+    """Build the sets that are missing. The lock is taken only when one is: a cluster starting while another checkout
+    builds an unrelated set (Kueue takes minutes) must not wait for it — that wait once timed out a whole test run."""
+    missing = [s for s in component_sets if not is_built(s)]
+    if not missing:
+        return
     with build_lock():
-        for component_set in COMPONENT_SETS:
+        for component_set in missing:
             build_component_set(component_set, say)
+
+
+def ensure_binaries(say: Callable[[str], None] = print) -> dict[str, Path]:
+    """Build whatever is missing and return every binary's path."""
+    ensure_built(COMPONENT_SETS, say)
     return {name: binary_path(name) for s in COMPONENT_SETS for name in s.packages}
 
 
 def ensure_promtool(say: Callable[[str], None] = print) -> Path:
-    """Build promtool if missing (under the same build lock) and return its path."""
-    with build_lock():
-        return build_component_set(PROMETHEUS, say) / "promtool"
+    """Build promtool if missing and return its path."""
+    ensure_built([PROMETHEUS], say)
+    return binaries_dir(PROMETHEUS.name, PROMETHEUS.version) / "promtool"
 
 
 def ensure_helm(say: Callable[[str], None] = print) -> Path:
-    """Build helm if missing (under the same build lock) and return its path."""
-    with build_lock():
-        return build_component_set(HELM, say) / "helm"
+    """Build helm if missing and return its path."""
+    ensure_built([HELM], say)
+    return binaries_dir(HELM.name, HELM.version) / "helm"
 
 
 def pinned_versions() -> dict[str, str]:
