@@ -21,7 +21,7 @@ from trainingjob.api import constants as k
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("operator")]
 
 SEED = REPO / "examples" / "llmmodel" / "seed.yaml"
-NAME = "llama-serving"
+NAME = "llama-3-70b"
 
 
 def kubectl(cluster: ClusterUnderTest, *args: str) -> str:
@@ -91,7 +91,7 @@ def test_the_seed_applies_unchanged_and_becomes_three_gpu_replicas_with_a_status
     assert service.spec.selector == {k.LABEL_MODEL: NAME} and service.spec.ports[0].port == 80
     table = kubectl(cluster, "get", "llmmodel", NAME, "-n", namespace)
     assert table.split("\n")[0].split()[:6] == ["NAME", "MODEL", "GPU", "REPLICAS", "READY", "AVAILABLE"]
-    assert table.split("\n")[1].split()[:6] == [NAME, "llama-2-7b", "H100", "3", "3", "True"]
+    assert table.split("\n")[1].split()[:6] == [NAME, NAME, "H100", "3", "3", "True"]  # MODEL: metadata.name
     explained = kubectl(cluster, "explain", "llmmodel.spec.gpuType")
     assert "GPU model each replica needs" in explained
     assert "Created" in events(kube, namespace)

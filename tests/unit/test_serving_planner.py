@@ -60,10 +60,11 @@ def test_the_seed_becomes_a_deployment_of_three_gpu_replicas_and_a_service() -> 
     assert pod["nodeSelector"] == H100 and pod["tolerations"] == [{"key": "gpu", "operator": "Exists"}]
     server = pod["containers"][0]
     assert server["image"] == "server:1" and server["resources"]["limits"] == {k.GPU_RESOURCE: "1"}
-    assert {"name": "MODEL_NAME", "value": "llama-2-7b"} in server["env"]
+    assert {"name": "MODEL_NAME", "value": "llama-3-70b"} in server["env"], "no modelName: metadata.name"
     owner = deployment["metadata"]["ownerReferences"][0]
     assert (owner["kind"], owner["uid"], owner["controller"]) == ("LLMModel", "uid-1", True)
-    assert plan.status["selector"] == f"{k.LABEL_MODEL}=llama-serving"
+    assert plan.status["selector"] == f"{k.LABEL_MODEL}=llama-3-70b"
+    assert plan.status["modelName"] == "llama-3-70b"
     assert conditions(plan.status) == {
         "Available": ("False", "DeploymentNotCreated"),
         "Progressing": ("True", "Reconciling"),
@@ -152,6 +153,14 @@ def test_a_failed_or_checkpointless_source_job_degrades_the_model() -> None:
     assert conditions(missing.status)["Progressing"] == ("True", "WaitingForTraining")
 
 
+def test_a_model_name_given_is_the_name_served() -> None:
+    plan = plan_model(model({"modelName": "llama-2-7b"}), ObservedServing(), CONFIG, NOW)
+    deployment = next(a.manifest for a in plan.actions if a.kind == "Deployment")
+    server = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert {"name": "MODEL_NAME", "value": "llama-2-7b"} in server["env"]
+    assert (plan.status["modelName"], plan.status["url"].rsplit("/", 1)[1]) == ("llama-2-7b", "llama-2-7b:predict")
+
+
 def test_autoscaling_adds_an_autoscaler_of_the_model_and_removing_it_deletes_it() -> None:
     scaled = model({"autoscaling": {"minReplicas": 2, "maxReplicas": 6, "targetCPUUtilizationPercentage": 70}})
     plan = plan_model(scaled, ObservedServing(), CONFIG, NOW)
@@ -159,7 +168,7 @@ def test_autoscaling_adds_an_autoscaler_of_the_model_and_removing_it_deletes_it(
     assert hpa["spec"]["scaleTargetRef"] == {
         "apiVersion": k.MODEL_API_VERSION,
         "kind": "LLMModel",
-        "name": "llama-serving",
+        "name": "llama-3-70b",
     }
     assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (2, 6)
     assert hpa["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"] == 70

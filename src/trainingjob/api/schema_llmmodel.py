@@ -86,7 +86,9 @@ def spec_schema() -> Schema:
         "Desired state of the served model.",
         {
             "modelName": string(
-                "Name of the model the server answers for: predictions are POSTed to /v1/models/<modelName>:predict.",
+                "Name of the model the server answers for: predictions are POSTed to /v1/models/<modelName>:predict. "
+                "Optional, as in the seed's schema and example: unset, the model is named by the object "
+                "(metadata.name).",
                 min_length=1,
                 max_length=253,
             ),
@@ -131,7 +133,6 @@ def spec_schema() -> Schema:
             "source": _source(),
             "autoscaling": _autoscaling(),
         },
-        required=["modelName"],
     )
 
 
@@ -161,6 +162,7 @@ def status_schema() -> Schema:
             "updatedReplicas": integer("Serving pods of the current pod template."),
             "selector": string("Label selector of the serving pods (for the scale subresource and autoscalers)."),
             "url": string("In-cluster URL of the model's prediction endpoint."),
+            "modelName": string("The name the server answers for: spec.modelName, else metadata.name."),
             "source": obj(
                 "The model source as the operator last saw it.",
                 {
@@ -189,7 +191,7 @@ def _column(name: str, type_: str, path: str, description: str, priority: int = 
 
 def printer_columns() -> list[Schema]:
     return [
-        _column("Model", "string", ".spec.modelName", "Served model name"),
+        _column("Model", "string", ".status.modelName", "Served model name"),
         _column("GPU", "string", ".spec.gpuType", "GPU type per replica"),
         _column("Replicas", "integer", ".spec.replicas", "Desired serving pods"),
         _column("Ready", "integer", ".status.readyReplicas", "Ready serving pods"),

@@ -79,6 +79,7 @@ def plan_model(model: LLMModel, observed: ObservedServing, config: ServingConfig
         "updatedReplicas": int(rollout.get("updatedReplicas") or 0),
         "selector": builders.selector_string(model),
         "url": builders.service_url(model),
+        "modelName": model.spec.model_name,
     }
     source_view = source_status(model, source)
     if source_view is not None:
