@@ -57,7 +57,10 @@ def operator_metrics() -> OperatorMetrics:
     job = {
         "metadata": {"namespace": "ml", "name": "bert", "creationTimestamp": "2026-01-01T00:00:00Z"},
         "spec": {"framework": "pytorch", "gpuPerWorker": 2},
-        "status": {"phase": "Running", "progress": {"percent": 42.0}},
+        "status": {
+            "phase": "Running",
+            "progress": {"percent": 42.0, "epoch": 4, "metrics": {"loss": 0.25, "accuracy": 0.9}},
+        },
     }
     metrics.register_cache(CacheCollector(lambda: [job], lambda: [("ml", "bert", "Running")], lambda: True, lambda: 3))
     worker = PodView(name="bert-worker-0", index=0, attempt=0, spec_hash="", phase="Running")
@@ -92,6 +95,10 @@ def test_the_fake_cache_makes_every_gauge_family_expose_a_sample() -> None:
         "trainingjob_workers",
         "trainingjob_gpus_requested",
         "trainingjob_job_progress_percent",
+        "trainingjob_progress_percent",
+        "trainingjob_current_epoch",
+        "trainingjob_loss",
+        "trainingjob_accuracy",
         "trainingjob_operator_leader",
         "trainingjob_workqueue_depth",
         "trainingjob_gpu_utilization_percent",

@@ -8,6 +8,7 @@ not stored.
 
 from __future__ import annotations
 
+import math
 from collections import Counter as Tally
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -146,6 +147,38 @@ def _restart_reason(status: Mapping[str, Any]) -> str:
     return "Resumed"
 
 
+# Seed 002's per-job training gauges (its utils/metrics.py): name, help, where in status.progress the value is.
+TRAINING_GAUGES = (
+    ("trainingjob_progress_percent", "Training progress percentage.", ("percent",)),
+    ("trainingjob_current_epoch", "Current training epoch.", ("epoch",)),
+    ("trainingjob_loss", "Current training loss.", ("metrics", "loss")),
+    ("trainingjob_accuracy", "Current training accuracy.", ("metrics", "accuracy")),
+)
+
+
+def _progress_value(progress: Mapping[str, Any], path: tuple[str, ...]) -> float | None:
+    """A number from status.progress, or None: what a worker reported is untrusted, so anything but a finite
+    number (a string, a bool, a nested object) is left out rather than exported."""
+    value: Any = progress
+    for key in path:
+        value = value.get(key) if isinstance(value, Mapping) else None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def training_gauges(jobs: list[Mapping[str, Any]]) -> Iterator[GaugeMetricFamily]:
+    """Seed 002's gauges under its names and labels (namespace, trainingjob): one series per job that reported the
+    value, derived from the cache at scrape time, so they are bounded by the jobs that exist and go with the job."""
+    for name, help_text, path in TRAINING_GAUGES:
+        family = GaugeMetricFamily(name, help_text, labels=["namespace", "trainingjob"])
+        for job in jobs:
+            value = _progress_value((job.get("status") or {}).get("progress") or {}, path)
+            if value is not None:
+                family.add_metric([job["metadata"]["namespace"], job["metadata"]["name"]], value)
+        yield family
+
+
 class CacheCollector(Collector):
     """Gauges from the informers' indexes: jobs by phase, workers by pod phase, GPUs of running workers, progress."""
 
@@ -195,6 +228,7 @@ class CacheCollector(Collector):
             if percent is not None:
                 progress.add_metric([job["metadata"]["namespace"], job["metadata"]["name"]], percent)
         yield progress
+        yield from training_gauges(jobs)
         leader = GaugeMetricFamily("trainingjob_operator_leader", "1 if this replica holds the leader Lease.")
         leader.add_metric([], 1 if self.is_leader() else 0)
         yield leader
