@@ -125,6 +125,16 @@ LIFECYCLE_INVALID = [
         storage(storageClassName="fast"),
         ("spec.checkpoint.storage", "exactly one of claimName (an existing PVC) and size"),
     ),
+    Invalid(
+        "checkpoint-storage-two-classes",
+        storage(size="1Gi", storageClassName="fast", storageClass="slow"),
+        ("spec.checkpoint.storage.storageClass", "two names of one field"),
+    ),
+    Invalid(
+        "checkpoint-storage-s3-with-class",
+        storage(type="s3", path="s3://bucket/ckpt", storageClass="fast"),
+        ("spec.checkpoint.storage", "describe a PVC"),
+    ),
     Invalid("checkpoint-storage-empty-claimName", storage(claimName=""), ("spec.checkpoint.storage.claimName",)),
     Invalid("checkpoint-storage-bad-size", storage(size="big"), ("spec.checkpoint.storage.size", "should match")),
     Invalid(
@@ -255,6 +265,11 @@ INVALID = [
         "podLabels-managed-by",
         {"podLabels": {c.LABEL_MANAGED_BY: "me"}},
         ("spec.podLabels", "reserved for the operator", c.LABEL_MANAGED_BY),
+    ),
+    Invalid(
+        "podLabels-lab-worker",
+        {"podLabels": {c.LABEL_LAB_WORKER: "mine"}},
+        ("spec.podLabels", "reserved for the operator", c.LABEL_LAB_WORKER),
     ),
     Invalid("podLabels-bad-value", {"podLabels": {"team": "a b"}}, ("spec.podLabels.team", "should match")),
     Invalid(

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from trainingjob.api import constants as k
 from trainingjob.api.types import TrainingJob
 from trainingjob.builders.env import (
+    guide_hyperparameter_env_name,
     hyperparameter_env,
     hyperparameter_env_name,
     hyperparameter_value,
@@ -86,9 +87,52 @@ def test_hyperparameter_value(value: Any, expected: str) -> None:
     assert hyperparameter_value(value) == expected
 
 
-def test_hyperparameter_env_is_sorted_by_key() -> None:
+def test_hyperparameter_env_is_sorted_by_key_with_the_guides_names_after_ours() -> None:
     env = hyperparameter_env({"zeta": 1, "alpha": True, "midValue": "x"})
-    assert list(env.items()) == [("HYPERPARAM_ALPHA", "true"), ("HYPERPARAM_MID_VALUE", "x"), ("HYPERPARAM_ZETA", "1")]
+    assert list(env.items()) == [
+        ("HYPERPARAM_ALPHA", "true"),
+        ("HYPERPARAM_MID_VALUE", "x"),
+        ("HYPERPARAM_ZETA", "1"),
+        ("HYPERPARAM_MIDVALUE", "x"),  # seed 002's HYPERPARAM_{key.upper()}
+    ]
+
+
+def test_the_guides_launch_script_finds_its_three_hyperparameters() -> None:
+    """Seed 002's job (learningRate, batchSize, epochs) and its script's $HYPERPARAM_LEARNINGRATE etc."""
+    env = hyperparameter_env({"learningRate": 0.001, "batchSize": 32, "epochs": 10})
+    assert {name: env[name] for name in ("HYPERPARAM_LEARNINGRATE", "HYPERPARAM_BATCHSIZE", "HYPERPARAM_EPOCHS")} == {
+        "HYPERPARAM_LEARNINGRATE": "0.001",
+        "HYPERPARAM_BATCHSIZE": "32",
+        "HYPERPARAM_EPOCHS": "10",
+    }
+    assert (env["HYPERPARAM_LEARNING_RATE"], env["HYPERPARAM_BATCH_SIZE"]) == ("0.001", "32"), "ours stay"
+
+
+@pytest.mark.parametrize(
+    ("key", "expected"),
+    [("learningRate", "HYPERPARAM_LEARNINGRATE"), ("__x__", "HYPERPARAM___X__"), ("b2", "HYPERPARAM_B2")]
+    + [(key, None) for key in ("batch-size", "batch.size", "a.b")],
+)
+def test_guide_hyperparameter_env_name_is_key_upper_where_a_shell_can_read_it(key: str, expected: str | None) -> None:
+    assert guide_hyperparameter_env_name(key) == expected
+
+
+@pytest.mark.parametrize(
+    ("hyperparameters", "expected"),
+    [
+        # learningrate's own name is the guide's name of learningRate: ours keeps its value, no guide entry added.
+        (
+            {"learningRate": 1, "learningrate": 2},
+            {"HYPERPARAM_LEARNING_RATE": "1", "HYPERPARAM_LEARNINGRATE": "2"},
+        ),
+        # fooBar and foobAr both want HYPERPARAM_FOOBAR (neither as ours): ambiguous, so neither gets it.
+        ({"fooBar": 1, "foobAr": 2}, {"HYPERPARAM_FOO_BAR": "1", "HYPERPARAM_FOOB_AR": "2"}),
+    ],
+)
+def test_the_guides_names_never_override_ours_nor_each_other(
+    hyperparameters: dict[str, Any], expected: dict[str, str]
+) -> None:
+    assert hyperparameter_env(hyperparameters) == expected
 
 
 def test_identity_env_at_attempt_zero_is_exact() -> None:
@@ -106,7 +150,35 @@ def test_identity_env_at_attempt_zero_is_exact() -> None:
         "CHECKPOINT_DIR": "/checkpoints",
         "CHECKPOINT_INTERVAL": "1",
         "RESUME_FROM_CHECKPOINT": "false",
+        "NUM_WORKERS": "2",
+        "GPUS_PER_WORKER": "0",
+        "CHECKPOINT_FREQUENCY": "1",
     }
+
+
+@pytest.mark.parametrize(("workers", "gpus", "interval"), [(1, 0, 1), (4, 2, 3)])
+def test_the_guides_identity_names_mirror_ours(workers: int, gpus: int, interval: int) -> None:
+    env = identity_env(make_job(workers=workers, gpuPerWorker=gpus, checkpointInterval=interval), 0, 0)
+    assert (env["NUM_WORKERS"], env["GPUS_PER_WORKER"], env["CHECKPOINT_FREQUENCY"]) == (
+        str(workers),
+        str(gpus),
+        env["CHECKPOINT_INTERVAL"],
+    )
+    assert env["CHECKPOINT_INTERVAL"] == str(interval)
+
+
+def test_gpus_per_worker_is_the_pods_own_role_gpus() -> None:
+    job = make_job(framework="tensorflow", gpuPerWorker=2, roles={"ps": {"replicas": 1}})
+    assert identity_env(job, 0, 0, "ps")["GPUS_PER_WORKER"] == "0"
+    assert identity_env(job, 0, 0)["GPUS_PER_WORKER"] == "2"
+
+
+def test_pod_name_and_ip_come_from_the_downward_api_before_the_users_env() -> None:
+    env = worker_env(make_job(env=[{"name": "A", "value": "$(POD_NAME)"}]), 0, 0)
+    assert env[-3:-1] == [
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+    ]
 
 
 @pytest.mark.parametrize(("attempt", "resume"), [(0, "false"), (1, "true"), (2, "true"), (17, "true")])
@@ -166,19 +238,20 @@ def test_env_order_is_framework_identity_hyperparameters_then_user(framework: st
     user_env = [
         {"name": "LOG_LEVEL", "value": "debug"},
         {"name": "RUN_ID", "value": "$(TRAININGJOB_NAME)-$(RANK)"},
-        {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        {"name": "MY_HOST_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}},
     ]
     job = make_job(framework=framework, hyperparameters={"lr": 0.1, "epochs": 3}, env=user_env)
     env = worker_env(job, 1, 0)
     contract = list(framework_for(framework).worker_env(worker_context(job, 1)))
     identity = list(identity_env(job, 1, 0))
-    assert names(env) == [*contract, *identity, "HYPERPARAM_EPOCHS", "HYPERPARAM_LR", "LOG_LEVEL", "RUN_ID", "POD_IP"]
+    expected = [*contract, *identity, "HYPERPARAM_EPOCHS", "HYPERPARAM_LR", "POD_NAME", "POD_IP"]
+    assert names(env) == [*expected, "LOG_LEVEL", "RUN_ID", "MY_HOST_IP"]
     assert env[-3:] == user_env, "user entries are passed through untouched (valueFrom included)"
-    assert all(set(e) == {"name", "value"} and isinstance(e["value"], str) for e in env[:-3])
+    assert all(set(e) == {"name", "value"} and isinstance(e["value"], str) for e in env[:-5])
 
 
 def test_worker_env_values_for_a_pytorch_rank() -> None:
-    env = {e["name"]: e["value"] for e in worker_env(make_job(workers=3, hyperparameters={"lr": 0.5}), 2, 4)}
+    env = {e["name"]: e.get("value") for e in worker_env(make_job(workers=3, hyperparameters={"lr": 0.5}), 2, 4)}
     assert env["RANK"] == "2"
     assert env["WORLD_SIZE"] == "3"
     assert env["MASTER_ADDR"] == "mnist-worker-0.mnist-workers.ml.svc"
@@ -219,6 +292,9 @@ def test_env_names_are_unique_in_every_worker_env(
 ) -> None:
     hp_names = [hyperparameter_env_name(key) for key in hyperparameters]
     assume(len(set(hp_names)) == len(hp_names))  # colliding keys are rejected by validation before any pod exists
+    # every key keeps its own name, and a guide name is added only where no other key claims it
+    hp_names += [name for name in map(guide_hyperparameter_env_name, hyperparameters) if name and name not in hp_names]
+    hp_names = [name for name in hp_names if name in hyperparameter_env(hyperparameters)]
     index = data.draw(st.integers(min_value=0, max_value=workers - 1))
     job = make_job(
         framework=framework,

@@ -69,6 +69,7 @@ def test_operator_labels(index: int, attempt: int) -> None:
         "ml.example.com/worker-index": str(index),
         "ml.example.com/attempt": str(attempt),
         "ml.example.com/spec-hash": spec_hash(job),
+        "trainingjob.ml.example.com/worker": "mnist",  # seed 001's label, for its kubectl checks
     }
 
 
@@ -83,7 +84,15 @@ def test_user_pod_labels_and_annotations_are_kept() -> None:
 
 @pytest.mark.parametrize(
     "key",
-    [k.LABEL_MANAGED_BY, k.LABEL_JOB_NAME, k.LABEL_ROLE, k.LABEL_WORKER_INDEX, k.LABEL_ATTEMPT, k.LABEL_SPEC_HASH],
+    [
+        k.LABEL_MANAGED_BY,
+        k.LABEL_JOB_NAME,
+        k.LABEL_ROLE,
+        k.LABEL_WORKER_INDEX,
+        k.LABEL_ATTEMPT,
+        k.LABEL_SPEC_HASH,
+        k.LABEL_LAB_WORKER,
+    ],
 )
 def test_user_pod_labels_cannot_override_operator_labels(key: str) -> None:
     # app.kubernetes.io/managed-by: Helm is what Helm charts set; the schema only rejects ml.example.com/ keys.
@@ -96,6 +105,7 @@ def test_user_pod_labels_cannot_override_operator_labels(key: str) -> None:
         k.LABEL_WORKER_INDEX: "1",
         k.LABEL_ATTEMPT: "2",
         k.LABEL_SPEC_HASH: spec_hash(job),
+        k.LABEL_LAB_WORKER: "mnist",
     }
     assert labels[key] == ours[key]
     assert labels["team"] == "vision"

@@ -44,7 +44,8 @@ def checkpoints(draw: st.DrawFn, defaulted: bool) -> dict[str, Any]:
         "storage": st.one_of(
             st.fixed_dictionaries({"claimName": names}, optional={"accessModes": st.just(["ReadWriteMany"])}),
             st.fixed_dictionaries(
-                {"size": st.sampled_from(["10Gi", 5368709120])}, optional={"storageClassName": names}
+                {"size": st.sampled_from(["10Gi", 5368709120])},
+                optional={"storageClassName": names, "storageClass": names},  # storageClass: seed 002's name
             ),
             st.fixed_dictionaries({"type": st.sampled_from(["s3", "gcs"]), "path": st.just("s3://bucket/prefix")}),
         ),

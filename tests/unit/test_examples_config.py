@@ -97,7 +97,8 @@ def operator_env(framework: str, kind: str, index: int) -> dict[str, str]:
     body = manifest(framework, kind)
     body["metadata"]["namespace"] = "ml"
     job = TrainingJob.from_body(body)
-    return {entry["name"]: entry["value"] for entry in worker_env(job, index, attempt=0)}
+    # POD_NAME and POD_IP come from the downward API (valueFrom): the node fills them in, not the operator.
+    return {entry["name"]: entry["value"] for entry in worker_env(job, index, attempt=0) if "value" in entry}
 
 
 @pytest.mark.parametrize(("framework", "kind"), FRAMEWORK_MANIFESTS)

@@ -16,7 +16,7 @@ import pytest
 from trainingjob.api import constants as k
 from trainingjob.api.constants import RESERVED_ENV_NAMES
 from trainingjob.api.types import TrainingJob
-from trainingjob.builders.env import hyperparameter_env, identity_env, worker_env
+from trainingjob.builders.env import downward_env, hyperparameter_env, identity_env, worker_env
 from trainingjob.frameworks.base import WorkerContext
 from trainingjob.frameworks.jax import Jax
 from trainingjob.frameworks.mpi import HOSTFILE, Mpi
@@ -251,7 +251,7 @@ def test_every_identity_env_name_is_reserved(attempt: int) -> None:
 
 def test_every_hyperparameter_env_name_is_reserved() -> None:
     names = hyperparameter_env({"learningRate": 1, "a.b": 2, "__x__": 3, "ALREADY": 4})
-    assert len(names) == 4
+    assert len(names) == 6, "ours for each key, and the guide's HYPERPARAM_LEARNINGRATE and HYPERPARAM___X__"
     assert [n for n in names if not is_reserved(n)] == []
 
 
@@ -278,7 +278,7 @@ def test_every_reserved_name_is_injected_for_some_framework_and_spec() -> None:
 
 
 def test_identity_names_outside_the_prefixes_are_exactly_the_listed_ones() -> None:
-    names = set(identity_env(_full_job_with_keep_last(), 0, 1))
+    names = set(identity_env(_full_job_with_keep_last(), 0, 1)) | {e["name"] for e in downward_env()}
     assert {n for n in names if not n.startswith(k.RESERVED_ENV_PREFIXES)} == set(k.IDENTITY_ENV_NAMES)
 
 

@@ -316,5 +316,16 @@ def test_checkpoint_claim_is_created_and_mounted() -> None:
     assert claim["spec"]["storageClassName"] == "fast"
     container = created["Pod"]["spec"]["containers"][0]
     assert {"name": "checkpoints", "mountPath": "/ckpt"} in container["volumeMounts"]
-    env = {e["name"]: e["value"] for e in container["env"]}
+    env = {e["name"]: e.get("value") for e in container["env"]}
     assert (env["CHECKPOINT_DIR"], env["CHECKPOINT_KEEP_LAST"]) == ("/ckpt", "3")
+
+
+@pytest.mark.parametrize(
+    ("storage", "expected"),
+    [({"storageClass": "standard"}, "standard"), ({"storageClass": "x", "storageClassName": "x"}, "x"), ({}, None)],
+)
+def test_the_guides_storage_class_names_the_claims_class(storage: dict, expected: str | None) -> None:
+    """Seed 002's checkpoint controller reads checkpoint.storage.storageClass; it is our storageClassName."""
+    job = make_job({}, checkpoint={"enabled": True, "storage": {"size": "1Gi", **storage}})
+    created = {c.kind: c.manifest for c in kinds(plan(job, ObservedChildren(), NOW, CONFIG).actions, CreateChild)}
+    assert created["PersistentVolumeClaim"]["spec"].get("storageClassName") == expected

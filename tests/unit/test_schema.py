@@ -222,6 +222,7 @@ def test_enums_defaults_and_limits(path: str, keyword: str, expected: object) ->
         ("spec.checkpoint", "object"),
         ("spec.checkpoint.storage", "object"),
         ("spec.checkpoint.storage.storageClassName", "string"),
+        ("spec.checkpoint.storage.storageClass", "string"),
         ("spec.checkpoint.storage.accessModes", "array"),
         ("status.workers", "integer"),
         ("status.restartCount", "integer"),

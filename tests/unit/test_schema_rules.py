@@ -58,13 +58,15 @@ def test_backoff_max_is_at_least_base() -> None:
 
 
 def test_checkpoint_storage_is_a_claim_or_a_size_or_an_object_store() -> None:
-    one_of, not_with_store, path_for_store, store_needs_path = rules_at(".spec.checkpoint.storage")
+    one_of, not_with_store, path_for_store, store_needs_path, one_class = rules_at(".spec.checkpoint.storage")
     assert one_of["rule"] == "(has(self.type) && self.type != 'pvc') || has(self.claimName) != has(self.size)"
     assert "exactly one of claimName" in one_of["message"]
     assert "do not go with type s3 or gcs" in not_with_store["message"]
     assert path_for_store["fieldPath"] == store_needs_path["fieldPath"] == ".path"
     assert "self.path.startsWith('s3://')" in store_needs_path["rule"]
     assert "self.path.startsWith('gs://')" in store_needs_path["rule"]
+    assert "!has(self.storageClass)" in not_with_store["rule"]
+    assert one_class["rule"].endswith("self.storageClass == self.storageClassName")
     [positive] = rules_at(".spec.checkpoint.storage.size")
     assert "quantity(string(self)).isGreaterThan(quantity('0'))" in positive["rule"]
 
@@ -99,7 +101,7 @@ def test_lists_and_maps_read_by_rules_are_bounded() -> None:
     assert field("spec.volumeMounts")["maxItems"]
 
 
-@pytest.mark.parametrize("reserved", [f"'{c.GROUP}/'", f"'{c.LABEL_MANAGED_BY}'"])
+@pytest.mark.parametrize("reserved", [f"'{c.GROUP}/'", f"'{c.LAB_LABEL_PREFIX}'", f"'{c.LABEL_MANAGED_BY}'"])
 def test_operator_labels_are_reserved(reserved: str) -> None:
     [rule] = rules_at(".spec.podLabels")
     assert reserved in rule["rule"]

@@ -65,6 +65,10 @@ LABEL_SPEC_HASH = f"{GROUP}/spec-hash"
 LABEL_ATTEMPT = f"{GROUP}/attempt"
 # The gang a worker belongs to (scheduling/gang.py), whichever scheduler's gang API declares it.
 LABEL_GANG = f"{GROUP}/gang"
+# Seed 001's (the Go lab's) worker label, value the job's name, on every pod a job runs: its checks
+# `kubectl get pods -l trainingjob.ml.example.com/worker` and `kubectl logs -l …` find the workers as written.
+LAB_LABEL_PREFIX = f"trainingjob.{GROUP}/"
+LABEL_LAB_WORKER = f"{LAB_LABEL_PREFIX}worker"
 CONFIG_MOUNT_PATH = CONFIG_DIR
 SHM_MOUNT_PATH = "/dev/shm"
 HYPERPARAMETERS_FILE = "hyperparameters.json"
@@ -99,6 +103,12 @@ IDENTITY_ENV_NAMES = (
     "RESUME_FROM_CHECKPOINT",
     "DATA_DIR",
     "DISTRIBUTED_BACKEND",
+    # Seed 002's names (builders/env.py guide_env, downward_env).
+    "NUM_WORKERS",
+    "GPUS_PER_WORKER",
+    "CHECKPOINT_FREQUENCY",
+    "POD_NAME",
+    "POD_IP",
 )
 # Injected by the operator, so spec.env may not set them (the CRD's CEL rule lists them; prefixes come on top).
 RESERVED_ENV_NAMES: tuple[str, ...] = (*IDENTITY_ENV_NAMES, *framework_env_names())

@@ -186,9 +186,10 @@ def _storage_rules() -> list[Schema]:
             "operator creates)",
         ),
         rule(
-            f"!({object_store}) || (!has(self.claimName) && !has(self.size) && !has(self.storageClassName))",
-            "checkpoint.storage.claimName, size and storageClassName describe a PVC: they do not go with type s3 or "
-            "gcs",
+            f"!({object_store}) || (!has(self.claimName) && !has(self.size) && !has(self.storageClassName)"
+            " && !has(self.storageClass))",
+            "checkpoint.storage.claimName, size and storageClassName (storageClass) describe a PVC: they do not go "
+            "with type s3 or gcs",
         ),
         rule(
             f"!has(self.path) || ({object_store})",
@@ -201,6 +202,11 @@ def _storage_rules() -> list[Schema]:
             "checkpoint.storage of type s3 needs path s3://<bucket>/<prefix>, and of type gcs path "
             "gs://<bucket>/<prefix>",
             field_path=".path",
+        ),
+        rule(
+            "!has(self.storageClass) || !has(self.storageClassName) || self.storageClass == self.storageClassName",
+            "checkpoint.storage.storageClass and storageClassName are two names of one field: give one of them",
+            field_path=".storageClass",
         ),
     ]
 
@@ -242,6 +248,10 @@ def _storage() -> Schema:
             "storageClassName": string(
                 "StorageClass of the PVC the operator creates (with size); empty or absent: the cluster's default "
                 "StorageClass. Ignored with claimName.",
+                max_length=MAX_NAME_LENGTH,
+            ),
+            "storageClass": string(
+                "The seed guide's name of storageClassName, accepted as the guide writes it: set one (or both, equal).",
                 max_length=MAX_NAME_LENGTH,
             ),
             "accessModes": array(

@@ -62,11 +62,13 @@ def _label_value(description: str) -> Schema:
 
 
 def _operator_labels_rule() -> Schema:
-    reserved = f"self.all(k, !k.startsWith({cel_string(c.GROUP + '/')}) && k != {cel_string(c.LABEL_MANAGED_BY)})"
-    offending = f"k.startsWith({cel_string(c.GROUP + '/')}) || k == {cel_string(c.LABEL_MANAGED_BY)}"
-    message = f"podLabels keys under {c.GROUP}/ and {c.LABEL_MANAGED_BY} are reserved for the operator"
+    prefixes = (c.GROUP + "/", c.LAB_LABEL_PREFIX)
+    offending = " || ".join(
+        [*(f"k.startsWith({cel_string(p)})" for p in prefixes), f"k == {cel_string(c.LABEL_MANAGED_BY)}"]
+    )
+    message = f"podLabels keys under {' and '.join(prefixes)} and {c.LABEL_MANAGED_BY} are reserved for the operator"
     return rule(
-        reserved,
+        f"self.all(k, !({offending}))",
         message,
         message_expression=f"{cel_string(message + ': ')} + self.filter(k, {offending})[0]",
     )
@@ -244,8 +246,8 @@ def _identity_fields() -> dict[str, Schema]:
             list_map_keys=["name"],
         ),
         "podLabels": string_map(
-            f"Extra labels on every worker pod. Keys under {c.GROUP}/ and {c.LABEL_MANAGED_BY} are set by the "
-            "operator (it finds its pods by them) and rejected here.",
+            f"Extra labels on every worker pod. Keys under {c.GROUP}/ and {c.LAB_LABEL_PREFIX} and "
+            f"{c.LABEL_MANAGED_BY} are set by the operator (it finds its pods by them) and rejected here.",
             _label_value("Label value."),
             max_properties=MAX_LABELS,
             rules=[_operator_labels_rule()],

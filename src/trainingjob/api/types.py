@@ -112,7 +112,8 @@ class Checkpoint:
             storage=CheckpointStorage(
                 claim_name=storage.get("claimName"),
                 size=None if storage.get("size") is None else str(storage["size"]),
-                storage_class_name=storage.get("storageClassName") or None,
+                # storageClass: seed 002's name of the same field (the schema refuses two different values)
+                storage_class_name=storage.get("storageClassName") or storage.get("storageClass") or None,
                 access_modes=tuple(storage.get("accessModes") or ("ReadWriteMany",)),
                 type=storage.get("type") or "pvc",
                 path=storage.get("path"),

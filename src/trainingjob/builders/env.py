@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from typing import Any
 
 from trainingjob.api import constants as k
@@ -41,10 +42,20 @@ def worker_context(job: TrainingJob, index: int, role: str = k.WORKER) -> Worker
     )
 
 
+SHELL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
 def hyperparameter_env_name(key: str) -> str:
     """learningRate -> HYPERPARAM_LEARNING_RATE; batch-size / batch.size -> HYPERPARAM_BATCH_SIZE."""
     snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", key)
     return "HYPERPARAM_" + re.sub(r"[^A-Za-z0-9]+", "_", snake).strip("_").upper()
+
+
+def guide_hyperparameter_env_name(key: str) -> str | None:
+    """Seed 002's name, `HYPERPARAM_{key.upper()}` (learningRate -> HYPERPARAM_LEARNINGRATE), which its launch
+    script reads; None where that is no name a shell can read (a key with `.` or `-`: ours covers it)."""
+    name = "HYPERPARAM_" + key.upper()
+    return name if SHELL_NAME.match(name) else None
 
 
 def hyperparameter_value(value: Any) -> str:
@@ -57,7 +68,19 @@ def hyperparameter_value(value: Any) -> str:
 
 
 def hyperparameter_env(hyperparameters: dict[str, Any]) -> dict[str, str]:
-    return {hyperparameter_env_name(key): hyperparameter_value(hyperparameters[key]) for key in sorted(hyperparameters)}
+    """Our HYPERPARAM_<UPPER_SNAKE> per key, then the guide's HYPERPARAM_<UPPER> beside it where it differs.
+
+    Ours win: a guide name that is another key's name of ours, or that two keys share, is left out, so adding the
+    guide's names can neither change a value a job already reads nor make a valid job invalid."""
+    ours = {hyperparameter_env_name(key): hyperparameter_value(hyperparameters[key]) for key in sorted(hyperparameters)}
+    guide_names = {key: guide_hyperparameter_env_name(key) for key in sorted(hyperparameters)}
+    claims = Counter(name for name in guide_names.values() if name is not None and name not in ours)
+    guide = {
+        name: hyperparameter_value(hyperparameters[key])
+        for key, name in guide_names.items()
+        if name is not None and claims[name] == 1
+    }
+    return {**ours, **guide}
 
 
 def identity_env(job: TrainingJob, index: int, attempt: int, role: str = k.WORKER) -> dict[str, str]:
@@ -77,6 +100,7 @@ def identity_env(job: TrainingJob, index: int, attempt: int, role: str = k.WORKE
         "CHECKPOINT_DIR": spec.checkpoint_path,
         "CHECKPOINT_INTERVAL": str(spec.checkpoint_every),
         "RESUME_FROM_CHECKPOINT": "true" if attempt > 0 else "false",
+        **guide_env(job, role),
     }
     if spec.checkpoint.keep_last:
         env["CHECKPOINT_KEEP_LAST"] = str(spec.checkpoint.keep_last)
@@ -90,6 +114,23 @@ def identity_env(job: TrainingJob, index: int, attempt: int, role: str = k.WORKE
     if spec.dataset:
         env["DATASET"] = spec.dataset
     return env
+
+
+def guide_env(job: TrainingJob, role: str) -> dict[str, str]:
+    """Seed 002's names for what we already pass (its launch script and train.py read these)."""
+    return {
+        "NUM_WORKERS": str(job.spec.workers),
+        "GPUS_PER_WORKER": str(job.spec.gpus_of(role)),  # this pod's GPUs: the launch script's --nproc_per_node
+        "CHECKPOINT_FREQUENCY": str(job.spec.checkpoint_every),  # = CHECKPOINT_INTERVAL
+    }
+
+
+def downward_env() -> list[dict[str, Any]]:
+    """Seed 002's POD_NAME and POD_IP from the downward API, before the user's env, which may use $(POD_NAME)."""
+    return [
+        {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
+        for name, path in (("POD_NAME", "metadata.name"), ("POD_IP", "status.podIP"))
+    ]
 
 
 def progress_env(config: OperatorConfig | None) -> dict[str, str]:
@@ -124,4 +165,4 @@ def worker_env(
         **tracking_env(tracking_settings(job, config.mlflow_tracking_uri if config is not None else None)),
         **hyperparameter_env(job.spec.hyperparameters),
     }
-    return [{"name": name, "value": value} for name, value in ours.items()] + user_env(job, role)
+    return [{"name": name, "value": value} for name, value in ours.items()] + downward_env() + user_env(job, role)

@@ -60,6 +60,7 @@ def worker_labels(job: TrainingJob, index: int, attempt: int, fingerprint: str, 
         k.LABEL_WORKER_INDEX: str(index),
         k.LABEL_ATTEMPT: str(attempt),
         k.LABEL_SPEC_HASH: fingerprint,
+        k.LABEL_LAB_WORKER: job.name,
     }
 
 
