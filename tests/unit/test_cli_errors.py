@@ -147,6 +147,27 @@ def test_namespace_from_the_flag_the_context_or_default(tmp_path: Path) -> None:
         asyncio.run(load_configuration(Target(kubeconfig=str(tmp_path / "broken"))))
 
 
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        ("root:x:0:0:root:/root:/bin/bash\n", "not a kubeconfig (its YAML is a str, not a mapping of clusters"),
+        ("- a\n- b\n", "not a kubeconfig (its YAML is a list, not a mapping"),
+        ("", "the file is empty"),
+        ("title: notes\n", "not a kubeconfig (no clusters, contexts, users or current-context in it)"),
+        ("contexts: main\n", "contexts is a str, not a list"),
+        ("users: [{user: {}}]\n", "entry 1 of users has no name"),
+        ("a: [\n", "not valid YAML: line 2, column 1: expected the node content, but found '<stream end>'"),
+    ],
+)
+def test_a_file_that_is_not_a_kubeconfig_is_named_in_one_line(tmp_path: Path, content: str, problem: str) -> None:
+    path = tmp_path / "config"
+    path.write_text(content)
+    with pytest.raises(CliError) as error:
+        asyncio.run(load_configuration(Target(kubeconfig=str(path))))
+    message = str(error.value)
+    assert message.startswith(f"cannot use kubeconfig {path}: {problem}") and "\n" not in message
+
+
 def test_watch_error_events() -> None:
     """`tj get --watch` follows the shared watch loop (kube/reflector.py): an event passes, 410 means list again,
     any other ERROR event is the API server's refusal, in one line."""

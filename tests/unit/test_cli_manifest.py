@@ -171,3 +171,13 @@ def test_submit_usage_errors() -> None:
     assert unreadable.exit_code == 1 and "cannot read /nonexistent/job.yaml" in unreadable.output
     reserved = runner.invoke(main, ["submit", "x", "--framework", "jax", "--image", "i", "--env", "RANK=1", "--", "p"])
     assert reserved.exit_code == 1 and "RANK is set by the operator" in reserved.output
+
+
+def test_a_yaml_syntax_error_is_one_line_with_its_position() -> None:
+    text = "apiVersion: ml.example.com/v1\nkind: TrainingJob\nspec:\n  numWorkers: [1\n  image: a\n"
+    with pytest.raises(ManifestError) as error:
+        manifests_from_yaml(text, "job.yaml")
+    assert str(error.value) == (
+        "job.yaml: not valid YAML: line 5, column 8: expected ',' or ']', but got ':' "
+        "(while parsing a flow sequence from line 4, column 15)"
+    )

@@ -236,3 +236,16 @@ def test_failure_message_prefers_the_failed_condition() -> None:
     last = {"workerId": 0, "exitCode": 137, "reason": "OOMKilled"}
     assert render.failure_message(job(phase="Failed", lastFailure=last)) == "worker 0, exit code 137, OOMKilled"
     assert render.failure_message(job(phase="Failed")) == "no reason recorded"
+
+
+@pytest.mark.parametrize(
+    ("checkpoint", "shown"),
+    [
+        ({"epoch": 3, "path": "/ckpt/ckpt-00000003.json"}, "epoch 3 /ckpt/ckpt-00000003.json"),
+        ({"step": 1200, "epoch": 2}, "epoch 2 step 1200"),
+        ({"time": "2026-01-01T00:00:00Z"}, "<none>"),
+    ],
+)
+def test_describe_shows_only_what_a_checkpoint_records(checkpoint: dict, shown: str) -> None:
+    assert render.checkpoint_summary(checkpoint) == shown
+    assert "?" not in render.checkpoint_summary(checkpoint)

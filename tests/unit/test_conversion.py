@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from trainingjob.api import constants as c
 from trainingjob.api.conversion import convert, convert_spec, convert_status, progress_text, status_in, to_internal
 from trainingjob.api.types import JobSpec, TrainingJob
-from trainingjob.api.versions import SHAPES
+from trainingjob.api.versions import SHAPES, field_names_as_written
 from trainingjob.api.versions import V1 as V1_SHAPE
 from trainingjob.api.versions import V1ALPHA1 as V1ALPHA1_SHAPE
 from trainingjob.builders.common import spec_hash
@@ -326,3 +326,18 @@ def test_objects_in_the_internal_shape_are_not_copied_again() -> None:
 def test_an_unknown_version_is_refused() -> None:
     with pytest.raises(KeyError):
         convert(job({}), f"{c.GROUP}/v2")
+
+
+def test_api_server_messages_name_fields_as_the_manifest_wrote_them() -> None:
+    message = (
+        'TrainingJob.ml.example.com "x" is invalid: [spec.gpusPerWorker: Invalid value: -1: spec.gpusPerWorker in '
+        "body should be greater than or equal to 0, spec.numWorkers: Invalid value: 0, spec.checkpoint.frequency: "
+        "Invalid value: 0]"
+    )
+    assert field_names_as_written(message, V1ALPHA1_SHAPE) == (
+        'TrainingJob.ml.example.com "x" is invalid: [spec.gpuPerWorker: Invalid value: -1: spec.gpuPerWorker in '
+        "body should be greater than or equal to 0, spec.workers: Invalid value: 0, spec.checkpoint.interval: "
+        "Invalid value: 0]"
+    )
+    assert field_names_as_written(message, V1_SHAPE) == message
+    assert field_names_as_written("frequency of gpusPerWorkerX", V1ALPHA1_SHAPE) == "frequency of gpusPerWorkerX"

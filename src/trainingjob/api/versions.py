@@ -11,6 +11,7 @@ the operator may derive from `model`); v1alpha1 keeps the names the lab and the 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from trainingjob.api import constants as c
@@ -64,3 +65,20 @@ assert tuple(SHAPES) == c.SERVED_VERSIONS, "one shape per served version, in the
 def shape_of(api_version: str) -> VersionShape:
     """The shape of `group/version` (or a bare version); KeyError for a version this code does not serve."""
     return SHAPES[api_version.rpartition("/")[2]]
+
+
+def field_names_as_written(text: str, written: VersionShape) -> str:
+    """`text`, a message about an object in v1's names, with v1's fields named as `written` calls them.
+
+    `tj submit` converts a v1alpha1 manifest to v1 (the storage version) before creating it, so the API server's
+    message would name `spec.gpusPerWorker` for a file that says `gpuPerWorker`: the user should read the name they
+    wrote. Only v1's names are replaced; they are distinctive words, where v1alpha1's (`workers`) are not.
+    """
+    renames = (
+        (V1.workers, written.workers),
+        (V1.gpus, written.gpus),
+        (f"checkpoint.{V1.checkpoint_interval}", f"checkpoint.{written.checkpoint_interval}"),
+    )
+    for v1_name, name in renames:
+        text = re.sub(rf"\b{re.escape(v1_name)}\b", name, text)
+    return text

@@ -23,8 +23,10 @@ from kubernetes_asyncio.config.kube_config import KubeConfigLoader, KubeConfigMe
 
 from trainingjob.api import constants as k
 from trainingjob.api.conversion import convert, to_internal
-from trainingjob.cli.common import CliError, Target
+from trainingjob.api.versions import field_names_as_written, shape_of
+from trainingjob.cli.common import CliError, Target, one_line
 from trainingjob.cli.kube_errors import TRAINER_CONTAINER, map_api_error, map_connection_error, map_log_error
+from trainingjob.cli.kubeconfig_files import check_kubeconfig_files
 from trainingjob.kube.reflector import ApiClientTransport, Gone, Reflector, Resource
 from trainingjob.user_agent import CLI, named
 
@@ -74,6 +76,7 @@ async def load_configuration(target: Target) -> tuple[client.Configuration, str]
         namespace_file = SERVICE_ACCOUNT_DIR / "namespace"
         namespace = namespace_file.read_text().strip() if namespace_file.is_file() else DEFAULT_NAMESPACE
         return configuration, target.namespace or namespace
+    check_kubeconfig_files(paths)
     try:
         merged = KubeConfigMerger(paths)
         if merged.config is None:
@@ -83,7 +86,7 @@ async def load_configuration(target: Target) -> tuple[client.Configuration, str]
     except CliError:
         raise
     except (ConfigException, AssertionError, KeyError, TypeError, OSError, yaml.YAMLError) as error:
-        detail = str(error) or "no usable current-context, cluster or user"
+        detail = one_line(str(error)) or "no usable current-context, cluster or user"
         raise CliError(f"cannot use kubeconfig {paths}: {detail}") from None
     context = (loader.current_context or {}).get("context") or {}
     return configuration, target.namespace or context.get("namespace") or DEFAULT_NAMESPACE
@@ -160,12 +163,15 @@ class Client:
     async def create_job(self, namespace: str, manifest: dict[str, Any]) -> dict[str, Any]:
         """Created in the storage version: a manifest of another version is converted here, as the webhook would."""
         stored = convert(manifest, f"{k.GROUP}/{k.STORAGE_VERSION}")
-        with self.errors(namespace, manifest.get("metadata", {}).get("name")):
-            return to_internal(
-                await self.custom.create_namespaced_custom_object(
+        try:
+            with self.errors(namespace, manifest.get("metadata", {}).get("name")):
+                created = await self.custom.create_namespaced_custom_object(
                     k.GROUP, k.STORAGE_VERSION, namespace, k.PLURAL, stored, _request_timeout=_timeout()
                 )
-            )
+        except CliError as error:  # the API server's words name v1's fields: say them as the manifest did
+            written = shape_of(manifest.get("apiVersion") or k.STORAGE_VERSION)
+            raise CliError(field_names_as_written(str(error), written), error.exit_code) from None
+        return to_internal(created)
 
     async def patch_job(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
         """A JSON merge patch of the job (RFC 7386)."""

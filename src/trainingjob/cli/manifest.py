@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 
 from trainingjob.api import constants as k
+from trainingjob.cli.common import yaml_problem
 
 
 class ManifestError(ValueError):
@@ -108,7 +109,7 @@ def manifests_from_yaml(text: str, source: str) -> list[dict[str, Any]]:
     try:
         documents = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as error:
-        raise ManifestError(f"{source}: not valid YAML: {error}") from None
+        raise ManifestError(f"{source}: not valid YAML: {yaml_problem(error)}") from None
     if not documents:
         raise ManifestError(f"{source}: no TrainingJob in it")
     for number, document in enumerate(documents, 1):

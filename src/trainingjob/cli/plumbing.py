@@ -17,7 +17,7 @@ from rich.console import Console
 
 from trainingjob.api import constants as k
 from trainingjob.cli import render
-from trainingjob.cli.common import CliError, Target, job_ref
+from trainingjob.cli.common import CliError, Target, job_ref, one_line
 
 if TYPE_CHECKING:
     from trainingjob.cli.kube import Client
@@ -37,7 +37,7 @@ def run(main: Coroutine[Any, Any, int | None]) -> None:
     try:
         code = asyncio.run(_interruptible(main))
     except CliError as error:
-        click.echo(f"error: {error}", err=True)
+        click.echo(f"error: {one_line(str(error))}", err=True)
         sys.exit(error.exit_code)
     except (KeyboardInterrupt, asyncio.CancelledError):
         sys.exit(INTERRUPTED_EXIT)

@@ -292,14 +292,21 @@ def _summary_rows(job: dict[str, Any], now: datetime) -> list[tuple[str, str]]:
         rows.append(("Gang", f"{where} ({gang.get('placed', 0)}/{gang.get('minCount', '?')} placed)"))
     checkpoint = status.get("lastCheckpoint") or {}
     if checkpoint:
-        where = f"epoch {checkpoint.get('epoch', '?')} step {checkpoint.get('step', '?')}"
-        rows.append(("Last checkpoint", f"{where} {checkpoint.get('path') or ''}".strip()))
+        rows.append(("Last checkpoint", checkpoint_summary(checkpoint)))
     progress = status.get("progress") or {}
     if progress:
         percent = progress_percent(progress)
         parts = ([f"{percent:.0f}%"] if percent is not None else []) + progress_parts(progress)
         rows.append(("Progress", ", ".join(parts) or NONE))
     return rows
+
+
+def checkpoint_summary(checkpoint: dict[str, Any]) -> str:
+    """status.lastCheckpoint in a few words: only what it records (a checkpoint saved per epoch has no step)."""
+    parts = [f"{label} {checkpoint[label]}" for label in ("epoch", "step") if checkpoint.get(label) is not None]
+    if checkpoint.get("path"):
+        parts.append(str(checkpoint["path"]))
+    return " ".join(parts) or NONE
 
 
 def condition_rows(job: dict[str, Any], now: datetime) -> list[list[str]]:
