@@ -120,6 +120,10 @@ def test_scale_refused_by_the_schema_shows_its_message(
     error = page.get_by_test_id("action-error")
     expect(error).to_contain_text("422 Invalid")
     expect(error).to_contain_text(expected)
+    # Beside the button that caused it, not below the job's summary.
+    expect(
+        page.locator("div.actions", has=page.get_by_test_id("delete")).get_by_test_id("action-error")
+    ).to_be_visible()
 
 
 def test_delete_removes_the_job_and_its_row(page: Any, admin_ui: RunningUi, kube: Kube, namespace: str) -> None:

@@ -208,7 +208,7 @@ def test_progress_view_with_and_without_reports() -> None:
 def test_a_succeeded_job_shows_only_the_progress_that_was_reported() -> None:
     silent = render.progress_view(job(phase="Succeeded"))
     assert silent.percent is None
-    assert silent.summary == "Succeeded · workers 0/2 running · done (no progress reported)"
+    assert silent.summary == "Succeeded · no worker running · done (no progress reported)"
     short = render.progress_view(job(phase="Succeeded", progress={"percent": 80.0, "epoch": 4, "totalEpochs": 5}))
     assert short.percent == 80.0 and "80%" in short.summary and "100%" not in short.summary
     full = render.progress_view(job(phase="Succeeded", progress={"epoch": 5, "totalEpochs": 5}))
@@ -249,3 +249,13 @@ def test_failure_message_prefers_the_failed_condition() -> None:
 def test_describe_shows_only_what_a_checkpoint_records(checkpoint: dict, shown: str) -> None:
     assert render.checkpoint_summary(checkpoint) == shown
     assert "?" not in render.checkpoint_summary(checkpoint)
+
+
+def test_a_finished_job_names_only_the_workers_still_running() -> None:
+    def summary(phase: str, *worker_phases: str) -> str:
+        statuses = [{"workerId": i, "phase": p} for i, p in enumerate(worker_phases)]
+        return render.progress_view(job(phase=phase, workerStatuses=statuses)).summary
+
+    assert summary("Failed", "Terminating", "Failed") == "Failed · no worker running"
+    assert summary("Failed", "Running", "Failed") == "Failed · 1 worker still running"  # cleanPodPolicy None
+    assert summary("Running", "Running", "Running") == "Running · workers 2/2 running"

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import yaml
-
 
 class CliError(Exception):
     """A failure to report as `error: <message>` with exit code `exit_code` (1 unless said otherwise)."""
@@ -31,19 +29,3 @@ def job_ref(namespace: str | None, name: str) -> str:
 def one_line(text: str) -> str:
     """`text` on one line: every `tj` error is one `error: ...` line, even when a library's message spans several."""
     return " ".join(part.strip() for part in text.splitlines() if part.strip())
-
-
-def yaml_problem(error: yaml.YAMLError) -> str:
-    """A YAML parser's failure in one line with its position ("line 7, column 8: expected ',' or ']', but got
-    ':' (while parsing a flow sequence from line 6, column 12)"), instead of PyYAML's multi-line excerpt."""
-    if not isinstance(error, yaml.MarkedYAMLError) or error.problem is None:
-        return one_line(str(error))
-    text = error.problem
-    if error.problem_mark is not None:
-        text = f"line {error.problem_mark.line + 1}, column {error.problem_mark.column + 1}: {text}"
-    if error.context:
-        text += f" ({error.context}"
-        if error.context_mark is not None:
-            text += f" from line {error.context_mark.line + 1}, column {error.context_mark.column + 1}"
-        text += ")"
-    return one_line(text)

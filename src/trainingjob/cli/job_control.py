@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from trainingjob.api import constants as k
 from trainingjob.cli import render
-from trainingjob.cli.common import Target, job_ref
+from trainingjob.cli.common import CliError, Target, job_ref
 from trainingjob.cli.plumbing import connect, connection_options, phase_of, run
 
 
@@ -26,15 +28,23 @@ def resume(target: Target, name: str) -> None:
     run(_set_suspend(target, name, False))
 
 
+def refuse_if_finished(job: dict[str, Any], namespace: str, name: str, action: str) -> None:
+    """A finished job ignores spec changes (the operator plans nothing but cleanup for it), so suspending, resuming
+    or scaling one would report a change that never happens: refuse, and say what does work."""
+    phase = phase_of(job)
+    if phase in render.FINISHED_PHASES:
+        raise CliError(
+            f"{k.SINGULAR} {job_ref(namespace, name)} has already {phase.lower()}: a finished job cannot be "
+            f"{action}; submit it again (under a new name, or after tj delete) to run it again"
+        )
+
+
 async def _set_suspend(target: Target, name: str, value: bool) -> int:
-    async with connect(target) as kube:
-        job = await kube.patch_job(kube.namespace, name, {"spec": {"suspend": value}})
-    ref = job_ref(kube.namespace, name)
     word = "suspended" if value else "resumed"
-    if phase_of(job) in render.FINISHED_PHASES:
-        click.echo(f"{k.SINGULAR} {ref} {word} (it has already {phase_of(job).lower()}; nothing changes)")
-    else:
-        click.echo(f"{k.SINGULAR} {ref} {word}")
+    async with connect(target) as kube:
+        refuse_if_finished(await kube.get_job(kube.namespace, name), kube.namespace, name, word)
+        await kube.patch_job(kube.namespace, name, {"spec": {"suspend": value}})
+    click.echo(f"{k.SINGULAR} {job_ref(kube.namespace, name)} {word}")
     return 0
 
 
@@ -49,6 +59,7 @@ def scale(target: Target, name: str, workers: int) -> None:
 
 async def _scale(target: Target, name: str, workers: int) -> int:
     async with connect(target) as kube:
+        refuse_if_finished(await kube.get_job(kube.namespace, name), kube.namespace, name, "scaled")
         answer = await kube.scale_job(kube.namespace, name, workers)
     replicas = (answer.get("spec") or {}).get("replicas", workers)
     click.echo(f"{k.SINGULAR} {job_ref(kube.namespace, name)} scaled to {replicas} workers")

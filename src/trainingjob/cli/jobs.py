@@ -297,15 +297,25 @@ async def _logs(target: Target, name: str, worker: int, follow: bool) -> int:
         pods = await kube.worker_pods(namespace, name, worker)
         pod = _current_pod(pods)
         if pod is None:
-            phase = (job.get("status") or {}).get("phase") or "Pending"
-            ref = job_ref(namespace, name)
-            raise CliError(f"{k.SINGULAR} {ref} has no pod for worker {worker} right now (phase {phase})")
+            raise CliError(_no_pod(job, namespace, name, worker))
         stream = sys.stdout.buffer
         async with contextlib.aclosing(kube.pod_log(namespace, pod["metadata"]["name"], follow)) as chunks:
             async for chunk in chunks:
                 stream.write(chunk)
                 stream.flush()
     return 0
+
+
+def _no_pod(job: dict[str, Any], namespace: str, name: str, worker: int) -> str:
+    """Why worker `worker` has no log to show: gone with its pod after the job finished, or not created yet."""
+    phase = (job.get("status") or {}).get("phase") or "Pending"
+    ref = job_ref(namespace, name)
+    if phase in render.FINISHED_PHASES:
+        return (
+            f"worker {worker} of {k.SINGULAR} {ref} is gone: its pod was deleted after the job {phase.lower()}, "
+            "and its log went with it"
+        )
+    return f"{k.SINGULAR} {ref} has no pod for worker {worker} right now (phase {phase})"
 
 
 def _current_pod(pods: list[dict[str, Any]]) -> dict[str, Any] | None:

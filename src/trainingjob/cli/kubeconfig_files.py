@@ -14,7 +14,8 @@ from typing import Any
 
 import yaml
 
-from trainingjob.cli.common import CliError, yaml_problem
+from trainingjob.cli.common import CliError
+from trainingjob.kube.yaml_text import yaml_problem
 
 NAMED_LISTS = ("clusters", "contexts", "users")
 TOP_LEVEL_KEYS = (*NAMED_LISTS, "current-context", "kind", "apiVersion", "preferences")

@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 
 from trainingjob.api import constants as k
-from trainingjob.cli.common import yaml_problem
+from trainingjob.kube.yaml_text import yaml_problem
 
 
 class ManifestError(ValueError):

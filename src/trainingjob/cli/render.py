@@ -162,6 +162,14 @@ def running_workers(job: dict[str, Any]) -> int:
     return sum(1 for w in (job.get("status") or {}).get("workerStatuses") or [] if w.get("phase") == "Running")
 
 
+def workers_part(phase: str, running: int, wanted: Any) -> str:
+    """`workers 3/4 running`; a finished job wants no workers, so it names only those still running (with
+    cleanPodPolicy None nothing stops them), and says when none is."""
+    if phase not in FINISHED_PHASES:
+        return f"workers {running}/{wanted} running"
+    return f"{running} worker{'s' * (running != 1)} still running" if running else "no worker running"
+
+
 def format_number(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
@@ -208,7 +216,7 @@ def progress_view(job: dict[str, Any]) -> ProgressView:
     # Only what the workers reported: a job can succeed without reports (or short of 100 %), and a bar filled
     # because of the phase would claim progress nobody measured. "done" says it finished without faking a number.
     percent = progress_percent(progress) if progress else None
-    parts = [phase, f"workers {running_workers(job)}/{spec.get('workers', '?')} running"]
+    parts = [phase, workers_part(phase, running_workers(job), spec.get("workers", "?"))]
     if percent is not None:
         parts.append(f"{percent:.0f}%")
     elif phase == "Succeeded":

@@ -27,6 +27,7 @@ from trainingjob.reconcile.actions import (
     ReplaceChild,
 )
 from trainingjob.reconcile.endpoints import plan_endpoints
+from trainingjob.reconcile.finished import finished_worker_details
 from trainingjob.reconcile.gangs import release_gangs
 from trainingjob.reconcile.observed import ObservedChildren, PodView
 from trainingjob.reconcile.resources import plan_resources
@@ -109,6 +110,9 @@ def plan_finished(
     already = {a.name for a in result.actions if isinstance(a, DeleteChild)}
     result.actions += delete_pods(p for p in pods_to_clean(job, live, succeeded) if p.name not in already)
     result.actions += [a for a in release_gangs(job, observed) if a.name not in already]
+    deleting = {a.name for a in result.actions if isinstance(a, DeleteChild) and a.kind == "Pod"}
+    deleting |= {p.name for p in observed.pods if p.uid in observed.released_pods}
+    status.update(finished_worker_details(status, observed.pods, deleting))
     ttl = job.spec.ttl_seconds_after_finished
     finished_at = parse_time(status.get("completionTime"))
     if ttl is None or finished_at is None:

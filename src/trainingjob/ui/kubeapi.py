@@ -19,6 +19,7 @@ from trainingjob.api import constants as k
 from trainingjob.cli.kube import event_time, raise_for_status
 from trainingjob.cli.kube_errors import TRAINER_CONTAINER
 from trainingjob.kube.reflector import lines
+from trainingjob.kube.yaml_text import yaml_problem
 from trainingjob.ui.watcher import WATCH_SECONDS
 
 TIMEOUT = aiohttp.ClientTimeout(sock_connect=10, sock_read=60)
@@ -49,7 +50,7 @@ def parse_manifest(text: str, default_namespace: str) -> tuple[str, dict[str, An
     try:
         documents = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as error:
-        raise InputError(f"not valid YAML: {error}") from None
+        raise InputError(f"not valid YAML: {yaml_problem(error)}") from None
     if len(documents) != 1 or not isinstance(documents[0], dict):
         raise InputError(f"expected one TrainingJob object, found {len(documents)} document(s)")
     manifest = documents[0]

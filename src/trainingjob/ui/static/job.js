@@ -69,6 +69,13 @@ function table(headers, rows, testid) {
     el("tbody", {}, rows.map((cells) => el("tr", {}, cells.map((c) => el("td", {}, c))))));
 }
 
+// "2 running / 3 wanted"; a finished job wants none, so only the workers still running (cleanPodPolicy None).
+function workersText(job) {
+  const running = (job.status?.workerStatuses || []).filter((w) => w.phase === "Running").length;
+  if (!finishedPhase(job)) return `${running} running / ${job.spec?.workers} wanted`;
+  return running ? `${running} still running` : "none running";
+}
+
 function summary(job) {
   const spec = job.spec || {}, status = job.status || {}, progress = status.progress || {};
   const items = [
@@ -78,7 +85,7 @@ function summary(job) {
     ["Step", progress.step !== undefined ? `${progress.step}/${progress.totalSteps ?? "?"}` : "—"],
     ["ETA", el("span", { "data-testid": "job-eta" }, progress.estimatedRemainingSeconds !== undefined ? duration(progress.estimatedRemainingSeconds) : "—")],
     ["Metrics", Object.entries(progress.metrics || {}).map(([k, v]) => `${k}=${number(v)}`).join("  ") || "—"],
-    ["Workers", el("span", { "data-testid": "job-workers" }, `${(status.workerStatuses || []).filter((w) => w.phase === "Running").length} running / ${spec.workers} wanted`)],
+    ["Workers", el("span", { "data-testid": "job-workers" }, workersText(job))],
     ["Framework", spec.framework], ["Image", spec.image],
     ["Attempt", `${status.attempt ?? 0} · restarts ${status.restartCount ?? 0} · disruptions ${status.disruptionCount ?? 0}`],
     ["Message", status.message || "—"],
@@ -95,11 +102,31 @@ function checkpointRows(job, points) {
   return [...seen.values()].reverse().map((c) => [c.path, c.epoch ?? "", c.step ?? "", c.time ?? ""]);
 }
 
+const FINISHED = ["Succeeded", "Failed"];
+
+function finishedPhase(job) {
+  const phase = job.status?.phase;
+  return FINISHED.includes(phase) ? phase : null;
+}
+
 // `draft` holds what the user typed into the scale box until a scale goes through: the job is re-rendered on every
-// change of its status, and a progress report must not wipe a number being typed.
+// change of its status, and a progress report must not wipe a number being typed. A finished job ignores spec
+// changes, so it is offered Delete alone, with the reason; the outcome of an action shows right beside its buttons.
 function actions(job, resultBox, draft) {
   const { namespace, name } = job.metadata;
   const base = `/api/namespaces/${encodeURIComponent(namespace)}/trainingjobs/${encodeURIComponent(name)}`;
+  const run = async (title, text, call, success) => {
+    if (!(await confirmAction(title, text))) return;
+    showResult(resultBox, await call(), success);
+  };
+  const remove = el("button", { class: "danger", "data-testid": "delete", onclick: () => run("Delete job",
+    `Delete ${namespace}/${name}? Its workers, Service and ConfigMap are deleted with it.`,
+    () => api("DELETE", base), "delete requested") }, "Delete");
+  const finished = finishedPhase(job);
+  if (finished) {
+    return el("div", { class: "actions" }, remove, el("span", { class: "muted", "data-testid": "finished-note" },
+      `This job has ${finished.toLowerCase()}: suspend, resume and scale change nothing any more. Submit it again to run it again.`), resultBox);
+  }
   const suspended = !!job.spec?.suspend;
   const workers = el("input", { type: "number", min: "1", value: draft.workers ?? job.spec?.workers ?? 1,
     "data-testid": "scale-input", oninput: () => { draft.workers = workers.value; } });
@@ -107,10 +134,6 @@ function actions(job, resultBox, draft) {
     const result = await api("POST", `${base}/scale`, { workers: Number(workers.value) });
     if (result.ok) draft.workers = null;
     return result;
-  };
-  const run = async (title, text, call, success) => {
-    if (!(await confirmAction(title, text))) return;
-    showResult(resultBox, await call(), success);
   };
   return el("div", { class: "actions" },
     el("button", { "data-testid": suspended ? "resume" : "suspend", onclick: () => run(
@@ -122,14 +145,12 @@ function actions(job, resultBox, draft) {
       el("button", { "data-testid": "scale", onclick: () => run("Scale job",
         `Scale ${namespace}/${name} to ${workers.value} worker(s)? The gang restarts with the new size.`,
         scale, `scaled to ${workers.value}`) }, "Scale")),
-    el("button", { class: "danger", "data-testid": "delete", onclick: () => run("Delete job",
-      `Delete ${namespace}/${name}? Its workers, Service and ConfigMap are deleted with it.`,
-      () => api("DELETE", base), "delete requested") }, "Delete"));
+    remove, resultBox);
 }
 
 export function showJob(main, namespace, name) {
   const state = { job: null, points: [], events: new Map(), curves: null, log: null };
-  // The actions are rebuilt only when what they show changes (suspended or not, spec.workers), so a status update
+  // The actions are rebuilt only when what they show changes (suspended or not, spec.workers, finished), so a status update
   // neither blurs the scale box nor drops what was typed into it (`draft`).
   const draft = { workers: null };
   const actionsBox = el("div"), summaryBox = el("div");
@@ -142,7 +163,7 @@ export function showJob(main, namespace, name) {
   const logBox = el("div");
   main.replaceChildren(
     el("p", {}, el("a", { href: "#/" }, "← all jobs")),
-    el("h2", {}, `${namespace}/${name}`), head, resultBox,
+    el("h2", {}, `${namespace}/${name}`), head,
     el("section", { class: "card" }, curveBox), details,
     el("section", { class: "card" }, el("h3", {}, "Events"), eventsBox),
     el("section", { class: "card" }, el("h3", {}, "Worker logs"), logBox));
@@ -150,7 +171,7 @@ export function showJob(main, namespace, name) {
 
   const renderJob = () => {
     const job = state.job, status = job.status || {};
-    const shown = JSON.stringify([!!job.spec?.suspend, job.spec?.workers]);
+    const shown = JSON.stringify([!!job.spec?.suspend, job.spec?.workers, finishedPhase(job)]);
     if (shown !== actionsShown) {
       actionsBox.replaceChildren(actions(job, resultBox, draft));
       actionsShown = shown;

@@ -1,7 +1,10 @@
 // Worker logs streamed like `kubectl logs -f`: the UI server follows the trainer container's log through the
 // API server and forwards it over an EventSource. When the API server cannot get a log (no such pod yet, or a
-// node that serves none, like kwok's), its message is shown as it is.
+// node that serves none, like kwok's), its message is shown as it is. A worker whose pod was deleted (a finished
+// job's cleanup) has no log left: the picker marks it gone and Show says so instead of asking for it.
 import { el, errorText } from "./common.js";
+
+const GONE = "Deleted";
 
 const MAX_CHARS = 400000; // keep the page responsive on chatty workers: the oldest output is dropped first
 
@@ -12,9 +15,12 @@ export function showLog(box, namespace, workerStatuses, workers, job) {
   const state = el("div", { "data-testid": "log-state", class: "muted" }, "Pick a worker and press Show.");
   let source = null;
 
+  let gone = new Set();
   const fillPicker = (statuses) => {
     const chosen = picker.value;
-    const pods = statuses.length ? statuses.map((w) => [w.podName, `worker ${w.workerId} (${w.podName}, ${w.phase})`])
+    gone = new Set(statuses.filter((w) => w.phase === GONE).map((w) => w.podName));
+    const label = (w) => `worker ${w.workerId} (${w.podName}, ${w.phase === GONE ? "pod deleted, no log" : w.phase})`;
+    const pods = statuses.length ? statuses.map((w) => [w.podName, label(w)])
       : Array.from({ length: workers }, (_, i) => [`${job}-worker-${i}`, `worker ${i} (${job}-worker-${i})`]);
     picker.replaceChildren(...pods.map(([pod, label]) => el("option", { value: pod }, label)));
     if (pods.some(([pod]) => pod === chosen)) picker.value = chosen;
@@ -25,6 +31,11 @@ export function showLog(box, namespace, workerStatuses, workers, job) {
     stop();
     output.textContent = "";
     const pod = picker.value;
+    if (gone.has(pod)) {
+      state.replaceChildren(el("div", { class: "alert warning", "data-testid": "log-gone" },
+        `${pod} is gone: its pod was deleted after the job finished, and its log went with it.`));
+      return;
+    }
     state.textContent = `streaming the log of ${pod}…`;
     const query = new URLSearchParams({ follow: follow.checked ? "1" : "0", tailLines: "2000" });
     source = new EventSource(`/api/namespaces/${encodeURIComponent(namespace)}/pods/${encodeURIComponent(pod)}/log?${query}`);
@@ -38,8 +49,14 @@ export function showLog(box, namespace, workerStatuses, workers, job) {
     });
     source.addEventListener("failure", (e) => {
       stop();
+      const body = JSON.parse(e.data);
+      if (body.status === 404 && body.reason === "NotFound") {
+        state.replaceChildren(el("div", { class: "alert warning", "data-testid": "log-gone" },
+          `${pod} is gone (${body.message}): a deleted pod's log goes with it.`));
+        return;
+      }
       state.replaceChildren(el("div", { class: "alert error", "data-testid": "log-error" },
-        `The API server could not return the log of ${pod}: ${errorText(JSON.parse(e.data), 0)}`));
+        `The API server could not return the log of ${pod}: ${errorText(body, 0)}`));
     });
     source.onerror = () => { if (source) { stop(); state.textContent = "the log stream was interrupted; press Show again"; } };
   };

@@ -1,0 +1,98 @@
+"""A finished job's status follows its pods as cleanup removes them: no worker stays `Running` once its pod is
+being deleted or gone, and the pod counters count what is left."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.unit.test_planner import CONFIG, NOW, children, make_job, pod
+from trainingjob.reconcile.finished import finished_worker_details
+from trainingjob.reconcile.planner import plan
+
+STARTED = "2026-11-22T11:00:00Z"
+
+
+def failed_job_status() -> dict[str, Any]:
+    """The status of a 2-worker job whose worker 1 failed while worker 0 ran (what cleanup starts from)."""
+    running = make_job({"phase": "Running", "startTime": STARTED}, restartPolicy="Never")
+    failed = pod(running, 1, "Failed", exit_code=3, reason="Error", node_name="tj-local-0")
+    return plan(running, children(running, pod(running, 0, node_name="tj-local-0"), failed), NOW, CONFIG).status
+
+
+def phases(status: dict[str, Any]) -> list[tuple[str, str | None]]:
+    return [(w["phase"], w.get("reason")) for w in status["workerStatuses"]]
+
+
+def test_the_worker_cleanup_deletes_is_terminating_in_the_status_that_ends_the_job() -> None:
+    status = failed_job_status()
+    assert status["phase"] == "Failed"
+    assert phases(status) == [("Terminating", "PodDeleted"), ("Failed", "Error")]
+    assert status["workerStatuses"][0]["message"] == "the job finished; its pod is being deleted (it was Running)"
+    assert status["workers"] == 2  # both pods still exist: the Terminating one counts until it is gone
+
+
+def test_finished_entries_follow_the_pods_until_they_are_gone() -> None:
+    finished = failed_job_status()
+    job = make_job(finished, restartPolicy="Never")
+    failed = pod(job, 1, "Failed", exit_code=3, reason="Error", node_name="tj-local-0")
+    # The deleted worker is stopped by its SIGTERM while still Terminating: its exit code says nothing.
+    stopping = pod(job, 0, "Failed", exit_code=143, deleting=True, node_name="tj-local-0")
+    meanwhile = plan(job, children(job, stopping, failed), NOW, CONFIG)
+    assert meanwhile.status == finished and not meanwhile.actions  # nothing to write or do
+
+    gone = plan(job, children(job, failed), NOW, CONFIG).status
+    assert phases(gone) == [("Deleted", "PodDeleted"), ("Failed", "Error")]
+    assert gone["workerStatuses"][0]["message"] == "the pod was deleted after the job finished"
+    assert gone["workers"] == 1
+    assert plan(make_job(gone, restartPolicy="Never"), children(job, failed), NOW, CONFIG).status == gone  # settled
+
+    all_gone = plan(make_job(gone, restartPolicy="Never"), children(job), NOW, CONFIG).status
+    assert phases(all_gone) == [("Deleted", "PodDeleted"), ("Deleted", "PodDeleted")]
+    failed_entry = all_gone["workerStatuses"][1]
+    assert (failed_entry["exitCode"], failed_entry["message"]) == (
+        3,
+        "the pod was deleted after the job finished (it was Failed)",
+    )
+    assert all_gone["workers"] == 0
+
+
+@pytest.mark.parametrize("policy", ["Running", "All"])
+def test_a_succeeded_job_keeps_no_running_worker(policy: str) -> None:
+    job = make_job({"phase": "Running", "startTime": STARTED}, successPolicy="Rank0", cleanPodPolicy=policy)
+    result = plan(job, children(job, pod(job, 0, "Succeeded", exit_code=0), pod(job, 1)), NOW, CONFIG)
+    assert result.status["phase"] == "Succeeded"
+    # With All the finished worker 0 is deleted too; it is not running, so its entry stays Succeeded until it is gone.
+    assert phases(result.status) == [("Succeeded", None), ("Terminating", "PodDeleted")]
+
+
+def test_cleanup_policy_none_keeps_a_running_worker_running_and_says_so() -> None:
+    job = make_job({"phase": "Running", "startTime": STARTED}, restartPolicy="Never", cleanPodPolicy="None")
+    failed = pod(job, 1, "Failed", exit_code=3)
+    result = plan(job, children(job, pod(job, 0), failed), NOW, CONFIG)
+    assert phases(result.status) == [("Running", None), ("Failed", None)]  # true: nothing deletes it
+    later = plan(
+        make_job(result.status, cleanPodPolicy="None"), children(job, pod(job, 0, "Succeeded"), failed), NOW, CONFIG
+    )
+    assert phases(later.status) == [("Succeeded", None), ("Failed", None)]
+
+
+def test_role_counts_count_the_pods_left() -> None:
+    status = {
+        "workerStatuses": [
+            {"workerId": 0, "role": "chief", "podName": "j-chief-0", "phase": "Succeeded"},
+            {"workerId": 0, "podName": "j-worker-0", "phase": "Running"},
+            {"workerId": 0, "role": "ps", "podName": "j-ps-0", "phase": "NotCreated", "reason": "AdmissionDenied"},
+        ],
+        "roleStatuses": {
+            "chief": {"replicas": 1, "pending": 0, "running": 0, "succeeded": 1, "failed": 0},
+            "worker": {"replicas": 1, "pending": 0, "running": 1, "succeeded": 0, "failed": 0},
+            "ps": {"replicas": 1, "pending": 0, "running": 0, "succeeded": 0, "failed": 0},
+        },
+    }
+    details = finished_worker_details(status, [], deleting=())
+    assert [w["phase"] for w in details["workerStatuses"]] == ["Deleted", "Deleted", "NotCreated"]
+    assert details["workers"] == 0
+    assert details["roleStatuses"]["worker"] == {"replicas": 1, "pending": 0, "running": 0, "succeeded": 0, "failed": 0}
+    assert details["roleStatuses"]["chief"]["succeeded"] == 0
