@@ -2,8 +2,8 @@
 the source with `ast`: kubernetes_asyncio methods (`create_namespaced_pod` → pods create,
 `replace_namespaced_config_map` → configmaps update, `patch_namespaced_custom_object_status` → trainingjobs/status
 patch, …), the writer's writes of the operator's own kinds (`writer.patch_status(TRAININGJOBS, …)` → trainingjobs/status
-patch), plus get, list and watch on every resource the informers watch (operator/watches.py). deploy/rbac is
-checked against it (tests/unit/test_deploy_rbac.py, tests/integration/test_deploy_rbac_enforced.py).
+patch), plus get, list and watch on every resource the controllers register to watch (operator/*/watches.py).
+deploy/rbac is checked against it (tests/unit/test_deploy_rbac.py, tests/integration/test_deploy_rbac_enforced.py).
 """
 
 from __future__ import annotations
@@ -133,10 +133,13 @@ def gang_object_grants() -> set[Grant]:
 
 
 def watch_grants() -> set[Grant]:
-    """Every resource the informers watch (operator/watches.py): get, list and watch."""
-    from trainingjob.operator.watches import WATCHES
+    """Every resource the controllers register to watch (operator/*/watches.py): get, list and watch."""
+    from trainingjob.operator.llmmodel.watches import REGISTRATION as MODELS
+    from trainingjob.operator.runtime.manager import all_watches
+    from trainingjob.operator.trainingjob.watches import registration
 
-    return {(w.resource.group, w.resource.plural, verb) for w in WATCHES for verb in WATCH_VERBS}
+    watches = all_watches([registration(), MODELS])
+    return {(w.resource.group, w.resource.plural, verb) for w in watches for verb in WATCH_VERBS}
 
 
 def used_by_code() -> set[Grant]:

@@ -20,7 +20,7 @@ from tests.jobs import create_job, get_job, job_manifest, kubectl, live_pods, wa
 from tests.kube import Kube, restricted_pod, wait_until
 from tests.operator_harness import RunningOperator
 from trainingjob.api.types import parse_time
-from trainingjob.operator.pending_progress import PROGRESS_WRITE_INTERVAL
+from trainingjob.operator.trainingjob.progress import PROGRESS_WRITE_INTERVAL
 from trainingjob.progress.server import EndpointLimits
 
 pytestmark = pytest.mark.integration

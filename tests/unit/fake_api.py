@@ -19,8 +19,8 @@ from trainingjob.api.conversion import convert_status, status_in
 from trainingjob.api.versions import SHAPES
 from trainingjob.builders.endpoints import slice_view
 from trainingjob.builders.service import ServiceView, service_ports, service_view
-from trainingjob.operator.apply import Applier
 from trainingjob.operator.runtime.writer import Writer
+from trainingjob.operator.trainingjob.apply import Applier
 from trainingjob.reconcile.observed import pod_view
 
 

@@ -19,9 +19,9 @@ from tests.unit.test_planner import NOW, make_job
 from trainingjob.api import constants as k
 from trainingjob.builders.pod import desired_worker_pod
 from trainingjob.config import OperatorConfig
-from trainingjob.operator.pending_progress import PROGRESS_WRITE_INTERVAL
-from trainingjob.operator.reconciler import Reconciler
 from trainingjob.operator.runtime.writer import status_patch
+from trainingjob.operator.trainingjob.progress import PROGRESS_WRITE_INTERVAL
+from trainingjob.operator.trainingjob.reconciler import Reconciler
 from trainingjob.progress.report import Report
 from trainingjob.reconcile.actions import DeleteChild, Plan
 
@@ -212,7 +212,7 @@ def test_a_burst_of_reports_is_written_once_per_interval_however_often_the_job_i
         writes = [p for p in server.status_patches if "progressDetails" in p["status"]]  # v1's name
         assert len(writes) == 3, "at 0 s, at 3 s, and the last report once the interval is over"
         assert server.jobs["job"]["status"]["progress"]["step"] == 100
-        assert KEY not in reconciler.progress
+        assert reconciler.memory[KEY].progress.report is None
 
     asyncio.run(scenario())
 
@@ -243,6 +243,6 @@ def test_a_job_that_finishes_within_the_progress_interval_keeps_its_last_report_
         assert status["phase"] == "Succeeded"
         assert (status["progress"]["epoch"], status["progress"]["percent"]) == (6, 100.0)
         assert status["lastCheckpoint"]["path"] == "/checkpoints/ckpt-6.json"
-        assert KEY not in reconciler.progress
+        assert reconciler.memory[KEY].progress.report is None
 
     asyncio.run(scenario())

@@ -18,8 +18,8 @@ from trainingjob.builders.endpoints import (
     desired_endpoint_slice,
     slice_view,
 )
-from trainingjob.operator.published import PUBLISHED_TTL_SECONDS, PublishedSlices
-from trainingjob.operator.reconciler import Reconciler
+from trainingjob.operator.runtime.expectations import WRITTEN_TTL_SECONDS, Expectations
+from trainingjob.operator.trainingjob.reconciler import Reconciler
 from trainingjob.reconcile.actions import CreateChild, ReplaceChild
 from trainingjob.reconcile.endpoints import PARTIAL_PUBLISH_DELAY, plan_endpoints
 from trainingjob.reconcile.planner import plan
@@ -160,16 +160,16 @@ def test_the_planner_publishes_a_running_gang_and_not_a_finished_job() -> None:
 
 
 def test_a_written_slice_stands_in_for_the_cache_until_the_cache_shows_it_or_a_minute_passes() -> None:
-    clock = FakeClock()
-    memory = PublishedSlices(clock)
+    now = 1000.0
+    memory = Expectations()
     old = SliceView("s", (Endpoint("h", "10.0.0.1", "p"),), ())
     new = SliceView("s", (Endpoint("h", "10.0.0.2", "p"),), ())
-    memory.wrote(KEY, [new])
-    assert memory.overlay(KEY, [old]) == [new]
-    clock.now += PUBLISHED_TTL_SECONDS + 1
-    assert memory.overlay(KEY, [old]) == [old] and memory.pending == {}
-    memory.wrote(KEY, [new])
-    assert memory.overlay(KEY, [new]) == [new] and memory.pending == {}, "shown by the cache: settled"
+    memory.expect_written([new], now)
+    assert memory.overlay([old], now) == [new]
+    now += WRITTEN_TTL_SECONDS + 1
+    assert memory.overlay([old], now) == [old] and memory.written == {}
+    memory.expect_written([new], now)
+    assert memory.overlay([new], now) == [new] and memory.written == {}, "shown by the cache: settled"
 
 
 def test_a_starting_job_writes_its_slice_once_though_the_cache_lags() -> None:
@@ -201,16 +201,22 @@ def test_a_starting_job_writes_its_slice_once_though_the_cache_lags() -> None:
         slice_body = server.endpoint_slices["job-workers-0"]
         assert [e["addresses"] for e in slice_body["endpoints"]] == [["10.0.0.1"], ["10.0.0.2"]]
         await settle(reconciler, server, rounds=2)
-        assert writes == ["job-workers-0"] and reconciler.published.pending == {}
+        assert writes == ["job-workers-0"] and reconciler.memory[KEY].expectations.written == {}
 
     asyncio.run(scenario())
 
 
 def test_a_job_that_is_gone_leaves_no_pending_slice_behind() -> None:
-    memory = PublishedSlices(FakeClock())
-    memory.wrote(KEY, [SliceView("s", (), ())])
-    memory.forget(KEY)
-    assert memory.pending == {} and memory.overlay(KEY, []) == []
+    async def scenario() -> Reconciler:
+        server = FakeApiServer()
+        server.add_job(job_body())
+        reconciler = Reconciler(server.indexes(NS), fake_applier(server), CONFIG, clock=lambda: NOW)
+        reconciler.remembered(KEY).expectations.expect_written([SliceView("s", (), ())], 0.0)
+        server.jobs.clear()
+        await settle(reconciler, server, rounds=1)
+        return reconciler
+
+    assert KEY not in asyncio.run(scenario()).memory
 
 
 def test_a_slice_a_user_edited_is_put_back() -> None:

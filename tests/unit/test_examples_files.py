@@ -141,7 +141,7 @@ def test_the_build_context_holds_exactly_what_the_dockerfile_copies(framework: s
         assert docker_context_includes(rules, path), path
     for path in [
         "README.md",
-        "src/trainingjob/operator/apply.py",
+        "src/trainingjob/operator/trainingjob/apply.py",
         f"examples/{framework}/trainingjob-cpu.yaml",
         ".venv",
     ]:

@@ -6,12 +6,12 @@ from typing import Any
 
 from trainingjob.api import constants as k
 from trainingjob.config import OperatorConfig
-from trainingjob.operator.apply import Applier, ApplyResult
-from trainingjob.operator.reconciler import Reconciler
-from trainingjob.operator.runtime.expectations import EXPECTATION_TTL_SECONDS, pending_expectations, sighted
+from trainingjob.operator.runtime.expectations import EXPECTATION_TTL_SECONDS, Expectations
 from trainingjob.operator.runtime.store import Index, ResourceStore
 from trainingjob.operator.runtime.writer import DONE, EXISTED
-from trainingjob.operator.watches import worker_pod
+from trainingjob.operator.trainingjob.apply import Applier, ApplyResult
+from trainingjob.operator.trainingjob.reconciler import Reconciler
+from trainingjob.operator.trainingjob.watches import worker_pod
 from trainingjob.reconcile.actions import CreateChild
 
 KEY = ("ns", "job")
@@ -35,20 +35,22 @@ def pod(name: str) -> dict[str, Any]:
 def test_a_claim_outlives_a_watch_that_lags_by_a_minute() -> None:
     """30 s was the expiry once: under a saturated API server the pod's event came later and the pod was created
     a second time (AlreadyExists). A claim now waits as long as client-go's, 5 minutes, then expires."""
-    memory = {KEY: {"job-worker-0": 1000.0}}
-    assert pending_expectations(memory, KEY, set(), now=1060.0) == {"job-worker-0"}
-    assert pending_expectations(memory, KEY, set(), now=1000.0 + EXPECTATION_TTL_SECONDS - 1) == {"job-worker-0"}
-    assert pending_expectations(memory, KEY, set(), now=1000.0 + EXPECTATION_TTL_SECONDS + 1) == set()
-    assert KEY not in memory
+    memory = Expectations()
+    memory.expect_created(["job-worker-0"], 1000.0)
+    assert memory.pending_creations(set(), now=1060.0) == {"job-worker-0"}
+    assert memory.pending_creations(set(), now=1000.0 + EXPECTATION_TTL_SECONDS - 1) == {"job-worker-0"}
+    assert memory.pending_creations(set(), now=1000.0 + EXPECTATION_TTL_SECONDS + 1) == set()
+    assert memory.created == {}
 
 
 def test_a_sighting_settles_only_its_own_name() -> None:
-    memory = {KEY: {"job-worker-0": 1000.0, "job-worker-1": 1000.0}}
-    sighted(memory, KEY, "job-worker-0")
-    sighted(memory, ("ns", "other"), "job-worker-1")
-    assert memory == {KEY: {"job-worker-1": 1000.0}}
-    sighted(memory, KEY, "job-worker-1")
-    assert memory == {}, "an emptied job leaves no entry behind"
+    reconciler, store = reconciler_on_real_indexes()
+    reconciler.remember(KEY, None, ApplyResult(claimed_pods=["job-worker-0", "job-worker-1"]))
+    store.upsert(pod("job-worker-0"))
+    store.upsert({**pod("job-worker-1"), "metadata": {**pod("job-worker-1")["metadata"], "namespace": "other"}})
+    assert set(reconciler.memory[KEY].expectations.created) == {"job-worker-1"}
+    store.upsert(pod("job-worker-1"))
+    assert reconciler.memory[KEY].expectations.created == {}
 
 
 def reconciler_on_real_indexes() -> tuple[Reconciler, ResourceStore]:
@@ -74,7 +76,7 @@ def test_a_claimed_pod_the_cache_shows_is_observed_as_a_pod() -> None:
     store.upsert(pod("job-worker-0"))
     observed = reconciler.observed(KEY, JOB_UID)
     assert observed.claimed_pods == frozenset() and [p.name for p in observed.pods] == ["job-worker-0"]
-    assert KEY not in reconciler.claimed
+    assert reconciler.memory[KEY].expectations.created == {}
 
 
 def test_only_a_pod_this_call_created_is_claimed() -> None:

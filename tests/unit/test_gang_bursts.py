@@ -1,6 +1,7 @@
-"""The applier creates each job's gang members as one burst (operator/apply.py, Applier.apply_children): two jobs'
-gangs reconciled at the same moment never have their pods reach the API server interleaved, which kube-scheduler
-1.35 could turn into two partial reservations waiting out its 5-minute Permit timeout."""
+"""The applier creates each job's gang members as one burst (operator/trainingjob/apply.py,
+Applier.apply_children): two jobs' gangs reconciled at the same moment never have their pods reach the API server
+interleaved, which kube-scheduler 1.35 could turn into two partial reservations waiting out its 5-minute Permit
+timeout."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from tests.unit.fake_api import ANSWER, Answer, FakeApiServer
-from trainingjob.operator.apply import Applier
 from trainingjob.operator.runtime.writer import DONE, Writer
+from trainingjob.operator.trainingjob.apply import Applier
 from trainingjob.reconcile.actions import CreateChild
 from trainingjob.scheduling.gang import LABEL_GANG
 

@@ -7,7 +7,7 @@ import asyncio
 from typing import Any
 
 from tests.unit.test_planner import make_job
-from trainingjob.operator.quota_gate import creates_workers
+from trainingjob.operator.trainingjob.quota_gate import creates_workers
 from trainingjob.reconcile.observed import ObservedChildren, PodView
 from trainingjob.scheduling.discovery import served_gang_apis, served_resources
 from trainingjob.scheduling.gang import Coscheduling, NativePodGroup, NativeWorkload, Volcano

@@ -7,21 +7,22 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from trainingjob.config import OperatorConfig
 from trainingjob.kube import reflector as reflector_module
 from trainingjob.kube.backoff import watch_backoff
 from trainingjob.kube.reflector import ApiClientTransport, Reflector, Resource, collector_paused, lines
-from trainingjob.operator.reconciler import Reconciler
+from trainingjob.operator.runtime.controller import Controller, Registration
 from trainingjob.operator.runtime.informers import Caches, Watch
+from trainingjob.operator.runtime.manager import Manager
 from trainingjob.operator.runtime.store import Index, ResourceStore, Touched
-from trainingjob.operator.watches import route, worker_pod
+from trainingjob.operator.trainingjob.watches import worker_pod
 
 PODS = Resource("", "v1", "pods")
+JOBS = Resource("ml.example.com", "v1alpha1", "trainingjobs", "TrainingJob")
+MODELS = Resource("ai.example.com", "v1", "llmmodels", "LLMModel")
 JOB_LABEL = "ml.example.com/job-name"
 
 
@@ -194,28 +195,27 @@ def test_no_reconcile_runs_before_every_informer_has_listed() -> None:
                     await pods_listed.wait()
                 return await super().call_api(path, method, query_params, **kwargs)
 
-        jobs = Resource("ml.example.com", "v1alpha1", "trainingjobs")
         body = {"metadata": {"name": "a", "namespace": "ml", "resourceVersion": "1"}, "spec": {}}
         api = SlowPods(lists=[listing([body], "1"), listing([pod("a-worker-0", "2")], "2")], watches=[])
-        job_watch = Watch(jobs, "", {"trainingjob_bodies": lambda b: (("ml", b["metadata"]["name"]), b)})
-        caches = Caches(api, [job_watch, Watch(PODS, "", {"worker_pods": worker_pod})], ["ml"], watch_timeout=60)
-        reconciler = Reconciler(caches.indexes, applier=None, config=OperatorConfig(resync_seconds=0))  # type: ignore[arg-type]
+        job_watch = Watch(JOBS, "", {"trainingjob_bodies": lambda b: (("ml", b["metadata"]["name"]), b)})
+        registration = Registration(
+            JOBS, "trainingjob_bodies", (job_watch, Watch(PODS, "", {"worker_pods": worker_pod}))
+        )
+        caches = Caches(api, registration.owns, ["ml"], watch_timeout=60)
         seen: list[tuple] = []
 
         async def reconcile(key: tuple) -> None:
             seen.append((key, len(list(caches.indexes["worker_pods"].get(("ml", "a"), [])))))
 
-        reconciler.reconcile = reconcile  # type: ignore[method-assign]
-        caches.on_change = lambda touched: route(touched, reconciler.enqueue, lambda ns, job: [])
+        manager = Manager(caches, [Controller(registration, reconcile, workers=2)])
         caches.start()
-        reconciler.start()
+        manager.start()
         await asyncio.sleep(0.1)
         before = list(seen)
         pods_listed.set()
-        await caches.wait_synced()
-        reconciler.caches_synced()
+        await manager.open_barrier()
         await asyncio.sleep(0.1)
-        await reconciler.stop()
+        await manager.stop()
         await caches.stop()
         return before, seen
 
@@ -225,31 +225,33 @@ def test_no_reconcile_runs_before_every_informer_has_listed() -> None:
 
 
 def test_resync_replans_every_cached_job_and_model_without_events() -> None:
+    """Each controller (TrainingJobs, LLMModels) replans every object of its kind each period on its own."""
+
     async def scenario() -> list[tuple]:
         jobs, models = Index(), Index()
         jobs.put(("ml", "a"), ("ml", "a"), {}), jobs.put(("ml", "b"), ("ml", "b"), {})
         models.put(("ml", "m"), ("ml", "m"), {})
-        reconciler = Reconciler(
-            {"trainingjob_bodies": jobs, "llmmodel_bodies": models},
-            applier=None,  # type: ignore[arg-type]
-            config=OperatorConfig(resync_seconds=0.05),  # type: ignore[arg-type]
-        )
-        reconciler.serving = type("Serving", (), {"keys": lambda self: [("LLMModel", "ml", "m")]})()
         seen: list[tuple] = []
-        done: Callable[[], bool] = lambda: len(seen) >= 6  # noqa: E731
-        reconciler.reconcile = lambda key: _record(seen, key)  # type: ignore[method-assign]
-        reconciler.synced.set()
-        reconciler.start()
+        controllers = [
+            Controller(
+                Registration(kind, primary, ()), lambda key, kind=kind: _record(seen, (kind.kind, *key)), 1, 0.05
+            )
+            for kind, primary in ((JOBS, "trainingjob_bodies"), (MODELS, "llmmodel_bodies"))
+        ]
+        for controller in controllers:
+            controller.indexes = {"trainingjob_bodies": jobs, "llmmodel_bodies": models}
+            controller.synced.set()
+            controller.start()
         for _ in range(100):
-            if done():
+            if len(seen) >= 6:
                 break
             await asyncio.sleep(0.02)
-        await reconciler.stop()
+        await asyncio.gather(*(controller.stop() for controller in controllers))
         return seen
 
     seen = asyncio.run(scenario())
-    assert {("ml", "a"), ("ml", "b"), ("LLMModel", "ml", "m")} <= set(seen)
-    assert seen.count(("ml", "a")) >= 2  # again each period, with no event in between
+    assert {("TrainingJob", "ml", "a"), ("TrainingJob", "ml", "b"), ("LLMModel", "ml", "m")} <= set(seen)
+    assert seen.count(("TrainingJob", "ml", "a")) >= 2  # again each period, with no event in between
 
 
 async def _record(seen: list[tuple], key: tuple) -> None:

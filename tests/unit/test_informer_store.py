@@ -9,7 +9,7 @@ import pytest
 
 from trainingjob.operator.runtime import store as store_module
 from trainingjob.operator.runtime.store import Index, ResourceStore, merge_touched
-from trainingjob.operator.watches import disrupted_worker, trainingjob_body, worker_pod, worker_service
+from trainingjob.operator.trainingjob.watches import disrupted_worker, trainingjob_body, worker_pod, worker_service
 
 JOB_LABEL = "ml.example.com/job-name"
 

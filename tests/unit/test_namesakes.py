@@ -12,9 +12,9 @@ from typing import Any
 from tests.unit.test_blocked import PENDING, condition
 from tests.unit.test_planner import CONFIG, NOW, children, make_job, pod
 from trainingjob.api import constants as k
-from trainingjob.operator.apply import Applier, ApplyResult
-from trainingjob.operator.namesakes import Namesakes
 from trainingjob.operator.runtime.writer import EXISTED
+from trainingjob.operator.trainingjob.apply import Applier, ApplyResult
+from trainingjob.operator.trainingjob.namesakes import Namesakes, TakenNames
 from trainingjob.reconcile.actions import CreateChild
 from trainingjob.reconcile.namesakes import namesake_holder
 from trainingjob.reconcile.planner import plan
@@ -117,15 +117,15 @@ def test_the_operator_remembers_taken_names_and_looks_again_with_backoff() -> No
     async def scenario() -> None:
         relabelled = pod_body({**OURS, k.LABEL_JOB_NAME: "debug"}, JOB_OWNER)
         core = PodReader({"job-worker-0": relabelled})
-        namesakes, job, key = Namesakes(core), make_job(PENDING), ("ns", "job")
+        namesakes, job, names = Namesakes(core), make_job(PENDING), TakenNames()
         met = ApplyResult(existed_pods=["job-worker-0"], claimed_pods=["job-worker-1"])
-        assert [await namesakes.settle(key, job, met) for _ in range(3)] == [2.0, 4.0, 8.0]
-        assert "'debug'" in namesakes.of(key)["job-worker-0"] and core.reads == ["job-worker-0"] * 3
-        assert await namesakes.settle(key, job, ApplyResult()) == 8.0, "kept while the job tries nothing"
+        assert [await namesakes.settle(names, job, met) for _ in range(3)] == [2.0, 4.0, 8.0]
+        assert "'debug'" in names.taken["job-worker-0"] and core.reads == ["job-worker-0"] * 3
+        assert await namesakes.settle(names, job, ApplyResult()) == 8.0, "kept while the job tries nothing"
         del core.bodies["job-worker-0"]  # the person deleted it: the next create meets it no more, or reads 404
-        assert await namesakes.settle(key, job, ApplyResult(claimed_pods=["job-worker-0"])) is None
-        assert namesakes.of(key) == {} and key not in namesakes.in_a_row
-        assert await namesakes.settle(key, job, met) is None and namesakes.of(key) == {}, "404: nothing holds it"
+        assert await namesakes.settle(names, job, ApplyResult(claimed_pods=["job-worker-0"])) is None
+        assert names.taken == {} and names.in_a_row == 0
+        assert await namesakes.settle(names, job, met) is None and names.taken == {}, "404: nothing holds it"
 
     asyncio.run(scenario())
 
@@ -133,12 +133,12 @@ def test_the_operator_remembers_taken_names_and_looks_again_with_backoff() -> No
 def test_a_namesake_that_is_the_jobs_own_pod_or_a_finished_job_schedules_nothing() -> None:
     async def scenario() -> None:
         core = PodReader({"job-worker-0": pod_body(OURS, JOB_OWNER)})
-        namesakes, key = Namesakes(core), ("ns", "job")
+        namesakes, names = Namesakes(core), TakenNames()
         met = ApplyResult(existed_pods=["job-worker-0"])
-        assert await namesakes.settle(key, make_job(PENDING), met) is None, "the cache lags: its event comes"
+        assert await namesakes.settle(names, make_job(PENDING), met) is None, "the cache lags: its event comes"
         core.bodies["job-worker-0"] = pod_body({}, None)
-        assert await namesakes.settle(key, make_job(PENDING), met) == 2.0
-        assert await namesakes.settle(key, make_job({"phase": "Failed"}), ApplyResult()) is None
-        assert namesakes.of(key) == {}
+        assert await namesakes.settle(names, make_job(PENDING), met) == 2.0
+        assert await namesakes.settle(names, make_job({"phase": "Failed"}), ApplyResult()) is None
+        assert names.taken == {}
 
     asyncio.run(scenario())

@@ -3,40 +3,48 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 
 from trainingjob.config import OperatorConfig
 from trainingjob.operator.process import liveness
-from trainingjob.operator.reconciler import Reconciler
+from trainingjob.operator.runtime.controller import Controller, Registration
 from trainingjob.operator.runtime.informers import Caches
+from trainingjob.operator.runtime.manager import Manager
+from trainingjob.operator.trainingjob.watches import TRAININGJOB_BODIES, TRAININGJOBS
 
 NO_CACHES = Caches(None, [], [], watch_timeout=60)
+
+
+def jobs_controller(
+    reconcile: Callable[[tuple[str, str]], Awaitable[None]], workers: int, resync: float = 0
+) -> Controller:
+    """The TrainingJob controller's queue and workers around `reconcile`, watching nothing."""
+    return Controller(Registration(TRAININGJOBS, TRAININGJOB_BODIES, ()), reconcile, workers, resync)
 
 
 def probes_around_a_wedged_reconcile(stuck_after: float) -> list[tuple[bool, str]]:
     """Liveness before, during and after one reconcile that blocks until released, run by the real workers."""
 
     async def scenario() -> list[tuple[bool, str]]:
-        reconciler = Reconciler({}, applier=None, config=OperatorConfig(max_concurrent_reconciles=2))  # type: ignore[arg-type]
         entered, release = asyncio.Event(), asyncio.Event()
 
         async def wedged(_: tuple[str, str]) -> None:
             entered.set()
             await release.wait()
 
-        reconciler.reconcile = wedged  # type: ignore[method-assign]
-        reconciler.synced.set()
-        reconciler.start()
-        probes = [liveness(reconciler, NO_CACHES, stuck_after)]
-        reconciler.enqueue(("team-a", "bert"))
+        controller = jobs_controller(wedged, workers=2)
+        manager = Manager(NO_CACHES, [controller])
+        controller.synced.set()
+        manager.start()
+        probes = [liveness(manager, stuck_after)]
+        controller.queue.add(("team-a", "bert"))
         await entered.wait()
         await asyncio.sleep(0.3)
-        probes.append(liveness(reconciler, NO_CACHES, stuck_after))
+        probes.append(liveness(manager, stuck_after))
         release.set()
         await asyncio.sleep(0.05)
-        probes.append(liveness(reconciler, NO_CACHES, stuck_after))
-        for task in reconciler.tasks:
-            task.cancel()
-        await asyncio.gather(*reconciler.tasks, return_exceptions=True)
+        probes.append(liveness(manager, stuck_after))
+        await manager.stop()
         return probes
 
     return asyncio.run(scenario())
@@ -45,7 +53,7 @@ def probes_around_a_wedged_reconcile(stuck_after: float) -> list[tuple[bool, str
 def test_a_reconcile_running_past_the_bound_fails_liveness_until_it_ends() -> None:
     before, during, after = probes_around_a_wedged_reconcile(stuck_after=0.1)
     assert before == (True, "ok")
-    assert during[0] is False and "team-a/bert" in during[1] and "bound 0s" in during[1]
+    assert during[0] is False and "TrainingJob team-a/bert" in during[1] and "bound 0s" in during[1]
     assert after == (True, "ok")
 
 
@@ -56,11 +64,11 @@ def test_a_reconcile_within_the_bound_is_healthy() -> None:
 
 def test_a_dead_reconcile_worker_fails_liveness() -> None:
     async def scenario() -> tuple[bool, str]:
-        reconciler = Reconciler({}, applier=None, config=OperatorConfig(max_concurrent_reconciles=1, resync_seconds=0))  # type: ignore[arg-type]
-        reconciler.start()
-        reconciler.tasks[0].cancel()
-        await asyncio.gather(*reconciler.tasks, return_exceptions=True)
-        return liveness(reconciler, NO_CACHES, 300)
+        manager = Manager(NO_CACHES, [jobs_controller(lambda key: asyncio.sleep(0), workers=1)])
+        manager.start()
+        manager.tasks[0].cancel()
+        await asyncio.gather(*manager.tasks, return_exceptions=True)
+        return liveness(manager, 300)
 
     assert asyncio.run(scenario()) == (False, "1 reconcile workers died")
 
@@ -68,7 +76,7 @@ def test_a_dead_reconcile_worker_fails_liveness() -> None:
 def test_a_job_admission_refuses_is_requeued_with_backoff_not_at_once() -> None:
     """Requeued at once, a job whose Service create a terminating namespace refuses spun at tens of reconciles a
     second until the namespace was gone."""
-    from trainingjob.operator.backoffs import admission_requeue_delay
+    from trainingjob.operator.trainingjob.backoffs import admission_requeue_delay
 
     assert [admission_requeue_delay(n) for n in (1, 2, 3, 4)] == [0.5, 1.0, 2.0, 4.0]
     assert admission_requeue_delay(50) == 30.0
@@ -77,18 +85,17 @@ def test_a_job_admission_refuses_is_requeued_with_backoff_not_at_once() -> None:
 def test_every_cached_job_is_planned_again_each_resync_period_without_events() -> None:
     async def scenario() -> dict[tuple[str, str], int]:
         jobs = {("team-a", "bert"): [{}], ("team-b", "gpt"): [{}]}
-        config = OperatorConfig(max_concurrent_reconciles=2, resync_seconds=0.1)  # type: ignore[arg-type]
-        reconciler = Reconciler({"trainingjob_bodies": jobs}, applier=None, config=config)  # type: ignore[arg-type]
         planned: dict[tuple[str, str], int] = {}
 
         async def count(key: tuple[str, str]) -> None:
             planned[key] = planned.get(key, 0) + 1
 
-        reconciler.reconcile = count  # type: ignore[method-assign]
-        reconciler.synced.set()
-        reconciler.start()
+        controller = jobs_controller(count, workers=2, resync=0.1)
+        controller.indexes = {TRAININGJOB_BODIES: jobs}
+        controller.synced.set()
+        controller.start()
         await asyncio.sleep(0.35)
-        await reconciler.stop()
+        await controller.stop()
         return planned
 
     planned = asyncio.run(scenario())

@@ -16,7 +16,7 @@ from tests.unit.fake_api import FakeApiServer, fake_applier
 from tests.unit.test_apply import CONFIG, KEY, NS, FakeClock, job_body, settle, stray_worker
 from tests.unit.test_planner import NOW
 from trainingjob.operator.metrics import OperatorMetrics
-from trainingjob.operator.reconciler import Reconciler
+from trainingjob.operator.trainingjob.reconciler import Reconciler
 from trainingjob.progress.report import MAX_COUNT, MAX_METRICS, Report
 
 RECEIVED = "2026-11-22T12:00:00Z"
@@ -79,7 +79,7 @@ def test_a_report_whose_status_is_refused_is_dropped_and_the_job_still_finishes(
         await settle(reconciler, server, rounds=3)
         assert server.jobs["job"]["status"]["phase"] == "Succeeded"
         assert server.events.count("ProgressReportDropped") == 1
-        assert KEY not in reconciler.progress
+        assert reconciler.memory[KEY].progress.report is None
         assert reconciler.metrics is not None and reconciler.metrics.progress_dropped._value.get() == 1
 
     asyncio.run(scenario())

@@ -8,7 +8,7 @@ import copy
 from tests.unit.fake_api import FakeApiServer, fake_applier
 from tests.unit.test_apply import CONFIG, NS, job_body, settle
 from tests.unit.test_planner import NOW
-from trainingjob.operator.reconciler import Reconciler
+from trainingjob.operator.trainingjob.reconciler import Reconciler
 
 
 def copy_of_worker(server: FakeApiServer, name: str, owner_uid: str | None) -> str:
@@ -72,14 +72,16 @@ def test_a_new_leader_plans_nothing_until_every_index_is_filled() -> None:
         half_filled = {**server.indexes(NS), "worker_pods": {}}  # the job is listed, its pods not yet
         patches = len(server.status_patches)
         leader = Reconciler(half_filled, fake_applier(server), CONFIG, clock=lambda: NOW)
-        leader.start_leading()
+        leader.controller.indexes = half_filled
+        leader.controller.start()
+        leader.controller.enqueue_all()  # a new leader looks at every cached job
         await asyncio.sleep(0.2)
         assert len(server.status_patches) == patches and set(server.pods) == {"job-worker-0", "job-worker-1"}
 
         leader.indexes = server.indexes(NS)  # planning starts only once every informer has listed
-        leader.caches_synced()
+        leader.controller.synced.set()
         await asyncio.sleep(0.2)
-        await leader.stop()
+        await leader.controller.stop()
         assert server.jobs["job"]["status"].get("restartCount", 0) == 0
         assert server.jobs["job"]["status"]["phase"] == "Running" and set(server.pods) == {
             "job-worker-0",
@@ -92,7 +94,7 @@ def test_a_new_leader_plans_nothing_until_every_index_is_filled() -> None:
 def test_a_gang_object_deleted_but_still_cached_is_not_deleted_again() -> None:
     """Measured in the gang bench: 28 Workload deletes for 16 jobs, each repeated before the cache saw the first."""
     from trainingjob.config import OperatorConfig
-    from trainingjob.operator.apply import ApplyResult
+    from trainingjob.operator.trainingjob.apply import ApplyResult
     from trainingjob.scheduling.gang import GangView, NativeWorkload
 
     provider = NativeWorkload()
@@ -106,4 +108,4 @@ def test_a_gang_object_deleted_but_still_cached_is_not_deleted_again() -> None:
     assert reconciler.observed(key, "uid-1").gangs["job-gang-0"].deleting, "deleted by us: not to be deleted again"
     indexes[provider.index] = {}
     assert reconciler.observed(key, "uid-1").gangs == {}
-    assert key not in reconciler.released, "the expectation ends once the cache shows the object gone"
+    assert reconciler.memory[key].expectations.deleted == {}, "the expectation ends once the cache shows it gone"

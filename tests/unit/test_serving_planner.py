@@ -10,8 +10,8 @@ import yaml
 
 from trainingjob.api import constants as k
 from trainingjob.config import ServingConfig
+from trainingjob.operator.llmmodel.apply import creation_events
 from trainingjob.operator.runtime.writer import DONE, EXISTED
-from trainingjob.operator.serving import creation_events
 from trainingjob.reconcile.actions import CreateChild, DeleteChild, ReplaceChild
 from trainingjob.serving import builders
 from trainingjob.serving.observed import ObservedServing, SourceJob, child_view

@@ -10,7 +10,7 @@ import pytest
 from tests.unit.fake_api import FakeApiServer, fake_applier
 from tests.unit.test_apply import CONFIG, KEY, NS, FakeClock, job_body, settle
 from tests.unit.test_planner import NOW
-from trainingjob.operator.reconciler import DETAIL_WRITE_DELAY, Reconciler
+from trainingjob.operator.trainingjob.reconciler import DETAIL_WRITE_DELAY, Reconciler
 from trainingjob.reconcile.status import only_details_changed
 
 PENDING = {
@@ -97,6 +97,6 @@ def test_details_alone_are_written_once_the_delay_is_over() -> None:
         clock.now += DETAIL_WRITE_DELAY
         await settle(reconciler, server, rounds=1)
         assert server.jobs["job"]["status"]["message"] == "1/2 workers running"
-        assert KEY not in reconciler.details_since
+        assert reconciler.memory[KEY].details_since is None
 
     asyncio.run(scenario())

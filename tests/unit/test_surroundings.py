@@ -22,10 +22,10 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from tests.unit.test_apply import FakeClock
 from tests.unit.test_planner import make_job
 from trainingjob.config import OperatorConfig
-from trainingjob.operator.apply import ApplyResult
 from trainingjob.operator.lookups import Lookups, TtlCache
 from trainingjob.operator.preflight import explain
-from trainingjob.operator.reconciler import Reconciler
+from trainingjob.operator.trainingjob.apply import ApplyResult
+from trainingjob.operator.trainingjob.reconciler import Reconciler
 from trainingjob.reconcile.observed import ObservedChildren, pod_view
 from trainingjob.reconcile.surroundings import Refusal, claim_view, enforces_restricted, node_view
 
@@ -187,15 +187,16 @@ async def counts_refusals_and_learns_restricted() -> None:
     for _ in range(2):
         refused = ApplyResult(denials=[Refusal("Pod", "job-worker-1", "quota")])
         reconciler.remember_admission(key, job, relaxed, refused, NOW)
-    assert reconciler.denials[key].count == 2 and reconciler.denials[key].messages == ("Pod job-worker-1: quota",)
+    denial = reconciler.memory[key].denial
+    assert denial is not None and denial.count == 2 and denial.messages == ("Pod job-worker-1: quota",)
     assert len(reconciler.queue) == 0 and reconciler.queue.timers == 1, "requeued later, not now"
     reconciler.remember_admission(key, job, relaxed, ApplyResult(created=1), NOW)
-    assert key not in reconciler.denials
+    assert reconciler.memory[key].denial is None
     refused = 'Pod job-worker-0 was rejected: pods "job-worker-0" is forbidden: violates PodSecurity "restricted"'
-    reconciler.rejections[key] = [refused]
+    reconciler.remembered(key).rejections = [refused]
     reconciler.remember_admission(key, job, relaxed, ApplyResult(rejections=[refused]), NOW)
-    assert lookups.learnt == ["ns"] and key not in reconciler.rejections, "retried with runAsNonRoot, not failed"
+    assert lookups.learnt == ["ns"] and not reconciler.memory[key].rejections, "retried with runAsNonRoot, not failed"
     own = make_job(securityContext={"runAsUser": 0})
-    reconciler.rejections[key] = [refused]
+    reconciler.remembered(key).rejections = [refused]
     reconciler.remember_admission(key, own, relaxed, ApplyResult(rejections=[refused]), NOW)
-    assert reconciler.rejections[key] == [refused], "the user's own securityContext: InvalidSpec as before"
+    assert reconciler.memory[key].rejections == [refused], "the user's own securityContext: InvalidSpec as before"

@@ -14,7 +14,7 @@ from trainingjob.api.types import TrainingJob
 from trainingjob.builders.env import worker_env
 from trainingjob.builders.tracking import tracking_settings, tracking_status
 from trainingjob.config import OperatorConfig
-from trainingjob.operator.mlflow import TRACKING_GRACE, MlflowRuns, still_looking
+from trainingjob.operator.trainingjob.mlflow import TRACKING_GRACE, MlflowRuns, RunLookup, still_looking
 from trainingjob.reconcile.actions import Plan
 
 TRACKING = {"enabled": True, "mlflowTrackingUri": "http://mlflow.mlops:5000/", "experimentName": "digits"}
@@ -92,13 +92,11 @@ def test_the_operator_looks_for_a_run_while_the_job_runs_and_briefly_after() -> 
 
 def test_an_untracked_job_gets_no_tracking_status_and_no_lookup() -> None:
     plan = Plan(status={"phase": "Running"})
-    linked, again = asyncio.run(
-        MlflowRuns(None).link(("ml", "mnist"), job(), plan, datetime.datetime.now(datetime.UTC))
-    )
+    linked, again = asyncio.run(MlflowRuns(None).link(RunLookup(), job(), plan, datetime.datetime.now(datetime.UTC)))
     assert linked is plan and again is None
     pending = Plan(status={"phase": "Pending"})
     linked, again = asyncio.run(
-        MlflowRuns("http://default:5000").link(("ml", "mnist"), job(), pending, datetime.datetime.now(datetime.UTC))
+        MlflowRuns("http://default:5000").link(RunLookup(), job(), pending, datetime.datetime.now(datetime.UTC))
     )
     assert linked.status["tracking"] == {
         "trackingUri": "http://default:5000",
@@ -117,15 +115,15 @@ def test_a_prefetched_run_is_linked_without_asking_the_server_again(monkeypatch)
         return {"experimentId": "7", "runId": "abc"}
 
     monkeypatch.setattr(MlflowRuns, "_lookup", staticmethod(lookup))
-    runs, running = MlflowRuns("http://default:5000"), job()
+    runs, running, found = MlflowRuns("http://default:5000"), job(), RunLookup()
     running.status["phase"] = "Running"
-    asyncio.run(runs.prefetch(("ml", "mnist"), running))
+    asyncio.run(runs.prefetch(found, running))
     assert lookups == ["mnist-01234567"]
     linked, again = asyncio.run(
-        runs.link(("ml", "mnist"), running, Plan(status={"phase": "Running"}), datetime.datetime.now(datetime.UTC))
+        runs.link(found, running, Plan(status={"phase": "Running"}), datetime.datetime.now(datetime.UTC))
     )
     assert lookups == ["mnist-01234567"], "link answered from what the prefetch found"
     assert linked.status["tracking"]["runId"] == "abc" and again is None
     pending = job()
-    asyncio.run(runs.prefetch(("ml", "other"), pending))
+    asyncio.run(runs.prefetch(RunLookup(), pending))
     assert len(lookups) == 1, "a job that runs nothing yet has no run to look for"

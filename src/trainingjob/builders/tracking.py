@@ -1,5 +1,5 @@
 """MLflow settings of a TrainingJob: which server, experiment and run name its workers log to, and the status that
-links the run (docs/serving.md, "MLflow"). Pure: the operator looks the run up (operator/mlflow.py)."""
+links the run (docs/serving.md, "MLflow"). Pure: the operator looks the run up (operator/trainingjob/mlflow.py)."""
 
 from __future__ import annotations
 

@@ -22,18 +22,21 @@ from kubernetes_asyncio import client
 
 from trainingjob.config import OperatorConfig
 from trainingjob.operator.api_client import CountingApiClient
-from trainingjob.operator.apply import Applier
 from trainingjob.operator.gpu_telemetry import start_telemetry
 from trainingjob.operator.http import build_app
 from trainingjob.operator.http import serve as serve_http
+from trainingjob.operator.llmmodel.apply import ServingApplier
+from trainingjob.operator.llmmodel.reconciler import ServingReconciler
+from trainingjob.operator.llmmodel.watches import REGISTRATION as MODELS
 from trainingjob.operator.lookups import Lookups
 from trainingjob.operator.metrics import CacheCollector, OperatorMetrics
-from trainingjob.operator.reconciler import Reconciler
 from trainingjob.operator.runtime.informers import Caches
 from trainingjob.operator.runtime.leader import LeaderElector, LeaseSettings
+from trainingjob.operator.runtime.manager import Manager, all_watches
 from trainingjob.operator.runtime.writer import Writer
-from trainingjob.operator.serving import ServingApplier, ServingReconciler
-from trainingjob.operator.watches import WATCHES, gang_watches, route
+from trainingjob.operator.trainingjob.apply import Applier
+from trainingjob.operator.trainingjob.reconciler import Reconciler
+from trainingjob.operator.trainingjob.watches import TRAININGJOB_BODIES, WORKER_PODS, registration
 from trainingjob.progress.server import ProgressEndpoint, serve
 from trainingjob.progress.tls import ensure_tls, url_ips
 from trainingjob.scheduling.gang import GangApi, watched
@@ -76,11 +79,11 @@ def watch_timeout(stuck_after: float) -> int:
 
 
 def writer_connections(config: OperatorConfig) -> int:
-    """Connections of the writers' client: one per create slot, two per reconcile worker (its job or status write
-    and its Events) and a few for lookups (the Lease has a client of its own). The client's default (100) let a
-    creation burst open connections whose buffers the peak RSS kept: at 1000 x 8 the peak went from 152-154 to
-    144-146 MiB with this cap, pods created as fast (bench/findings.md). Capped at one per reconcile worker, the pods
-    were created 7-26 % slower."""
+    """Connections of the writers' client: one per create slot, two per TrainingJob reconcile worker (its job or
+    status write and its Events) and a few for lookups and the LLMModel controller's few workers (the Lease has a
+    client of its own). The client's default (100) let a creation burst open connections whose buffers the peak RSS
+    kept: at 1000 x 8 the peak went from 152-154 to 144-146 MiB with this cap, pods created as fast
+    (bench/findings.md). Capped at one per reconcile worker, the pods were created 7-26 % slower."""
     return config.max_concurrent_creates + 2 * config.max_concurrent_reconciles + WRITER_SPARE_CONNECTIONS
 
 
@@ -150,59 +153,55 @@ async def _serve(
     if options.progress_port:
         material = await ensure_tls(api, options.operator_namespace, SERVICE_NAME, url_ips(config.progress_url))
         config = dataclasses.replace(config, progress_ca_pem=material.ca_pem)
-    watches = (*WATCHES, *gang_watches(watched(options.gang_apis)))
-    caches = Caches(watch_api, watches, options.namespaces, watch_timeout(config.stuck_reconcile_seconds))
+    job_registration = registration(watched(options.gang_apis))
+    registrations = (job_registration, MODELS)
+    caches = Caches(
+        watch_api, all_watches(registrations), options.namespaces, watch_timeout(config.stuck_reconcile_seconds)
+    )
     writer = Writer(api, config.max_concurrent_creates)
-    applier = Applier(writer)
-    serving = ServingReconciler(caches.indexes, ServingApplier(writer), config.serving)
-    reconciler = Reconciler(
+    jobs = Reconciler(
         caches.indexes,
-        applier,
+        Applier(writer),
         config,
         metrics=metrics,
         lookups=Lookups(client.CoreV1Api(api)),
         gang_apis=options.gang_apis,
-        serving=serving,
+        registered=job_registration,
     )
-    caches.on_change = functools.partial(route, enqueue=reconciler.enqueue, models_of_job=serving.models_of_job)
-    metrics.register_cache(cache_collector(caches, reconciler))
+    models = ServingReconciler(
+        caches.indexes, ServingApplier(writer), config.serving, resync_seconds=config.resync_seconds, metrics=metrics
+    )
+    manager = Manager(caches, [jobs.controller, models.controller])
+    metrics.register_cache(cache_collector(manager))
     caches.start()
     cleanup.append(caches.stop)
-    if (telemetry := start_telemetry(config, watch_api, caches.indexes, reconciler.enqueue)) is not None:
-        reconciler.gpu_telemetry, tasks = telemetry
-        metrics.register_cache(reconciler.gpu_telemetry.collector())
+    if (telemetry := start_telemetry(config, watch_api, caches.indexes, jobs.queue.add)) is not None:
+        jobs.gpu_telemetry, tasks = telemetry
+        metrics.register_cache(jobs.gpu_telemetry.collector())
         cleanup += [functools.partial(_cancel, task) for task in tasks]
-    cleanup.append(reconciler.stop)
-    barrier = asyncio.create_task(_open_barrier(caches, reconciler), name="caches-synced")
+    cleanup.append(manager.stop)
+    barrier = asyncio.create_task(manager.open_barrier(), name="caches-synced")
     cleanup.append(functools.partial(_cancel, barrier))
     if options.metrics_port:
-        live = functools.partial(liveness, reconciler, caches, config.stuck_reconcile_seconds)
-        app = build_app(metrics, live, lambda: readiness(reconciler))
+        live = functools.partial(liveness, manager, config.stuck_reconcile_seconds)
+        app = build_app(metrics, live, lambda: readiness(manager))
         cleanup.append((await serve_http(app, options.metrics_bind, options.metrics_port)).cleanup)
     if material is not None:
-        endpoint = ProgressEndpoint(api, reconciler, config.progress_reporters)
+        endpoint = ProgressEndpoint(api, jobs, config.progress_reporters)
         cleanup.append((await serve(endpoint, material, options.progress_bind, options.progress_port)).cleanup)
     if options.liveness_endpoint:
         cleanup.append((await serve_liveness(options.liveness_endpoint)).cleanup)
     if config.lease_namespace is None:
-        reconciler.start()
+        manager.start()
     else:
         settings = LeaseSettings(config.lease_namespace, config.lease_name, identity=config.lease_identity)
         elector = LeaderElector(client.CoordinationV1Api(clients.lease), settings)
-        election = asyncio.create_task(elector.run(reconciler.start_leading, stop_on_lost_lease), name="election")
+        election = asyncio.create_task(elector.run(manager.start_leading, stop_on_lost_lease), name="election")
         cleanup.append(elector.release)
         cleanup.append(functools.partial(_cancel, election))
     logger.info("operator started; watching %s", ", ".join(options.namespaces) or "all namespaces")
     await stop.wait()
     logger.info("stopping")
-
-
-async def _open_barrier(caches: Caches, reconciler: Reconciler) -> None:
-    started = asyncio.get_running_loop().time()
-    await caches.wait_synced()
-    took = asyncio.get_running_loop().time() - started
-    logger.info("caches synced in %.1fs: %d objects", took, caches.object_count())
-    reconciler.caches_synced()
 
 
 async def _cancel(task: asyncio.Task) -> None:
@@ -227,45 +226,45 @@ async def serve_liveness(url: str) -> web.AppRunner:
     return await serve_http(app, parsed.hostname or "0.0.0.0", parsed.port or 80)
 
 
-def cache_collector(caches: Caches, reconciler: Reconciler) -> CacheCollector:
-    indexes = caches.indexes
+def cache_collector(manager: Manager) -> CacheCollector:
+    indexes = manager.caches.indexes
 
     def jobs() -> list:
-        return [body for store in list(indexes["trainingjob_bodies"].values()) for body in store]
+        return [body for store in list(indexes[TRAININGJOB_BODIES].values()) for body in store]
 
     def pod_phases() -> list[tuple[str, str, str]]:
-        return [(key[0], key[1], pod.phase) for key, store in list(indexes["worker_pods"].items()) for pod in store]
+        return [(key[0], key[1], pod.phase) for key, store in list(indexes[WORKER_PODS].items()) for pod in store]
 
-    return CacheCollector(jobs, pod_phases, lambda: reconciler.leading, lambda: len(reconciler.queue))
+    return CacheCollector(jobs, pod_phases, lambda: manager.leading, manager.queue_depth)
 
 
-def liveness(reconciler: Reconciler, caches: Caches, stuck_after: float) -> tuple[bool, str]:
+def liveness(manager: Manager, stuck_after: float) -> tuple[bool, str]:
     """Alive while the event loop answers, every informer hears from the API server within `stuck_after` seconds
     and, on the leader, every reconcile worker is still running and none has spent more than `stuck_after` seconds
     in one reconcile. Every API call has a timeout (api_client.py), so a reconcile that long is wedged; failing the
     probe lets the kubelet restart the leader instead of it holding the Lease while its jobs wait silently."""
-    dead = [t for t in reconciler.tasks if t.done()]
+    dead = [t for t in manager.tasks if t.done()]
     if dead:
         return False, f"{len(dead)} reconcile workers died"
-    longest = reconciler.longest_reconcile()
-    if longest is not None and longest[1] > stuck_after:
-        key, seconds = longest  # (namespace, name) of a job, (kind, namespace, name) of a model
-        what = "/".join(key)
-        return False, f"the reconcile of {what} has run for {seconds:.0f}s (bound {stuck_after:.0f}s)"
-    stalled = caches.stalled(stuck_after)
+    longest = manager.longest_reconcile()
+    if longest is not None and longest[2] > stuck_after:
+        kind, key, seconds = longest
+        what = "/".join(key) if isinstance(key, tuple) else str(key)
+        return False, f"the reconcile of {kind} {what} has run for {seconds:.0f}s (bound {stuck_after:.0f}s)"
+    stalled = manager.caches.stalled(stuck_after)
     if stalled:
         return False, f"watches without progress (bound {stuck_after:.0f}s): {'; '.join(stalled[:5])}"
     return True, "ok"
 
 
-def readiness(reconciler: Reconciler) -> tuple[bool, str]:
+def readiness(manager: Manager) -> tuple[bool, str]:
     """/readyz: 200 on the leader only, for whoever must find the replica that writes status (demo.sh, tests).
 
     The Deployment's readiness probe deliberately uses the --liveness endpoint instead (deploy/manager/): both
     replicas stay Ready so the PodDisruptionBudget can drain either node, and the Service sends progress reports to
     both; a standby answers them 503 and the SDK retries.
     """
-    return (True, "ok: leader") if reconciler.leading else (False, "standby: not the leader")
+    return (True, "ok: leader") if manager.leading else (False, "standby: not the leader")
 
 
 def stop_on_lost_lease() -> None:

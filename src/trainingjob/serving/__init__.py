@@ -2,5 +2,5 @@
 
 types.py reads a model, builders.py makes its Deployment, Service and HorizontalPodAutoscaler, observed.py trims what
 the caches hold, conditions.py derives Available/Progressing/Degraded, planner.py compares desired with observed.
-The operator (operator/serving.py) feeds them from its indexes and applies the plan.
+The operator's LLMModel controller (operator/llmmodel/) feeds them from its indexes and applies the plan.
 """

@@ -1,7 +1,14 @@
-"""The operator's controller kit (controller-runtime's idea, in small): informers that keep trimmed, indexed views
-of what the controllers read (informers.py, a kube/reflector.py Reflector per watch feeding a store.py
-ResourceStore), a rate-limited work queue per controller (queue.py), expectations for writes the caches do not show
-yet (expectations.py) and leader election (leader.py).
+"""The operator's controller kit (controller-runtime's idea, in small).
 
-The kit imports no controller: what a controller watches, owns and reconciles is registered with it.
+- controller.py: a Registration says what a controller reconciles, owns and watches (For / Owns / Watches); a
+  Controller is its own rate-limited work queue (queue.py) and a bounded pool of workers running its reconcile.
+- manager.py: every controller's watches merged into one set of informers, their changes routed to the controllers
+  that registered for them, the one "caches synced" barrier, and leadership (leader.py) starting the workers.
+- informers.py + store.py: a kube/reflector.py Reflector per watch feeding a ResourceStore of trimmed views, filed
+  in indexes named by typed IndexNames (views.py helps index functions trim).
+- expectations.py: per object, what was written that the caches do not show yet.
+- writer.py (+ calls.py): every API write, for every kind, with an Outcome instead of an exception for what
+  controllers plan around.
+
+The kit imports no controller: controllers (operator/trainingjob/, operator/llmmodel/) import the kit.
 """

@@ -1,8 +1,13 @@
-"""Expectations, as in the ReplicaSet controller: what the operator wrote that its caches do not show yet.
+"""Expectations, as in the ReplicaSet controller: what a controller wrote for one object that its caches do not show
+yet, so that a plan made from a lagging cache neither writes it again nor waits for it forever.
 
-A pod created is claimed by name until the pod watch shows it (`sighted`, called from the informer's index as the
-event arrives) or a plan finds it in the cache; a pod or gang object deleted is released by uid until the cache shows
-it deleting or gone. Entries expire after client-go's ExpectationsTimeout (5 minutes), so an event that never comes
+- A child created is expected by name until the watch shows it (`seen`, called from the informer's index as the
+  event arrives) or a plan finds it in the cache.
+- A child deleted is expected gone by uid until the cache shows it deleting or gone.
+- A view written (an EndpointSlice) stands in for the cached one until the cache shows exactly it, or for at most
+  WRITTEN_TTL_SECONDS (after which a slice someone else changed is put right again): during a job's start every
+  pod event brings a plan, and one made before the slice watch delivered the last write would write it again.
+Creations and deletions expire after client-go's ExpectationsTimeout (5 minutes), so an event that never comes
 (a pod created and deleted again while the watch was cut) cannot pin one for longer.
 
 The expiry used to be 30 s. Under a saturated API server the pod watch can lag that much: a claim lapsed before its
@@ -12,37 +17,67 @@ creates for 8000 pods, docs/benchmarks.md). Settling on the event, not on the cl
 
 from __future__ import annotations
 
-import time
-from collections.abc import Hashable
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
 
 # client-go's ExpectationsTimeout: how long a write may go unseen before the cache is trusted again.
 EXPECTATION_TTL_SECONDS = 300.0
+WRITTEN_TTL_SECONDS = 60.0
 
 
-def pending_expectations(
-    memory: dict[Hashable, dict[str, float]],
-    key: Hashable,
+def pending(
+    entries: dict[str, float],
     settled: set[str],
-    keep_unseen: bool = True,
+    now: float,
     present: set[str] | None = None,
-    now: float | None = None,
+    ttl: float = EXPECTATION_TTL_SECONDS,
 ) -> set[str]:
-    """Expectations the cache has not caught up with; settled, vanished or expired ones are dropped."""
-    entries = memory.get(key)
-    if not entries:
-        return set()
-    now = time.monotonic() if now is None else now
+    """Expectations in `entries` the cache has not caught up with; settled, vanished (not in `present`, when
+    given) or expired ones are dropped."""
     for name, at in list(entries.items()):
-        vanished = not keep_unseen and present is not None and name not in present
-        if name in settled or vanished or now - at > EXPECTATION_TTL_SECONDS:
+        vanished = present is not None and name not in present
+        if name in settled or vanished or now - at > ttl:
             del entries[name]
-    if not entries:
-        del memory[key]
     return set(entries)
 
 
-def sighted(memory: dict[Hashable, dict[str, float]], key: Hashable, name: str) -> None:
-    """The watch showed `name` under `key`: whatever the planner sees next, that expectation is met."""
-    entries = memory.get(key)
-    if entries is not None and entries.pop(name, None) is not None and not entries:
-        del memory[key]
+@dataclass(slots=True)
+class Expectations:
+    """One object's expectations; empty, it costs three empty dicts."""
+
+    created: dict[str, float] = field(default_factory=dict)  # child name -> when created
+    deleted: dict[str, float] = field(default_factory=dict)  # child uid -> when deleted
+    written: dict[str, tuple[Any, float]] = field(default_factory=dict)  # view name -> (view, when written)
+
+    def expect_created(self, names: Iterable[str], now: float) -> None:
+        self.created.update(dict.fromkeys(names, now))
+
+    def seen(self, name: str) -> None:
+        """The watch showed child `name`: whatever the planner sees next, that creation is met."""
+        self.created.pop(name, None)
+
+    def pending_creations(self, cached: set[str], now: float) -> set[str]:
+        """Names created that the cache does not show yet."""
+        return pending(self.created, cached, now)
+
+    def expect_deleted(self, uids: Iterable[str], now: float) -> None:
+        self.deleted.update(dict.fromkeys(uids, now))
+
+    def pending_deletions(self, deleting: set[str], present: set[str], now: float) -> set[str]:
+        """uids deleted that the cache still shows alive (not yet deleting, and not gone)."""
+        return pending(self.deleted, deleting, now, present)
+
+    def expect_written(self, views: Iterable[Any], now: float) -> None:
+        for view in views:
+            self.written[view.name] = (view, now)
+
+    def overlay(self, cached: Iterable[Any], now: float) -> list[Any]:
+        """The cached views, with our writes the cache has not caught up with in their place."""
+        seen = {view.name: view for view in cached}
+        for name, (view, at) in list(self.written.items()):
+            if seen.get(name) == view or now - at > WRITTEN_TTL_SECONDS:
+                del self.written[name]
+            else:
+                seen[name] = view
+        return list(seen.values())

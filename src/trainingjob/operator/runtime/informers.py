@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from trainingjob.kube.reflector import ApiClientTransport, Reflector, Resource
@@ -25,6 +25,27 @@ class Watch:
     indexes: Mapping[str, IndexFunction] = field(default_factory=dict)
     # Indexes of what objects looked like when deleted (store.py, departures).
     departures: Mapping[str, IndexFunction] = field(default_factory=dict)
+
+
+def merged(watches: Iterable[Watch]) -> tuple[Watch, ...]:
+    """One watch per resource and label selector, with the indexes of every watch of it: two controllers that
+    read Services get one Service informer (one listing, one copy of each object's views per index)."""
+    by_source: dict[tuple[Resource, str], Watch] = {}
+    for watch in watches:
+        source = (watch.resource, watch.label_selector)
+        known = by_source.get(source)
+        if known is None:
+            by_source[source] = watch
+            continue
+        for name in set(known.indexes) & set(watch.indexes):
+            assert known.indexes[name] is watch.indexes[name], f"index {name} registered twice, differently"
+        by_source[source] = Watch(
+            watch.resource,
+            watch.label_selector,
+            {**known.indexes, **watch.indexes},
+            {**known.departures, **watch.departures},
+        )
+    return tuple(by_source.values())
 
 
 class Caches:

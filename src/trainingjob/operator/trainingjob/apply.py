@@ -19,7 +19,7 @@ from trainingjob.api.conversion import status_in
 from trainingjob.api.types import TrainingJob
 from trainingjob.builders.endpoints import SliceView, slice_view
 from trainingjob.operator.runtime.writer import Outcome, Writer, Written, status_patch
-from trainingjob.operator.watches import TRAININGJOBS
+from trainingjob.operator.trainingjob.watches import TRAININGJOBS
 from trainingjob.reconcile.actions import (
     AddFinalizer,
     CreateChild,

@@ -11,6 +11,7 @@ import datetime
 import json
 import logging
 import time
+from dataclasses import dataclass
 
 import aiohttp
 
@@ -26,16 +27,22 @@ TRACKING_GRACE = 300.0  # how long after a job finished its run is still looked 
 NO_RUN_YET = (None, "Pending", "Suspended")  # phases in which no chief has run, so there is no run to look for
 
 
+@dataclass(slots=True)
+class RunLookup:
+    """One job's run as found so far (None: not yet), and when it was last looked for (monotonic seconds)."""
+
+    found: dict[str, str] | None = None
+    asked: float = -1e9
+
+
 class MlflowRuns:
-    """The runs found so far, by job key; jobs forgotten with the reconciler's other memories."""
+    """Looks jobs' runs up on their MLflow server; what it found of each job is kept in the job's RunLookup."""
 
     def __init__(self, default_uri: str | None) -> None:
         self.default_uri = default_uri
-        self.found: dict[tuple, dict[str, str]] = {}
-        self.asked: dict[tuple, float] = {}
 
     async def link(
-        self, key: tuple, job: TrainingJob, result: Plan, now: datetime.datetime
+        self, lookup: RunLookup, job: TrainingJob, result: Plan, now: datetime.datetime
     ) -> tuple[Plan, float | None]:
         """`result` with status.tracking of a tracked job (its server, experiment and run name, and once the chief
         has created the run its ids and link), and in how many seconds to look for the run again (None: don't)."""
@@ -45,7 +52,7 @@ class MlflowRuns:
         known = job.status.get("tracking") or {}
         run, again = (known if known.get("runId") else None), None
         if run is None and result.status.get("phase") not in NO_RUN_YET:
-            run = await self.find(key, settings)
+            run = await self.find(lookup, settings)
             if run is None and still_looking(result.status, now):
                 again = LOOKUP_INTERVAL
         status = tracking_status(settings, run)
@@ -53,7 +60,7 @@ class MlflowRuns:
             result = dataclasses.replace(result, status={**result.status, "tracking": status})
         return result, again
 
-    async def prefetch(self, key: tuple, job: TrainingJob) -> None:
+    async def prefetch(self, lookup: RunLookup, job: TrainingJob) -> None:
         """Look for a running job's run now, before its reconcile may take a quota turn (operator/quota_gate.py):
         `link` inside the turn then answers from memory (or "asked too recently"), so a slow MLflow server never
         holds the turn other jobs of the namespace wait for."""
@@ -61,18 +68,19 @@ class MlflowRuns:
         if settings is None or (job.status.get("tracking") or {}).get("runId"):
             return
         if job.status.get("phase") not in NO_RUN_YET:
-            await self.find(key, settings)
+            await self.find(lookup, settings)
 
-    def due(self, key: tuple) -> bool:
-        return time.monotonic() - self.asked.get(key, -1e9) >= LOOKUP_INTERVAL
+    @staticmethod
+    def due(lookup: RunLookup) -> bool:
+        return time.monotonic() - lookup.asked >= LOOKUP_INTERVAL
 
-    async def find(self, key: tuple, settings: TrackingSettings) -> dict[str, str] | None:
+    async def find(self, lookup: RunLookup, settings: TrackingSettings) -> dict[str, str] | None:
         """{"experimentId", "runId"} of the job's run, or None (not created yet, or the server did not answer)."""
-        if key in self.found:
-            return self.found[key]
-        if not self.due(key):
+        if lookup.found is not None:
+            return lookup.found
+        if not self.due(lookup):
             return None
-        self.asked[key] = time.monotonic()
+        lookup.asked = time.monotonic()
         try:
             async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
                 run = await self._lookup(session, settings)
@@ -80,7 +88,7 @@ class MlflowRuns:
             logger.info("MLflow at %s not reachable for run %s: %s", settings.uri, settings.run_name, error)
             return None
         if run is not None:
-            self.found[key] = run
+            lookup.found = run
         return run
 
     @staticmethod
@@ -104,10 +112,6 @@ class MlflowRuns:
         if not runs:
             return None
         return {"experimentId": str(experiment_id), "runId": str(runs[0]["info"]["run_id"])}
-
-    def forget(self, key: tuple) -> None:
-        self.found.pop(key, None)
-        self.asked.pop(key, None)
 
 
 def still_looking(status: dict, now: datetime.datetime) -> bool:

@@ -10,41 +10,44 @@ create and one read each time, for as long as the name stays taken (a rare state
 from __future__ import annotations
 
 import logging
-from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from trainingjob.api.types import TrainingJob
-from trainingjob.operator.apply import ApplyResult
-from trainingjob.operator.backoffs import name_taken_recheck
 from trainingjob.operator.lookups import read_json
+from trainingjob.operator.trainingjob.apply import ApplyResult
+from trainingjob.operator.trainingjob.backoffs import name_taken_recheck
 from trainingjob.reconcile.namesakes import namesake_holder
 from trainingjob.reconcile.status import TERMINAL_PHASES
 
 logger = logging.getLogger(__name__)
 
 
+@dataclass(slots=True)
+class TakenNames:
+    """One job's worker names held by pods that are not its workers (name -> what holds it), and how many applies
+    in a row met one (the recheck backs off with it)."""
+
+    taken: dict[str, str] = field(default_factory=dict)
+    in_a_row: int = 0
+
+    def forget(self) -> None:
+        self.taken, self.in_a_row = {}, 0
+
+
 class Namesakes:
-    """What holds each job's taken worker names, kept only while the job exists; `core` is a CoreV1Api."""
+    """Finds out what holds a job's taken worker names; `core` is a CoreV1Api."""
 
     def __init__(self, core: Any) -> None:
         self.core = core
-        self.taken: dict[Hashable, dict[str, str]] = {}
-        self.in_a_row: dict[Hashable, int] = {}
 
-    def of(self, key: Hashable) -> Mapping[str, str]:
-        return self.taken.get(key) or {}
-
-    def forget(self, key: Hashable) -> None:
-        self.taken.pop(key, None)
-        self.in_a_row.pop(key, None)
-
-    async def settle(self, key: Hashable, job: TrainingJob, outcome: ApplyResult) -> float | None:
+    async def settle(self, names: TakenNames, job: TrainingJob, outcome: ApplyResult) -> float | None:
         """Learn from one apply which names are taken and which are free again; seconds until the job should be
         looked at again (None: no name is taken, or the ones taken are the job's own pods on their way)."""
         if job.deleting or job.status.get("phase") in TERMINAL_PHASES:
-            self.forget(key)  # it creates nothing any more
+            names.forget()  # it creates nothing any more
             return None
-        taken = dict(self.taken.get(key) or {})
+        taken = dict(names.taken)
         for name in outcome.claimed_pods:  # created now: the name was free
             taken.pop(name, None)
         for name in outcome.existed_pods:
@@ -54,13 +57,13 @@ class Namesakes:
             else:
                 taken[name] = holder
         if not taken:
-            self.forget(key)
+            names.forget()
             return None
-        if taken != self.taken.get(key):
+        if taken != names.taken:
             logger.info("worker name(s) taken by pods that are not the job's workers: %s", taken)
-        self.taken[key] = taken
-        self.in_a_row[key] = self.in_a_row.get(key, 0) + 1 if outcome.existed_pods else self.in_a_row.get(key, 1)
-        return name_taken_recheck(self.in_a_row[key])
+        names.taken = taken
+        names.in_a_row = names.in_a_row + 1 if outcome.existed_pods else (names.in_a_row or 1)
+        return name_taken_recheck(names.in_a_row)
 
     async def holder(self, job: TrainingJob, name: str) -> str | None:
         """What holds `name` (None: the job's own pod, or nothing any more). A failed read says only that the pod

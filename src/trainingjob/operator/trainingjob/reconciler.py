@@ -1,0 +1,322 @@
+"""Feeds the pure planner from the informers' indexes and applies its plan; one job at a time per key, on the
+TrainingJob controller's own queue and workers (operator/runtime/controller.py), with what it remembers of each job
+in one JobMemory (memory.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import logging
+import time
+from collections.abc import Callable, Hashable, Mapping
+from typing import Any
+
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from trainingjob.api.types import TrainingJob, format_time
+from trainingjob.config import OperatorConfig
+from trainingjob.kube.status import api_message
+from trainingjob.operator.gpu_telemetry import GpuTelemetry
+from trainingjob.operator.logs import reconcile_context
+from trainingjob.operator.lookups import Lookups
+from trainingjob.operator.metrics import OperatorMetrics
+from trainingjob.operator.runtime.controller import Controller, Registration
+from trainingjob.operator.runtime.store import Index, Indexes, ObjectKey, views
+from trainingjob.operator.trainingjob.apply import Applier, ApplyResult
+from trainingjob.operator.trainingjob.backoffs import admission_requeue_delay
+from trainingjob.operator.trainingjob.memory import JobMemory
+from trainingjob.operator.trainingjob.mlflow import MlflowRuns
+from trainingjob.operator.trainingjob.namesakes import Namesakes
+from trainingjob.operator.trainingjob.quota_gate import QuotaGate, creates_workers
+from trainingjob.operator.trainingjob.watches import (
+    DEPARTED_PODS,
+    JOB_CLAIMS,
+    JOB_CONFIG_MAPS,
+    JOB_ENDPOINT_SLICES,
+    TRAININGJOB_BODIES,
+    WORKER_PODS,
+    WORKER_SERVICES,
+    registration,
+)
+from trainingjob.progress.report import Report
+from trainingjob.reconcile.actions import Plan
+from trainingjob.reconcile.blockers import stuck_pods
+from trainingjob.reconcile.observed import ObservedChildren, PodView
+from trainingjob.reconcile.planner import plan
+from trainingjob.reconcile.status import TERMINAL_PHASES, only_details_changed
+from trainingjob.reconcile.surroundings import AdmissionDenial, is_pod_security_denial
+from trainingjob.scheduling.gang import GangApi, GangView, watched
+from trainingjob.scheduling.quota import NamespaceQuotas
+
+logger = logging.getLogger(__name__)
+JobKey = tuple[str, str]
+# A status change in worker details alone waits this long for the next significant change to carry it.
+DETAIL_WRITE_DELAY = 3.0
+
+
+class Reconciler:
+    """Reconciles TrainingJobs: holds one JobMemory per job only while the job exists."""
+
+    def __init__(
+        self,
+        indexes: Indexes,
+        applier: Applier,
+        config: OperatorConfig,
+        clock: Callable[[], datetime.datetime] | None = None,
+        metrics: OperatorMetrics | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+        lookups: Lookups | None = None,
+        gang_apis: frozenset[GangApi] = frozenset(),
+        registered: Registration | None = None,
+    ) -> None:
+        """`lookups` reads namespaces and nodes (None: every namespace counts as not enforcing `restricted` until
+        PodSecurity says otherwise, and no node is known). `gang_apis`: the gang APIs the cluster serves, whose
+        objects are cached in `indexes` under each provider's index name (scheduling/gang.py). `registered`: the
+        controller's registration, as the caches were built from (by default, the one for `gang_apis`)."""
+        self.gang_apis = gang_apis
+        self.quota_gate = QuotaGate(lookups)
+        self.metrics = metrics
+        self.lookups = lookups
+        self.indexes = indexes
+        self.applier = applier
+        self.config = config
+        self.clock = clock or (lambda: datetime.datetime.now(datetime.UTC))
+        self.monotonic = monotonic
+        self.memory: dict[Hashable, JobMemory] = {}
+        pods = indexes.get(WORKER_PODS)
+        if isinstance(pods, Index):  # the informers' index: a creation is met when its pod's event arrives
+            pods.on_put = self.pod_sighted
+        self.mlflow_runs = MlflowRuns(config.mlflow_tracking_uri)
+        # Worker names held by pods that are not the job's workers (unit tests may pass no applier).
+        self.namesakes = Namesakes(getattr(getattr(applier, "writer", None), "core", None))
+        self.controller = Controller(
+            registered or registration(watched(gang_apis)),
+            self.reconcile,
+            config.max_concurrent_reconciles,
+            config.resync_seconds,
+            metrics,
+        )
+        self.queue = self.controller.queue
+        # GPU utilisation of worker pods (operator/gpu_telemetry.py; None: telemetry off).
+        self.gpu_telemetry: GpuTelemetry | None = None
+
+    def remembered(self, key: Hashable) -> JobMemory:
+        """The job's memory, made on first need."""
+        memory = self.memory.get(key)
+        if memory is None:
+            memory = self.memory[key] = JobMemory()
+        return memory
+
+    def pod_sighted(self, key: Hashable, pod: ObjectKey) -> None:
+        """The pod watch filed `pod` under job `key`: its creation is met, even if the pod is gone again before
+        the job is next planned (a plan would then wait for a pod that will not come)."""
+        memory = self.memory.get(key)
+        if memory is not None:
+            memory.expectations.seen(pod[1])
+
+    def job_uid(self, key: JobKey) -> str | None:
+        """The job's uid (None: no such job); the progress endpoint checks the reporting pod's controller by it."""
+        body = self.job_body(key)
+        return None if body is None else str((body.get("metadata") or {}).get("uid") or "")
+
+    def job_pods(self, key: JobKey) -> list[PodView]:
+        return views(self.indexes, WORKER_PODS, key)
+
+    def accepts_progress(self) -> bool:
+        return self.controller.running
+
+    def report_progress(self, key: JobKey, report: Report) -> None:
+        """Keep the newest report; write it now, or when this job's progress interval is over (newest wins)."""
+        wait = self.remembered(key).progress.add(report, self.monotonic())
+        if wait <= 0:
+            self.queue.add(key)
+        else:
+            self.queue.add_after(key, wait)
+
+    def due_progress(self, key: JobKey, memory: JobMemory) -> Report | None:
+        """The pending report if this job's progress interval is over. Any reconcile (our own status write echoing
+        back, a pod event) would otherwise write it at once; a withheld one stays pending, due at the requeue."""
+        if memory.progress.report is None:
+            return None
+        wait = memory.progress.wait(self.monotonic())
+        if wait > 0:
+            self.queue.add_after(key, wait)
+            return None
+        return memory.progress.report
+
+    def job_body(self, key: JobKey) -> Mapping[str, Any] | None:
+        bodies = views(self.indexes, TRAININGJOB_BODIES, key)
+        return bodies[0] if bodies else None
+
+    def observed(self, key: JobKey, job_uid: str, progress: Report | None = None) -> ObservedChildren:
+        # Only pods this job controls are its workers: labels can be copied by anyone who may create pods, and a
+        # copy taken for a worker could have the real one deleted as a stray. Pods of an earlier job of the same
+        # name are not ours either; garbage collection removes them.
+        pods = [p for p in views(self.indexes, WORKER_PODS, key) if p.controller_uid == job_uid]
+        gangs = self.gang_objects(key)
+        memory, now = self.remembered(key), self.monotonic()
+        expected = memory.expectations
+        deleted = expected.pending_deletions(
+            {p.uid for p in pods if p.deleting} | {g.uid for g in gangs if g.deleting},
+            {p.uid for p in pods} | {g.uid for g in gangs},
+            now,
+        )
+        return ObservedChildren.from_cache(
+            pods=pods,
+            services=views(self.indexes, WORKER_SERVICES, key),
+            config_maps=views(self.indexes, JOB_CONFIG_MAPS, key),
+            rejections=memory.rejections,
+            departed_pods=[p for p in views(self.indexes, DEPARTED_PODS, key) if p.controller_uid == job_uid],
+            claimed_pods=expected.pending_creations({p.name for p in pods}, now),
+            released_pods=deleted,
+            claims=views(self.indexes, JOB_CLAIMS, key),
+            progress=progress,
+            gang_apis=self.gang_apis,
+            # A gang object we deleted stays in the cache until its watch event: deleting it again is a wasted call.
+            gangs=[dataclasses.replace(g, deleting=True) if g.uid in deleted else g for g in gangs],
+            endpoint_slices=expected.overlay(views(self.indexes, JOB_ENDPOINT_SLICES, key), now),
+        )
+
+    def gang_objects(self, key: JobKey) -> list[GangView]:
+        return [view for p in watched(self.gang_apis) for view in views(self.indexes, p.index, key)]
+
+    async def reconcile(self, key: Hashable) -> None:
+        with reconcile_context(*key):  # type: ignore[misc]
+            await self._reconcile(key)  # type: ignore[arg-type]
+
+    async def _reconcile(self, key: JobKey) -> None:
+        body = self.job_body(key)
+        if body is None:
+            self.forget(key)
+            return
+        memory = self.remembered(key)
+        resource_version = body["metadata"].get("resourceVersion")
+        if memory.superseded == resource_version:
+            return  # our own write is on its way through the watch; its event will bring us back
+        job = TrainingJob.from_body(body)
+        now = self.clock()
+        finished = job.status.get("phase") in TERMINAL_PHASES
+        pending = memory.progress.report
+        observed = self.observed(key, job.uid, pending if finished else self.due_progress(key, memory))
+        await self.mlflow_runs.prefetch(memory.tracking, job)  # network, so not inside a quota turn
+        async with self.quota_gate.turn(job.namespace, creates_workers(job, observed)):
+            observed = await self.surroundings(memory, job, observed, now)
+            planned = plan(job, observed, now, self.config)
+            if planned.status.get("phase") in TERMINAL_PHASES and observed.progress is not pending:
+                # The job ends now: a report held back by the write interval is its last one (the final
+                # progress and checkpoint); it goes into the finishing write instead of being lost.
+                observed = dataclasses.replace(observed, progress=pending)
+                planned = plan(job, observed, now, self.config)
+            result = self.defer_details(key, memory, job, planned)
+            result, look_again = await self.mlflow_runs.link(memory.tracking, job, result, self.clock())
+            if look_again is not None:
+                self.queue.add_after(key, look_again)
+            try:
+                outcome = await self.applier.apply(job, body, result)
+            except ApiException as error:
+                if error.status != 422 or observed.progress is None:
+                    raise  # a report refused with the status it made must not fail every reconcile for good
+                await self.applier.record_event(job, memory.progress.drop(api_message(error)))
+                if self.metrics is not None:
+                    self.metrics.progress_dropped.inc()
+                self.queue.add(key)
+                return
+        self.remember(key, resource_version, outcome)
+        if (recheck := await self.namesakes.settle(memory.names, job, outcome)) is not None:
+            self.queue.add_after(key, recheck)
+        self.remember_admission(key, job, observed, outcome, now)
+        if self.metrics is not None and outcome.job_changed and not outcome.stale and result.status != job.status:
+            self.metrics.observe_transition(body, job.status, result.status)
+        if result.actions or result.status != job.status:
+            logger.info(
+                "reconciled: %d action(s), %d write(s), phase %s",
+                len(result.actions),
+                outcome.writes,
+                result.status.get("phase"),
+            )
+        if observed.progress is not None and not outcome.stale:
+            memory.progress.written_out(observed.progress, outcome.job_changed, self.monotonic())
+        if result.requeue_after is not None:
+            self.queue.add_after(key, result.requeue_after)
+
+    async def surroundings(
+        self, memory: JobMemory, job: TrainingJob, observed: ObservedChildren, now: datetime.datetime
+    ) -> ObservedChildren:
+        """What a job that still runs needs from outside itself: its namespace's PodSecurity level, the state of
+        nodes holding its pods stuck Terminating, admission's latest refusals, and its namespace's quotas while it
+        has workers to create."""
+        if job.deleting or job.status.get("phase") in TERMINAL_PHASES:
+            return observed
+        restricted, nodes, quotas = False, {}, NamespaceQuotas()
+        if self.lookups is not None:
+            restricted = await self.lookups.namespace_restricted(job.namespace)
+            stuck = stuck_pods(observed.pods, now, self.config.stuck_after_seconds)
+            nodes = await self.lookups.node_views(p.node_name or "" for p in stuck) if stuck else {}
+            if creates_workers(job, observed):
+                quotas = await self.lookups.resource_quotas(job.namespace)  # is there room for them?
+        return dataclasses.replace(
+            observed,
+            namespace_restricted=restricted,
+            admission=memory.denial,
+            nodes=nodes,
+            quotas=quotas,
+            taken_names=memory.names.taken,
+            gpu_utilization=self.gpu_telemetry.of_pods(job.namespace, (p.name for p in observed.pods))
+            if self.gpu_telemetry is not None
+            else {},
+        )
+
+    def remember_admission(
+        self, key: JobKey, job: TrainingJob, observed: ObservedChildren, outcome: ApplyResult, now: datetime.datetime
+    ) -> None:
+        """Count admission's refusals until a create gets through; and learn from PodSecurity that a namespace
+        enforces `restricted` when its label did not say so (pods built without runAsNonRoot are then retried with
+        it instead of failing the job)."""
+        memory = self.remembered(key)
+        if outcome.denials:
+            count = (memory.denial.count if memory.denial else 0) + 1
+            memory.denial = AdmissionDenial(tuple(outcome.denials), count, format_time(now))
+            self.queue.add_after(key, admission_requeue_delay(count))
+        elif outcome.created:
+            memory.denial = None
+        ours = job.spec.security_context is None and not observed.namespace_restricted
+        if ours and self.lookups is not None and any(is_pod_security_denial(r) for r in outcome.rejections):
+            self.lookups.learn_restricted(job.namespace)
+            memory.rejections = [r for r in memory.rejections if not is_pod_security_denial(r)]
+
+    def defer_details(self, key: JobKey, memory: JobMemory, job: TrainingJob, result: Plan) -> Plan:
+        """Hold back a status change that only refreshes worker details for up to DETAIL_WRITE_DELAY.
+
+        While a gang starts or finishes, its pods change one by one and each change would be a status write of its
+        own; the phase change that follows within a second or two carries them all in one write instead. A job
+        whose details change alone (one worker of many restarted) gets them written once the delay is over.
+        """
+        if not only_details_changed(job.status, result.status):
+            memory.details_since = None
+            return result
+        if memory.details_since is None:
+            memory.details_since = self.monotonic()
+        wait = DETAIL_WRITE_DELAY - (self.monotonic() - memory.details_since)
+        if wait <= 0:
+            memory.details_since = None
+            return result
+        self.queue.add_after(key, wait)
+        return dataclasses.replace(result, status=dict(job.status))
+
+    def remember(self, key: JobKey, resource_version: str | None, outcome: ApplyResult) -> None:
+        memory = self.remembered(key)
+        # Only a write that made a new resourceVersion brings a watch event to end the wait for it.
+        if outcome.job_changed and resource_version:
+            memory.superseded = resource_version
+        now = self.monotonic()
+        memory.expectations.expect_created(outcome.claimed_pods, now)
+        memory.expectations.expect_deleted(outcome.released_pods, now)
+        memory.expectations.expect_written(outcome.published_slices, now)
+        if outcome.rejections:
+            memory.rejections = outcome.rejections
+            self.queue.add(key)
+
+    def forget(self, key: JobKey) -> None:
+        """The job is gone: drop everything we kept for it, so memory does not grow with jobs ever seen."""
+        self.memory.pop(key, None)
+        self.queue.forget(key)

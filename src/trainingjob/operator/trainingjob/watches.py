@@ -1,0 +1,119 @@
+"""What the TrainingJob controller reconciles, owns and watches, and what it keeps of each object.
+
+Each watched resource feeds one or more indexes: a function from the raw object to (key, trimmed view), the key
+being the (namespace, name) of the job the object belongs to. The views are what the planner reads and nothing more
+(pods become PodViews, services their ports, …), so memory grows with what planning needs, not with the size of
+the objects. tests/rbac_usage.py derives the operator's get/list/watch grants from the registrations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Mapping
+from typing import Any
+
+from trainingjob.api import constants as k
+from trainingjob.api.conversion import to_internal
+from trainingjob.api.names import config_map_name, service_name
+from trainingjob.builders.endpoints import LABEL_SLICE_MANAGER, SLICE_MANAGER, SliceView, slice_view
+from trainingjob.builders.service import ServiceView, service_view
+from trainingjob.kube.reflector import Resource, object_key
+from trainingjob.operator.runtime.controller import Registration
+from trainingjob.operator.runtime.informers import Watch
+from trainingjob.operator.runtime.store import IndexFunction, IndexName
+from trainingjob.operator.runtime.views import MANAGED, labels, trimmed_body
+from trainingjob.reconcile.observed import PodView, pod_view
+from trainingjob.reconcile.surroundings import ClaimView, claim_view
+from trainingjob.scheduling.gang import GangProvider
+
+TRAININGJOBS = Resource(k.GROUP, k.WATCHED_VERSION, k.PLURAL, k.KIND)
+Entry = tuple[Hashable, Any] | None
+
+TRAININGJOB_BODIES: IndexName[Mapping[str, Any]] = IndexName("trainingjob_bodies")
+WORKER_PODS: IndexName[PodView] = IndexName("worker_pods")
+DEPARTED_PODS: IndexName[PodView] = IndexName("departed_pods")
+WORKER_SERVICES: IndexName[ServiceView] = IndexName("worker_services")
+JOB_CONFIG_MAPS: IndexName[dict[str, str]] = IndexName("job_config_maps")
+JOB_ENDPOINT_SLICES: IndexName[SliceView] = IndexName("job_endpoint_slices")
+JOB_CLAIMS: IndexName[ClaimView] = IndexName("job_claims")
+
+
+def trainingjob_body(body: Mapping[str, Any]) -> Entry:
+    """Stored in the internal shape (api/conversion.py): nothing downstream cares which version was watched."""
+    return object_key(body), to_internal(trimmed_body(body, k.WATCHED_API_VERSION, k.KIND))
+
+
+def worker_pod(body: Mapping[str, Any]) -> Entry:
+    job = labels(body).get(k.LABEL_JOB_NAME)
+    return ((object_key(body)[0], job), pod_view(body)) if job else None
+
+
+def disrupted_worker(body: Mapping[str, Any]) -> Entry:
+    """A worker pod that left marked DisruptionTarget (preempted, evicted): the planner says why it went even when
+    the pod was removed before any plan saw it being deleted. Other departures need no memory."""
+    entry = worker_pod(body)
+    return entry if entry is not None and entry[1].disruption_reason else None
+
+
+def worker_service(body: Mapping[str, Any]) -> Entry:
+    """Its ports, not just its name (the planner compares them with spec.networking.masterPort), and whether it
+    selects pods (then kube-controller-manager keeps its EndpointSlices)."""
+    namespace, name = object_key(body)
+    job = labels(body).get(k.LABEL_JOB_NAME)
+    if not job or name != service_name(job):
+        return None
+    return (namespace, job), service_view(body)
+
+
+def job_endpoint_slice(body: Mapping[str, Any]) -> Entry:
+    """One of the slices the operator publishes for a job's Service (builders/endpoints.py), as addresses."""
+    job = labels(body).get(k.LABEL_JOB_NAME)
+    return ((object_key(body)[0], job), slice_view(body)) if job else None
+
+
+def job_config_map(body: Mapping[str, Any]) -> Entry:
+    namespace, name = object_key(body)
+    job = labels(body).get(k.LABEL_JOB_NAME)
+    return ((namespace, job), dict(body.get("data") or {})) if job and name == config_map_name(job) else None
+
+
+def job_claim(body: Mapping[str, Any]) -> Entry:
+    """Name, phase and creation time: a checkpoint PVC still Pending after a while is reported on the job."""
+    job = labels(body).get(k.LABEL_JOB_NAME)
+    return ((object_key(body)[0], job), claim_view(body)) if job else None
+
+
+def gang_object(provider: GangProvider) -> IndexFunction:
+    def view(body: Mapping[str, Any]) -> Entry:
+        job = labels(body).get(k.LABEL_JOB_NAME)
+        return ((object_key(body)[0], job), provider.view(body)) if job else None
+
+    return view
+
+
+# For: the jobs themselves. Owns: every child, by the job it belongs to.
+JOBS_WATCH = Watch(TRAININGJOBS, "", {TRAININGJOB_BODIES: trainingjob_body})
+CHILD_WATCHES: tuple[Watch, ...] = (
+    Watch(Resource("", "v1", "pods"), MANAGED, {WORKER_PODS: worker_pod}, {DEPARTED_PODS: disrupted_worker}),
+    Watch(Resource("", "v1", "services"), MANAGED, {WORKER_SERVICES: worker_service}),
+    Watch(Resource("", "v1", "configmaps"), MANAGED, {JOB_CONFIG_MAPS: job_config_map}),
+    # Only the slices we write: kube-controller-manager copies a Service's labels onto the slices it makes.
+    Watch(
+        Resource("discovery.k8s.io", "v1", "endpointslices"),
+        f"{MANAGED},{LABEL_SLICE_MANAGER}={SLICE_MANAGER}",
+        {JOB_ENDPOINT_SLICES: job_endpoint_slice},
+    ),
+    Watch(Resource("", "v1", "persistentvolumeclaims"), MANAGED, {JOB_CLAIMS: job_claim}),
+)
+
+
+def gang_watches(providers: Iterable[GangProvider]) -> tuple[Watch, ...]:
+    """The gang objects of every gang API the cluster serves (found by discovery at startup), one index each."""
+    return tuple(
+        Watch(Resource(p.api.group, p.api.version, p.api.plural), MANAGED, {p.index: gang_object(p)}) for p in providers
+    )
+
+
+def registration(gang_providers: Iterable[GangProvider] = ()) -> Registration:
+    return Registration(
+        TRAININGJOBS, TRAININGJOB_BODIES, owns=(JOBS_WATCH, *CHILD_WATCHES, *gang_watches(gang_providers))
+    )
