@@ -3,6 +3,7 @@
 # Why: k8s.io/kubernetes replaces its ~31 staging modules with local paths, so it cannot be
 # built as a dependency unless we replace each of them with its published v0.Y.Z. We derive
 # that list from the release's own go.mod instead of typing it by hand.
+# Then run tools/kueue/gen-go-mod.sh: it raises the modules Kueue and these components share to one version here.
 set -euo pipefail
 version="${1:?usage: gen-go-mod.sh vX.Y.Z}"
 here="$(cd "$(dirname "$0")" && pwd)"
