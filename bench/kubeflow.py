@@ -11,15 +11,14 @@ from __future__ import annotations
 import base64
 import copy
 import json
-import os
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from trainingjob.cluster import build
 from trainingjob.cluster.build import ComponentSet, build_component_set
 
 if TYPE_CHECKING:
@@ -67,15 +66,7 @@ def binary() -> Path:
 
 def module_dir() -> Path:
     """The module's source as the Go module cache holds it (downloaded by the build)."""
-    result = subprocess.run(
-        ["go", "list", "-m", "-json", MODULE],
-        cwd=KUBEFLOW.wrapper_dir,
-        capture_output=True,
-        text=True,
-        check=True,
-        env={**os.environ, "GOFLAGS": "-mod=mod"},
-    )
-    return Path(json.loads(result.stdout)["Dir"])
+    return build.module_dir(KUBEFLOW)
 
 
 def control_objects() -> list[dict[str, Any]]:

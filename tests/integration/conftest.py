@@ -2,5 +2,6 @@
 two modules would be set up twice, and Playwright's sync API cannot run twice at once)."""
 
 from tests.integration.ui_support import admin_ui, browser, page
+from tests.kueue_support import kueue, queues
 
-__all__ = ["admin_ui", "browser", "page"]
+__all__ = ["admin_ui", "browser", "kueue", "page", "queues"]

@@ -181,3 +181,11 @@ def test_native_gang_scheduling_is_on_in_the_api_server_and_scheduler_unless_tur
     off = flag_values(c.apiserver_command(Path("/bin/kube-apiserver"), LAYOUT, gang_scheduling=False))
     assert "feature-gates" not in off and "runtime-config" not in off
     assert "feature-gates" not in flag_values(c.scheduler_command(Path("/bin/kube-scheduler"), LAYOUT, False))
+
+
+def test_apiserver_proxies_aggregated_apis_with_the_front_proxy_identity() -> None:
+    flags = flag_values(c.apiserver_command(Path("/bin/kube-apiserver"), LAYOUT))
+    assert flags["requestheader-client-ca-file"] == "/state/pki/front-proxy-ca.crt"
+    assert flags["requestheader-allowed-names"] == "front-proxy-client"
+    assert flags["proxy-client-cert-file"] == "/state/pki/front-proxy-client.crt"
+    assert flags["requestheader-username-headers"] == "X-Remote-User"

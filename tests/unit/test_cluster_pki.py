@@ -73,3 +73,11 @@ def test_ca_is_a_ca_and_service_account_keys_exist(pki: Path) -> None:
     assert constraints.ca is True
     assert isinstance(load(pki, "admin").public_key(), ec.EllipticCurvePublicKey)
     assert b"BEGIN PUBLIC KEY" in (pki / "sa.pub").read_bytes()
+
+
+def test_front_proxy_client_is_signed_by_a_ca_of_its_own(pki: Path) -> None:
+    """A certificate the front-proxy CA signs may assert any user in request headers: no other must verify."""
+    client = load(pki, "front-proxy-client")
+    client.verify_directly_issued_by(load(pki, "front-proxy-ca"))
+    assert client.issuer != load(pki, "ca").subject
+    assert client.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == "front-proxy-client"

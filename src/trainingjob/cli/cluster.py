@@ -70,6 +70,12 @@ def cluster() -> None:
     help="GPUs of each local process node: auto (this machine's NVIDIA GPUs through NVML, none without them), "
     "none, or fake:N (N labelled fake devices that go through the real allocation path; no CUDA).",
 )
+@click.option(
+    "--with-kueue",
+    is_flag=True,
+    help="Also run Kueue (built from its pinned module on first use) with its CRDs, webhooks and visibility API; "
+    "on a running cluster, starts Kueue if it does not run.",
+)
 def up(
     name: str,
     nodes: int,
@@ -78,6 +84,7 @@ def up(
     apiserver_port: int | None,
     gang_scheduling: bool,
     local_node_gpus: str,
+    with_kueue: bool,
 ) -> None:
     """Build components on first use, start the cluster and wait until it is ready (no-op if running; restarts
     node agents that stopped)."""
@@ -92,6 +99,10 @@ def up(
             gang_scheduling=gang_scheduling,
             local_node_gpus=local_node_gpus,
         )
+        if with_kueue:
+            from trainingjob.cluster.kueue.run import ensure_running
+
+            ensure_running(state, say)
     except ClusterError as error:
         fail(error)
     say("use it with:")
@@ -102,12 +113,16 @@ def up(
 @cluster.command()
 @click.option("--with-promtool", is_flag=True, help="Also build promtool (checks deploy/monitoring's rules in tests).")
 @click.option("--with-helm", is_flag=True, help="Also build helm (lints, renders and installs the chart in tests).")
-def build(with_promtool: bool, with_helm: bool) -> None:
+@click.option("--with-kueue", is_flag=True, help="Also build Kueue's manager and render its install manifests.")
+def build(with_promtool: bool, with_helm: bool, with_kueue: bool) -> None:
     """Build (or find cached) every pinned component and print where the binaries are."""
     from trainingjob.cluster.build import ensure_binaries, ensure_helm, ensure_promtool
+    from trainingjob.cluster.kueue.build import ensure_kueue
 
     try:
         binaries = ensure_binaries(say)
+        if with_kueue:  # right after the control plane: it reuses the control plane's compiled libraries
+            binaries["kueue"] = ensure_kueue(say) / "kueue"
         if with_promtool:
             binaries["promtool"] = ensure_promtool(say)
         if with_helm:

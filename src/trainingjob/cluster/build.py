@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import re
 import shutil
@@ -57,6 +58,8 @@ class ComponentSet:
             minor = required_version(self.wrapper_dir / "go.mod", "k8s.io/client-go").split(".")[1]
             for pkg in ("helm.sh/helm/v3/pkg/lint/rules", "helm.sh/helm/v3/pkg/chartutil"):
                 flags += [f"-X {pkg}.k8sVersionMajor=1", f"-X {pkg}.k8sVersionMinor={minor}"]
+        if self.name == "kueue":
+            flags.append(f"-X sigs.k8s.io/kueue/pkg/version.GitVersion={self.version}")  # as Kueue's Makefile does
         return " ".join(flags)
 
 
@@ -82,6 +85,9 @@ PROMETHEUS = ComponentSet(
 
 # Not a control-plane component either: helm lints, renders and installs charts/trainingjob-operator in tests.
 HELM = ComponentSet("helm", "helm.sh/helm/v3", {"helm": "helm.sh/helm/v3/cmd/helm"})
+
+# Not a control-plane component either: Kueue's manager, for `tj cluster up --with-kueue` (cluster/kueue/).
+KUEUE = ComponentSet("kueue", "sigs.k8s.io/kueue", {"kueue": "sigs.k8s.io/kueue/cmd/kueue"})
 
 COMPLETE_MARKER = ".complete"
 
@@ -133,8 +139,15 @@ def is_built(component_set: ComponentSet) -> bool:
     return (binaries_dir(component_set.name, component_set.version) / COMPLETE_MARKER).exists()
 
 
-def build_component_set(component_set: ComponentSet, say: Callable[[str], None] = print) -> Path:
-    """Build one wrapper module's binaries into its versioned cache directory (atomic: a killed build leaves none)."""
+def build_component_set(
+    component_set: ComponentSet,
+    say: Callable[[str], None] = print,
+    also: Callable[[Path], None] | None = None,
+) -> Path:
+    """Build one wrapper module's binaries into its versioned cache directory (atomic: a killed build leaves none).
+
+    `also(staging)` adds what belongs with the binaries (files taken from the module's source) before the directory
+    is marked complete, so a build is never complete without them."""
     target = binaries_dir(component_set.name, component_set.version)
     if (target / COMPLETE_MARKER).exists():
         return target
@@ -174,11 +187,33 @@ def build_component_set(component_set: ComponentSet, say: Callable[[str], None] 
             f"(exit {result.returncode}); last lines of {log}:\n{log_tail(log)}"
         )
     rename_outputs(component_set, staging)
+    if also is not None:
+        try:
+            also(staging)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
     (staging / COMPLETE_MARKER).write_text(f"{component_set.version} built in {time.monotonic() - started:.0f}s\n")
     shutil.rmtree(target, ignore_errors=True)
     staging.rename(target)
     say(f"built {component_set.name} {component_set.version} in {time.monotonic() - started:.0f}s")
     return target
+
+
+def module_dir(component_set: ComponentSet) -> Path:
+    """The pinned module's source as the Go module cache holds it (downloaded by the build): where manifests that
+    belong to a binary (CRDs, RBAC) are read from, so none of them is committed here."""
+    result = subprocess.run(
+        ["go", "list", "-m", "-json", component_set.module],
+        cwd=component_set.wrapper_dir,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local"},
+    )
+    if result.returncode != 0:
+        raise ClusterError(f"cannot find the source of {component_set.module}: {result.stderr.strip()}")
+    return Path(json.loads(result.stdout)["Dir"])
 
 
 def rename_outputs(component_set: ComponentSet, staging: Path) -> None:

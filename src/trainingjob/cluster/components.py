@@ -132,6 +132,7 @@ def apiserver_command(
         f"--service-account-key-file={pki / 'sa.pub'}",
         f"--service-account-signing-key-file={pki / 'sa.key'}",
         "--allow-privileged=true",
+        *aggregation_flags(layout),
         "--profiling=false",
         "--v=1",
     ]
@@ -145,6 +146,21 @@ def apiserver_command(
     if gang_scheduling:
         command += [GANG_FEATURE_GATES, GANG_RUNTIME_CONFIG]
     return command
+
+
+def aggregation_flags(layout: Layout) -> list[str]:
+    """The aggregation layer, as kubeadm configures it: the API server proxies aggregated APIs (Kueue's visibility
+    API) with the front-proxy client certificate, and the servers behind it trust the user it names in headers."""
+    pki = layout.pki
+    return [
+        f"--requestheader-client-ca-file={pki / 'front-proxy-ca.crt'}",
+        "--requestheader-allowed-names=front-proxy-client",
+        "--requestheader-username-headers=X-Remote-User",
+        "--requestheader-group-headers=X-Remote-Group",
+        "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+        f"--proxy-client-cert-file={pki / 'front-proxy-client.crt'}",
+        f"--proxy-client-key-file={pki / 'front-proxy-client.key'}",
+    ]
 
 
 def _served_component_flags(layout: Layout, name: str) -> list[str]:

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
@@ -62,6 +62,8 @@ class ClusterState:
     gang_scheduling: bool = True
     # GPUs of the local process nodes: auto (the machine's, through NVML), none, or fake:N (labelled fake devices).
     local_node_gpus: str = "auto"
+    # Optional components started on the running cluster (Kueue: cluster/kueue/run.py): name -> health URL.
+    addons: dict[str, str] = field(default_factory=dict)
 
     @property
     def layout(self) -> c.Layout:
@@ -332,6 +334,10 @@ def stop_node_agents(state: ClusterState) -> None:
 
 
 def stop_components(state: ClusterState) -> None:
+    for name in state.addons:
+        pid = state.pids.get(name)
+        if pid is not None:
+            stop(pid, state.binaries.get(name))
     stop_node_agents(state)
     for name in reversed(COMPONENTS):
         pid = state.pids.get(name)
@@ -362,8 +368,9 @@ def status(name: str = DEFAULT_NAME) -> list[dict[str, str]]:
     for agent in state.agents:
         config = NodeConfig.load(localnodes.config_path(name, agent))
         checks[agent] = localnodes.health_check(config, state.layout)
+    checks.update({name: c.HealthCheck(url) for name, url in state.addons.items()})
     rows = []
-    for component in (*COMPONENTS, *state.agents):
+    for component in (*COMPONENTS, *state.addons, *state.agents):
         running = component_running(state, component)
         healthy, answer = probe(checks[component], state.layout.pki / "ca.crt") if running else (False, "-")
         rows.append(
@@ -381,7 +388,7 @@ def status(name: str = DEFAULT_NAME) -> list[dict[str, str]]:
 def _component_version(state: ClusterState, component: str) -> str:
     if component in state.agents:
         return "agent"
-    key = {"etcd": "etcd", "kwok": "kwok"}.get(component, "kubernetes")
+    key = component if component in ("etcd", "kwok", *state.addons) else "kubernetes"
     return state.versions.get(key, "?")
 
 

@@ -18,6 +18,8 @@ from trainingjob import certs
 VALIDITY = datetime.timedelta(days=365)
 LOOPBACK_NAMES = ("localhost",)
 LOOPBACK_IPS = ("127.0.0.1",)
+FRONT_PROXY_CA = "front-proxy-ca"
+FRONT_PROXY_CLIENT = "front-proxy-client"
 APISERVER_NAMES = (
     "kubernetes",
     "kubernetes.default",
@@ -112,6 +114,20 @@ def issue_certificate(directory: Path, spec: CertSpec, ca: certs.Pair) -> None:
     _write(directory, spec.file_stem, certs.issue(ca, spec.leaf, VALIDITY))
 
 
+def create_front_proxy_pki(directory: Path, cluster_name: str) -> None:
+    """The aggregation layer's own CA and the client certificate the API server proxies aggregated APIs with (Kueue's
+    visibility API), as kubeadm sets them up. A CA of its own: a certificate it signs asserts any user through request
+    headers, so no other client certificate of the cluster may be able to."""
+    ca = certs.new_ca(f"trainingjob-local-front-proxy-ca-{cluster_name}", VALIDITY)
+    _write(directory, FRONT_PROXY_CA, ca)
+    issue_certificate(directory, CertSpec(FRONT_PROXY_CLIENT, FRONT_PROXY_CLIENT, client=True), ca)
+
+
+def load_ca(directory: Path) -> certs.Pair:
+    """The cluster CA written by create_cluster_pki (to sign certificates of components started later)."""
+    return certs.Pair((directory / "ca.crt").read_text(), (directory / "ca.key").read_text())
+
+
 def create_service_account_keys(directory: Path) -> None:
     """The key pair kube-apiserver signs ServiceAccount tokens with (and verifies them against)."""
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
@@ -133,4 +149,5 @@ def create_cluster_pki(
     ca = create_ca(directory, cluster_name)
     for spec in cluster_cert_specs(service_ip, apiserver_ips, nodes):
         issue_certificate(directory, spec, ca)
+    create_front_proxy_pki(directory, cluster_name)
     create_service_account_keys(directory)

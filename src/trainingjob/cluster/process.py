@@ -11,6 +11,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 from trainingjob.cluster.components import HealthCheck
@@ -33,8 +34,9 @@ def port_in_use(port: int) -> bool:
     return False
 
 
-def start(name: str, command: list[str], log_path: Path, cwd: Path) -> int:
-    """Start a component in its own session (it outlives `tj cluster up`), output to its log file."""
+def start(name: str, command: list[str], log_path: Path, cwd: Path, preexec: Callable[[], None] | None = None) -> int:
+    """Start a component in its own session (it outlives `tj cluster up`), output to its log file. `preexec` runs in
+    the child before exec (Kueue's private mount namespace)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("ab") as log:
         process = subprocess.Popen(
@@ -44,6 +46,7 @@ def start(name: str, command: list[str], log_path: Path, cwd: Path) -> int:
             stdin=subprocess.DEVNULL,
             cwd=cwd,
             start_new_session=True,
+            preexec_fn=preexec,
         )
     _wait_for_exec(process, command)
     return process.pid
