@@ -13,7 +13,7 @@ from kubernetes import client
 
 from tests.kube import Kube, wait_until
 from tests.local_node import local_pod, pod_log, python_container, wait_for_phase
-from trainingjob.cluster.paths import cache_root
+from trainingjob.paths import cache_root
 
 pytestmark = pytest.mark.integration
 

@@ -10,8 +10,8 @@ from pathlib import Path
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from trainingjob.cluster.paths import REPO_ROOT
 from trainingjob.node.images.catalog import DEFAULT_IMAGES_FILE, ImageCatalog
+from trainingjob.paths import REPO_ROOT
 
 IMAGE = "ghcr.io/example/trainingjob-operator:0.1.0"
 

@@ -22,7 +22,8 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from tests.unit.test_apply import FakeClock
 from tests.unit.test_planner import make_job
 from trainingjob.config import OperatorConfig
-from trainingjob.operator.lookups import Lookups, TtlCache
+from trainingjob.kube.ttl_cache import TtlCache
+from trainingjob.operator.lookups import Lookups
 from trainingjob.operator.preflight import explain
 from trainingjob.operator.trainingjob.apply import ApplyResult
 from trainingjob.operator.trainingjob.reconciler import Reconciler

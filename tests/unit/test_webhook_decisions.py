@@ -275,7 +275,7 @@ def test_a_namespace_without_quotas_is_listed_once_per_ttl_and_one_with_quotas_e
     fresh for the warning of a job that must wait."""
     from kubernetes_asyncio import client
 
-    from trainingjob.operator.lookups import QUOTA_TTL
+    from trainingjob.scheduling.quota import QUOTA_TTL
     from trainingjob.webhooks.component import ApiClusterView
 
     now = [100.0]

@@ -56,6 +56,8 @@ FRAMEWORK_ROLES = {role: plugin.name for plugin in PLUGINS.values() for role in 
 SINGLE_ROLES = (CHIEF, EVALUATOR, LAUNCHER)
 
 FINALIZER = f"{GROUP}/finalizer"
+# The container of a worker pod that runs the training (builders/pod.py); `tj logs` and the UI read its log.
+TRAINER_CONTAINER = "trainer"
 LABEL_JOB_NAME = f"{GROUP}/job-name"
 LABEL_WORKER_INDEX = f"{GROUP}/worker-index"
 LABEL_ROLE = f"{GROUP}/role"

@@ -185,7 +185,7 @@ def desired_worker_pod(
     pod_security, container_security = default_security(restricted)
     command, args = container_command(job, role)
     container: dict[str, Any] = {
-        "name": "trainer",
+        "name": k.TRAINER_CONTAINER,
         "image": spec.image,
         "command": command,
         "env": worker_env(job, index, attempt, config, role),

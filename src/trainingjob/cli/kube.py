@@ -25,9 +25,10 @@ from trainingjob.api import constants as k
 from trainingjob.api.conversion import convert, to_internal
 from trainingjob.api.versions import field_names_as_written, shape_of
 from trainingjob.cli.common import CliError, Target, one_line
-from trainingjob.cli.kube_errors import TRAINER_CONTAINER, map_api_error, map_connection_error, map_log_error
+from trainingjob.cli.kube_errors import map_api_error, map_connection_error, map_log_error
 from trainingjob.cli.kubeconfig_files import check_kubeconfig_files
 from trainingjob.kube.reflector import ApiClientTransport, Gone, Reflector, Resource
+from trainingjob.kube.status import event_time, raise_for_status
 from trainingjob.user_agent import CLI, named
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
@@ -257,7 +258,7 @@ class Client:
             response = await self.core.read_namespaced_pod_log(
                 pod,
                 namespace,
-                container=TRAINER_CONTAINER,
+                container=k.TRAINER_CONTAINER,
                 follow=follow,
                 _preload_content=False,
                 _request_timeout=_timeout(None if follow else READ_TIMEOUT),
@@ -288,20 +289,3 @@ class Client:
         if uid:
             plain = [e for e in plain if e.get("involvedObject", {}).get("uid") in (None, "", uid)]
         return sorted(plain, key=event_time)
-
-
-async def raise_for_status(response: aiohttp.ClientResponse) -> None:
-    """Raise the ApiException the client raises itself for requests made with _preload_content=True."""
-    if 200 <= response.status <= 299:
-        return
-    try:
-        body = await response.read()
-    finally:
-        response.release()
-    error = ApiException(status=response.status, reason=response.reason)
-    error.body = body.decode("utf-8", "replace")
-    raise error
-
-
-def event_time(event: dict[str, Any]) -> str:
-    return event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp") or ""

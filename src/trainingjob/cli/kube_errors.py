@@ -13,7 +13,6 @@ from trainingjob.cli.common import CliError, job_ref
 from trainingjob.kube.status import api_message, status_body
 
 CRD_MISSING = "the TrainingJob CRD is not installed in this cluster; apply deploy/crd/"
-TRAINER_CONTAINER = "trainer"
 
 
 def map_api_error(
@@ -52,7 +51,7 @@ def map_log_error(error: ApiException, namespace: str, pod: str) -> CliError:
     if error.status in (401, 403):
         return map_api_error(error, namespace=namespace, name=pod, resource="pods")
     return CliError(
-        f"pod {namespace}/{pod} has no logs available (container {TRAINER_CONTAINER}): the API server could not "
+        f"pod {namespace}/{pod} has no logs available (container {k.TRAINER_CONTAINER}): the API server could not "
         f"get them from the node: {api_message(error)}"
     )
 

@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from trainingjob.api import constants as k
+from trainingjob.api.readouts import progress_percent, running_workers
 
 NONE = "<none>"
 JOB_HEADERS = ("NAME", "FRAMEWORK", "WORKERS", "PHASE", "RESTARTS", "AGE")
@@ -158,10 +159,6 @@ def describe_failure(failure: dict[str, Any]) -> str:
     return text
 
 
-def running_workers(job: dict[str, Any]) -> int:
-    return sum(1 for w in (job.get("status") or {}).get("workerStatuses") or [] if w.get("phase") == "Running")
-
-
 def workers_part(phase: str, running: int, wanted: Any) -> str:
     """`workers 3/4 running`; a finished job wants no workers, so it names only those still running (with
     cleanPodPolicy None nothing stops them), and says when none is."""
@@ -182,16 +179,6 @@ class ProgressView:
 
     percent: float | None
     summary: str
-
-
-def progress_percent(progress: dict[str, Any]) -> float | None:
-    if isinstance(progress.get("percent"), int | float):
-        return max(0.0, min(100.0, float(progress["percent"])))
-    for done, total in (("step", "totalSteps"), ("epoch", "totalEpochs")):
-        numbers = isinstance(progress.get(done), int | float) and isinstance(progress.get(total), int | float)
-        if numbers and progress[total] > 0:
-            return max(0.0, min(100.0, 100.0 * progress[done] / progress[total]))
-    return None
 
 
 def progress_parts(progress: dict[str, Any]) -> list[str]:

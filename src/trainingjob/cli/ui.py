@@ -11,7 +11,7 @@ import click
 
 from trainingjob.cli.common import CliError, Target
 from trainingjob.cli.plumbing import run
-from trainingjob.cluster.paths import cache_root
+from trainingjob.paths import cache_root
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 

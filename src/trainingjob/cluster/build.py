@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainingjob.cluster.errors import ClusterError, log_tail
-from trainingjob.cluster.paths import binaries_dir, cache_root, tools_dir
+from trainingjob.cluster.paths import binaries_dir, tools_dir
+from trainingjob.paths import cache_root
 
 
 @dataclass(frozen=True)

@@ -5,16 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
-
-
-def cache_root() -> Path:
-    """Root of everything we build or run; outside the repo so a fresh clone stays clean."""
-    configured = os.environ.get("TJ_CACHE_DIR")
-    if configured:
-        return Path(configured).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "trainingjob"
+from trainingjob.paths import REPO_ROOT, cache_root
 
 
 def tools_dir() -> Path:

@@ -1,10 +1,12 @@
-"""The API server's own words in a failed request: its Status body, shared by the operator and the CLI."""
+"""The API server's own words: its Status body in a failed request, raised as the client raises it, and when an Event
+happened; shared by the operator, the CLI and the UI."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+import aiohttp
 from kubernetes_asyncio.client.exceptions import ApiException
 
 
@@ -25,3 +27,20 @@ def status_body(error: ApiException) -> dict[str, Any]:
 def api_message(error: ApiException) -> str:
     """The API server's own explanation of `error` (its Status message), or the HTTP reason."""
     return status_body(error).get("message") or str(error.reason or "").strip() or f"HTTP {error.status}"
+
+
+async def raise_for_status(response: aiohttp.ClientResponse) -> None:
+    """Raise the ApiException the client raises itself for requests made with _preload_content=True."""
+    if 200 <= response.status <= 299:
+        return
+    try:
+        body = await response.read()
+    finally:
+        response.release()
+    error = ApiException(status=response.status, reason=response.reason)
+    error.body = body.decode("utf-8", "replace")
+    raise error
+
+
+def event_time(event: dict[str, Any]) -> str:
+    return event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp") or ""

@@ -12,70 +12,22 @@ concurrent lookups of one key share one request.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
+from trainingjob.kube.ttl_cache import TtlCache
 from trainingjob.reconcile.surroundings import NodeView, enforces_restricted, node_view
-from trainingjob.scheduling.quota import NamespaceQuotas, container_defaults
+from trainingjob.scheduling.quota import QUOTA_TTL, NamespaceQuotas, container_defaults
 
 logger = logging.getLogger(__name__)
 V = TypeVar("V")
 NAMESPACE_TTL = 120.0
 NODE_TTL = 15.0
-# Quota usage moves with every pod created or finished: short, so a job waiting for room sees it soon.
-QUOTA_TTL = 2.0
 MAX_ENTRIES = 10_000
 REQUEST_TIMEOUT = 10
-
-
-class TtlCache(Generic[V]):
-    """Values by key for `ttl` seconds; at most `max_entries` (oldest dropped); one fetch per key at a time."""
-
-    def __init__(
-        self, fetch: Callable[[str], Awaitable[V]], ttl: float, max_entries: int = MAX_ENTRIES, clock=time.monotonic
-    ) -> None:
-        self.fetch = fetch
-        self.ttl = ttl
-        self.max_entries = max_entries
-        self.clock = clock
-        self.entries: OrderedDict[str, tuple[float, V]] = OrderedDict()
-        self.inflight: dict[str, asyncio.Future[V]] = {}
-
-    def forget(self, key: str) -> None:
-        """The next get() asks again."""
-        self.entries.pop(key, None)
-
-    def put(self, key: str, value: V) -> None:
-        self.entries[key] = (self.clock(), value)
-        self.entries.move_to_end(key)
-        while len(self.entries) > self.max_entries:
-            self.entries.popitem(last=False)
-
-    async def get(self, key: str) -> V:
-        entry = self.entries.get(key)
-        if entry is not None and self.clock() - entry[0] < self.ttl:
-            return entry[1]
-        running = self.inflight.get(key)
-        if running is not None:
-            return await asyncio.shield(running)
-        future: asyncio.Future[V] = asyncio.get_running_loop().create_future()
-        self.inflight[key] = future
-        try:
-            value = await self.fetch(key)
-            self.put(key, value)
-            future.set_result(value)
-            return value
-        except BaseException as error:
-            future.set_exception(error)
-            future.exception()  # retrieved: nobody else may be waiting
-            raise
-        finally:
-            del self.inflight[key]
 
 
 async def read_json(call: Callable[..., Awaitable[Any]], *args: Any) -> tuple[int, dict[str, Any] | None]:

@@ -21,6 +21,9 @@ from trainingjob.kube.quantity import parse_quantity
 
 COMPUTE = ("cpu", "memory", "ephemeral-storage")
 POD_COUNTS = ("pods", "count/pods")
+# How long a namespace's quotas read by the operator or its webhook are trusted: usage moves with every pod created
+# or finished, so short, and a job waiting for room sees it soon.
+QUOTA_TTL = 2.0
 BINARY_UNITS = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
 
 

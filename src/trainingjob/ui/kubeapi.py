@@ -16,9 +16,8 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from trainingjob.api import constants as k
-from trainingjob.cli.kube import event_time, raise_for_status
-from trainingjob.cli.kube_errors import TRAINER_CONTAINER
 from trainingjob.kube.reflector import lines
+from trainingjob.kube.status import event_time, raise_for_status
 from trainingjob.kube.yaml_text import yaml_problem
 from trainingjob.ui.watcher import WATCH_SECONDS
 
@@ -127,7 +126,7 @@ class KubeApi:
 
     async def log(self, namespace: str, pod: str, follow: bool, tail_lines: int | None) -> AsyncIterator[bytes]:
         """The trainer container's log through the API server (which gets it from the node), chunk by chunk."""
-        arguments: dict[str, Any] = {"container": TRAINER_CONTAINER, "follow": follow, "_preload_content": False}
+        arguments: dict[str, Any] = {"container": k.TRAINER_CONTAINER, "follow": follow, "_preload_content": False}
         if tail_lines is not None:
             arguments["tail_lines"] = tail_lines
         arguments["_request_timeout"] = aiohttp.ClientTimeout(sock_connect=10, sock_read=None if follow else 60)

@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from trainingjob.cli.render import progress_percent, running_workers
+from trainingjob.api.readouts import progress_percent, running_workers
 from trainingjob.ui.history import History
 
 QUEUE_LIMIT = 1000

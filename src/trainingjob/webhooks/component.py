@@ -25,7 +25,8 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from trainingjob.api import constants as c
 from trainingjob.api import webhook_config as w
 from trainingjob.config import OperatorConfig
-from trainingjob.operator.lookups import QUOTA_TTL, TtlCache
+from trainingjob.kube.ttl_cache import TtlCache
+from trainingjob.scheduling.quota import QUOTA_TTL
 from trainingjob.webhooks.admission import AdmissionRequest, Verdict
 from trainingjob.webhooks.defaulting import mutate
 from trainingjob.webhooks.registration import Registration, answer

@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from trainingjob.cluster.paths import REPO_ROOT
+from trainingjob.paths import REPO_ROOT
 
 DEFAULT_IMAGES_FILE = REPO_ROOT / "examples" / "images.yaml"
 _KEYS = {"requirements", "files", "workingDir", "user", "env", "entrypoint", "cmd", "systemSitePackages"}

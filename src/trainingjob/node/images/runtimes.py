@@ -26,8 +26,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainingjob.cluster.paths import cache_root
 from trainingjob.node.images.catalog import ImageSpec
+from trainingjob.paths import cache_root
 
 CANDIDATE_PYTHONS = ("/usr/bin/python3", "/usr/local/bin/python3")
 HIDDEN_PREFIXES = ("/root", "/home")

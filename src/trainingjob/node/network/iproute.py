@@ -15,8 +15,8 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
-from trainingjob.cluster.paths import cache_root
 from trainingjob.node.network.netplan import PodNetwork, bridge_name, choose_subnet
+from trainingjob.paths import cache_root
 
 NETNS_DIR = Path("/run/netns")
 

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from trainingjob.cluster.paths import cache_root
 from trainingjob.kube.quantity import QuantityError
 from trainingjob.node.devices.advertise import PROC_GPUS, device_env, device_mounts
 from trainingjob.node.devices.allocator import DeviceAllocator
@@ -40,6 +39,7 @@ from trainingjob.node.runtime.launch import LaunchSpec, Mount
 from trainingjob.node.runtime.limits import container_limits
 from trainingjob.node.runtime.security import process_security, verify_run_as_non_root
 from trainingjob.node.volumes.manager import HostVolume
+from trainingjob.paths import cache_root
 
 HIDDEN = ("/root", "/home")
 DEFAULT_TERMINATION_PATH = "/dev/termination-log"

@@ -1,0 +1,22 @@
+"""What a TrainingJob's status says at a glance, read from its body as the API holds it: shared by `tj` (cli/render.py)
+and the UI (ui/store.py), which both show jobs they read with the user's credentials."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def running_workers(job: dict[str, Any]) -> int:
+    """Workers whose status says Running (status.workerStatuses)."""
+    return sum(1 for w in (job.get("status") or {}).get("workerStatuses") or [] if w.get("phase") == "Running")
+
+
+def progress_percent(progress: dict[str, Any]) -> float | None:
+    """status.progress as a percentage within 0-100: its own percent, else step or epoch of their totals."""
+    if isinstance(progress.get("percent"), int | float):
+        return max(0.0, min(100.0, float(progress["percent"])))
+    for done, total in (("step", "totalSteps"), ("epoch", "totalEpochs")):
+        numbers = isinstance(progress.get(done), int | float) and isinstance(progress.get(total), int | float)
+        if numbers and progress[total] > 0:
+            return max(0.0, min(100.0, 100.0 * progress[done] / progress[total]))
+    return None
