@@ -97,8 +97,6 @@ bench: components  ## scale benchmark vs Kubeflow and the raw API limit -> docs/
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
 demo-down:  ## stop the demo operator and cluster, remove their state
-	-@pid_file="$$(dirname "$$($(BIN)/tj cluster kubeconfig --name $(CLUSTER) 2>/dev/null)")/operator.pid"; \
-	  [ -f "$$pid_file" ] && kill "$$(cat "$$pid_file")" 2>/dev/null; true
 	$(BIN)/tj cluster down --name $(CLUSTER)
 
 clean: demo-down  ## remove the virtualenv too (built binaries stay cached in ~/.cache/trainingjob)

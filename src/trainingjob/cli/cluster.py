@@ -13,8 +13,9 @@ from trainingjob.cluster.errors import ClusterError
 name_option = click.option(
     "--name",
     default=control_plane.DEFAULT_NAME,
+    envvar="TJ_CLUSTER",
     show_default=True,
-    help="Cluster name; several clusters can run side by side.",
+    help="Cluster name; several clusters can run side by side (env TJ_CLUSTER, which `tj cluster env` exports).",
 )
 
 
@@ -150,6 +151,41 @@ def simulate_training(job: str, namespace: str, epochs: int, seconds_per_epoch: 
         asyncio.run(simulate(namespace, job, epochs, seconds_per_epoch, kubeconfig, say=click.echo))
     except Exception as error:  # a demo helper: one clear line, not a traceback
         fail(ClusterError(f"simulated training of {namespace}/{job} failed: {error}"))
+
+
+@cluster.command("operator")
+@name_option
+@click.option("--restart", is_flag=True, help="Stop a running operator first (new ports, a fresh 24 h token).")
+@click.option("--stop", "stop_only", is_flag=True, help="Stop the cluster's operator and exit.")
+@click.argument("operator_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- TJ OPERATOR OPTIONS...]")
+def local_operator(name: str, restart: bool, stop_only: bool, operator_args: tuple[str, ...]) -> None:
+    """Run the operator for this local cluster in the background, as its ServiceAccount, with the progress
+    endpoint where workers on the local process nodes reach it; print its ports and log. Needs the CRDs and RBAC
+    (kubectl apply -f deploy/crd/ -f deploy/rbac/). Options after -- go to `tj operator`, e.g.
+    -- --gpu-type H100=accelerator=nvidia-gpu."""
+    from trainingjob.cluster import local_operator as operators
+
+    state = control_plane.ClusterState.load(name)
+    if state is None:
+        fail(ClusterError(f"no cluster {name!r}; start one with `tj cluster up`"))
+    try:
+        running = operators.is_running(state)
+        if stop_only or (restart and running):
+            stopped = operators.stop_operator(state)
+            say(f"operator of cluster {name!r} {'stopped' if stopped else 'was not running'}")
+            if stop_only:
+                return
+            running = False
+        ports = operators.operator_ports(state)
+        if running and ports is not None:
+            say(f"the operator of cluster {name!r} is already running (--restart to start it again)")
+        else:
+            operators.stop_operator(state)  # a recorded operator that died: forget it
+            ports = operators.start_operator(state, operator_args, say)
+    except ClusterError as error:
+        fail(error)
+    for line in operators.describe(state, ports):
+        click.echo(line)
 
 
 @cluster.command()

@@ -42,6 +42,8 @@ STARTUP_TIMEOUT = {
     "kwok": 60,
 }
 CLIENT_USERS = ("admin", "kube-controller-manager", "kube-scheduler", "kwok")
+# The addon `tj cluster operator` starts (cluster/local_operator.py): `status` shows it, `down` stops it.
+OPERATOR = "operator"
 
 
 @dataclass
@@ -97,8 +99,10 @@ class ClusterState:
 
 
 def command_marker(state: ClusterState, name: str) -> str | None:
-    """What only this component's command line holds, beside its binary: a node agent's config path (every agent
-    runs on sys.executable, like the operator and the tests)."""
+    """What only this component's command line holds, beside its binary: a node agent's config path, the local
+    operator's Lease identity (agents and the operator run on sys.executable, like the tests)."""
+    if name == OPERATOR:
+        return f"tj-cluster-{state.name}-operator"
     return str(localnodes.config_path(state.name, name)) if name in state.agents else None
 
 
@@ -337,7 +341,7 @@ def stop_components(state: ClusterState) -> None:
     for name in state.addons:
         pid = state.pids.get(name)
         if pid is not None:
-            stop(pid, state.binaries.get(name))
+            stop(pid, state.binaries.get(name), marker=command_marker(state, name))
     stop_node_agents(state)
     for name in reversed(COMPONENTS):
         pid = state.pids.get(name)
@@ -393,6 +397,7 @@ def _component_version(state: ClusterState, component: str) -> str:
 
 
 def environment_lines(state: ClusterState) -> list[str]:
-    """What a shell needs to use the cluster with the kubectl we built."""
-    kubectl_dir = str(Path(state.binaries["kubectl"]).parent)
-    return [f"export KUBECONFIG={state.kubeconfig}", f'export PATH="{kubectl_dir}:$PATH"']
+    """What a shell needs to use the cluster with the kubectl we built; TJ_CLUSTER makes the next `tj cluster`
+    commands (operator, status, down) act on this cluster without --name."""
+    path = f'export PATH="{Path(state.binaries["kubectl"]).parent}:$PATH"'
+    return [f"export KUBECONFIG={state.kubeconfig}", path, f"export TJ_CLUSTER={state.name}"]

@@ -34,9 +34,16 @@ def port_in_use(port: int) -> bool:
     return False
 
 
-def start(name: str, command: list[str], log_path: Path, cwd: Path, preexec: Callable[[], None] | None = None) -> int:
+def start(
+    name: str,
+    command: list[str],
+    log_path: Path,
+    cwd: Path,
+    preexec: Callable[[], None] | None = None,
+    env: dict[str, str] | None = None,
+) -> int:
     """Start a component in its own session (it outlives `tj cluster up`), output to its log file. `preexec` runs in
-    the child before exec (Kueue's private mount namespace)."""
+    the child before exec (Kueue's private mount namespace); `env` replaces the environment it inherits."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("ab") as log:
         process = subprocess.Popen(
@@ -45,6 +52,7 @@ def start(name: str, command: list[str], log_path: Path, cwd: Path, preexec: Cal
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             cwd=cwd,
+            env=env,
             start_new_session=True,
             preexec_fn=preexec,
         )
