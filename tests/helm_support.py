@@ -56,10 +56,12 @@ def run(command: list[str | Path], home: Path, check: bool = True) -> subprocess
     return result
 
 
-def helm_template(home: Path, *values: str) -> str:
-    """The chart rendered as for the Kubernetes version the local cluster runs."""
+def helm_template(home: Path, *values: str, tests: bool = False) -> str:
+    """The chart rendered as for the Kubernetes version the local cluster runs; `helm test`'s pod only with
+    `tests` (deploy/ has no counterpart to compare it with)."""
     kube_version = pinned_versions()["kubernetes"]
     command = [helm_binary(), "template", RELEASE, CHART, "--namespace", NAMESPACE, "--include-crds"]
+    command += [] if tests else ["--skip-tests"]
     command += ["--kube-version", kube_version, *values]
     return run(command, home).stdout
 

@@ -21,6 +21,7 @@ from tests.helm_support import (
     objects,
     run,
 )
+from trainingjob.api import generate
 from trainingjob.api.schema import crd_manifest
 from trainingjob.api.schema_llmmodel import llmmodel_crd_manifest
 
@@ -94,14 +95,21 @@ def test_the_rendered_crd_is_the_generated_one(tmp_path: Path) -> None:
     assert by_name == [llmmodel_crd_manifest(), crd_manifest()]  # LLMModel's too (docs/serving.md)
 
 
-def test_the_charts_crd_file_is_deploys_generated_crd() -> None:
-    """Single source: crds/ links to deploy/crd/ (written by `make generate` from the schema module)."""
-    chart_crd = CHART / "crds" / "trainingjobs.ml.example.com.yaml"
-    generated = REPO / "deploy" / "crd" / "trainingjobs.ml.example.com.yaml"
-    assert chart_crd.resolve() == generated.resolve(), "the chart's CRD must be a link to deploy/crd/, not a copy"
-    assert yaml.safe_load(chart_crd.read_text()) == crd_manifest()
-    for name in ("prometheus-rule.yaml", "grafana-dashboard.json"):
-        assert (CHART / "files" / name).resolve() == (REPO / "deploy" / "monitoring" / name).resolve()
+def test_the_charts_copies_are_deploys_files_and_no_links() -> None:
+    """One source: crds/ and files/ are copies `make generate` writes of deploy/crd/ and deploy/monitoring/ (and
+    checks). Never links: Helm warns about each link on every command it runs."""
+    for copy, source in [
+        *(
+            (CHART / "crds" / name, REPO / "deploy" / "crd" / name)
+            for name in generate.OUTPUTS
+            if "webhook" not in name
+        ),
+        *((CHART / "files" / name, REPO / "deploy" / "monitoring" / name) for name in generate.MONITORING_FILES),
+    ]:
+        assert not copy.is_symlink(), f"{copy} is a link: Helm warns about it on every command"
+        assert copy.read_text() == source.read_text(), f"{copy} differs from {source}: run `make generate`"
+    assert yaml.safe_load((CHART / "crds" / "trainingjobs.ml.example.com.yaml").read_text()) == crd_manifest()
+    assert sorted(p.name for p in (CHART / "crds").iterdir()) == [generate.MODEL_CRD_FILE, generate.CRD_FILE]
 
 
 def test_the_chart_targets_the_operators_namespace_by_default() -> None:
@@ -116,3 +124,24 @@ def test_extra_args_reach_the_operator_command_line(tmp_path: Path) -> None:
     deployment = next(d for d in yaml.safe_load_all(rendered) if d and d["kind"] == "Deployment")
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args[-4:] == ["--mlflow-tracking-uri", "http://mlflow:5000", "--gpu-type", "H100=a=b"]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(("values", "scope"), [((), []), (NAMESPACED, ["--namespace", "ml-team-a"])])
+def test_helm_test_runs_tj_check_as_the_operator(values: tuple[str, ...], scope: list[str], tmp_path: Path) -> None:
+    rendered = [d for d in yaml.safe_load_all(helm_template(tmp_path, *values, tests=True)) if d]
+    [check] = [d for d in rendered if d["metadata"].get("annotations", {}).get("helm.sh/hook") == "test"]
+    [deployment] = [d for d in rendered if d["kind"] == "Deployment"]
+    operator = deployment["spec"]["template"]["spec"]
+    container = check["spec"]["containers"][0]
+    assert check["spec"]["serviceAccountName"] == operator["serviceAccountName"]
+    assert container["image"] == operator["containers"][0]["image"]
+    assert container["command"] + container["args"] == [
+        "tj", "check", "--operator-namespace", NAMESPACE, "--wait", "120", *scope
+    ]  # fmt: skip
+
+
+def test_the_chart_has_notes_and_a_test() -> None:
+    notes = (CHART / "templates" / "NOTES.txt").read_text()
+    assert "helm test {{ .Release.Name }}" in notes and "kubectl apply -f deploy/crd/" in notes
+    assert (CHART / "templates" / "tests" / "operator-check.yaml").is_file()

@@ -1,10 +1,15 @@
-"""Write deploy/crd/ from the Python sources, or check that it is up to date.
+"""Write deploy/crd/ from the Python sources, and the Helm chart's copies; or check that they are up to date.
 
 deploy/crd/ holds the TrainingJob CRD (from schema.py), the LLMModel CRD (from schema_llmmodel.py) and the admission
 webhook configurations (from webhook_config.py): everything `kubectl apply -f deploy/crd/` registers
 with the API server.
 `python -m trainingjob.api.generate` (or `make generate`) rewrites the files; `--check` exits 1 when one differs,
 so CI catches a change that was not regenerated.
+
+The chart (charts/trainingjob-operator) carries copies of the two CRDs and of deploy/monitoring's alerts and
+dashboard, written here too. They were symbolic links once, and Helm warns about every link on every command it
+runs (`found symbolic link in path`, 12 lines per `helm install`); copies that this module writes and checks keep one
+source without the noise.
 """
 
 from __future__ import annotations
@@ -24,6 +29,9 @@ from trainingjob.api.schema_llmmodel import llmmodel_crd_manifest
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 CRD_DIRECTORY = REPO_ROOT / "deploy" / "crd"
+CHART_DIRECTORY = REPO_ROOT / "charts" / "trainingjob-operator"
+MONITORING_DIRECTORY = REPO_ROOT / "deploy" / "monitoring"
+MONITORING_FILES = ("prometheus-rule.yaml", "grafana-dashboard.json")
 CRD_FILE = f"{CRD_NAME}.yaml"
 MODEL_CRD_FILE = f"{MODEL_CRD_NAME}.yaml"
 WEBHOOKS_FILE = "webhook-configurations.yaml"
@@ -65,21 +73,44 @@ OUTPUTS: dict[str, Callable[[], str]] = {
 }
 
 
+def chart_outputs(chart: Path) -> dict[Path, Callable[[], str]]:
+    """The chart's copies: crds/ as generated, files/ as deploy/monitoring has them."""
+    outputs: dict[Path, Callable[[], str]] = {
+        chart / "crds" / CRD_FILE: render,
+        chart / "crds" / MODEL_CRD_FILE: render_llmmodel,
+    }
+    for name in MONITORING_FILES:
+        outputs[chart / "files" / name] = (MONITORING_DIRECTORY / name).read_text
+    return outputs
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m trainingjob.api.generate", description=__doc__)
     parser.add_argument("--check", action="store_true", help="exit 1 if a file differs instead of writing it")
     parser.add_argument(
         "--output", type=Path, default=CRD_DIRECTORY, help=f"directory to write (default: {CRD_DIRECTORY})"
     )
+    parser.add_argument(
+        "--chart",
+        type=Path,
+        default=None,
+        help=f"chart whose copies to write (default: {CHART_DIRECTORY}, unless --output names another directory)",
+    )
     args = parser.parse_args(argv)
+    chart = args.chart or (CHART_DIRECTORY if args.output == CRD_DIRECTORY else None)
+    outputs = {args.output / name: render_file for name, render_file in OUTPUTS.items()}
+    if chart is not None:
+        outputs |= chart_outputs(chart)
     stale = []
-    for name, render_file in OUTPUTS.items():
-        path, text = args.output / name, render_file()
+    for path, render_file in outputs.items():
+        text = render_file()
         if args.check:
             if not path.exists() or path.read_text() != text:
                 stale.append(path)
             continue
         path.parent.mkdir(parents=True, exist_ok=True)
+        if path.is_symlink():
+            path.unlink()  # a link of the chart's former layout: write the copy, not through the link
         path.write_text(text)
         print(f"wrote {path}")
     for path in stale:

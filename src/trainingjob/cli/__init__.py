@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from trainingjob import __version__
+from trainingjob.cli.check import check
 from trainingjob.cli.cluster import cluster
 from trainingjob.cli.jobs import COMMANDS as JOB_COMMANDS
 from trainingjob.cli.migrate import migrate_storage_command
@@ -22,5 +23,6 @@ main.add_command(cluster)
 main.add_command(operator)
 main.add_command(migrate_storage_command)
 main.add_command(ui)
+main.add_command(check)
 for job_command in JOB_COMMANDS:
     main.add_command(job_command)
