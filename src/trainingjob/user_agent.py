@@ -15,6 +15,8 @@ from trainingjob import __version__
 OPERATOR = "trainingjob-operator"
 CLI = "tj"
 UI = "tj-ui"
+# The Python client (trainingjob.client): notebooks and scripts that submit and follow jobs.
+PYTHON_CLIENT = "trainingjob-client"
 SIMULATED_WORKER = "tj-simulated-worker"
 # The local process node's kubelet stand-in (node/api/client.py), which has no kubernetes_asyncio client.
 NODE_AGENT = "tj-node-agent"

@@ -20,6 +20,7 @@ ROOT = Path(trainingjob.__file__).parent
 LAYERS: tuple[frozenset[str], ...] = tuple(
     frozenset(layer)
     for layer in (
+        {"client"},  # the Python client for notebooks and scripts, on the CLI's client layer (cli/kube.py)
         {"cli"},  # the `tj` command: everything below is its to start
         {"cluster"},  # the local control plane
         {"node"},  # the local process node: an agent of its own, no library of the operator's

@@ -6,11 +6,20 @@ from dataclasses import dataclass
 
 
 class CliError(Exception):
-    """A failure to report as `error: <message>` with exit code `exit_code` (1 unless said otherwise)."""
+    """A failure to report as `error: <message>` with exit code `exit_code` (1 unless said otherwise).
 
-    def __init__(self, message: str, exit_code: int = 1) -> None:
+    When the API server answered, `status` is its HTTP status, `reason` its Status reason (NotFound, Invalid, …)
+    and `api_message` its own message, untouched: the Python client (trainingjob.client) hands them to its callers,
+    who branch on them where a person would read the one-line message."""
+
+    def __init__(
+        self, message: str, exit_code: int = 1, *, status: int | None = None, reason: str = "", api_message: str = ""
+    ) -> None:
         super().__init__(message)
         self.exit_code = exit_code
+        self.status = status
+        self.reason = reason
+        self.api_message = api_message
 
 
 @dataclass(frozen=True)

@@ -295,9 +295,9 @@ async def _logs(target: Target, name: str, worker: int, follow: bool) -> int:
         if worker >= workers:
             raise CliError(f"{k.SINGULAR} {job_ref(namespace, name)} has {workers} workers (0 to {workers - 1})")
         pods = await kube.worker_pods(namespace, name, worker)
-        pod = _current_pod(pods)
+        pod = current_pod(pods)
         if pod is None:
-            raise CliError(_no_pod(job, namespace, name, worker))
+            raise CliError(no_pod_message(job, namespace, name, worker))
         stream = sys.stdout.buffer
         async with contextlib.aclosing(kube.pod_log(namespace, pod["metadata"]["name"], follow)) as chunks:
             async for chunk in chunks:
@@ -306,7 +306,7 @@ async def _logs(target: Target, name: str, worker: int, follow: bool) -> int:
     return 0
 
 
-def _no_pod(job: dict[str, Any], namespace: str, name: str, worker: int) -> str:
+def no_pod_message(job: dict[str, Any], namespace: str, name: str, worker: int) -> str:
     """Why worker `worker` has no log to show: gone with its pod after the job finished, or not created yet."""
     phase = (job.get("status") or {}).get("phase") or "Pending"
     ref = job_ref(namespace, name)
@@ -318,7 +318,7 @@ def _no_pod(job: dict[str, Any], namespace: str, name: str, worker: int) -> str:
     return f"{k.SINGULAR} {ref} has no pod for worker {worker} right now (phase {phase})"
 
 
-def _current_pod(pods: list[dict[str, Any]]) -> dict[str, Any] | None:
+def current_pod(pods: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The pod of the newest attempt, preferring one that is not being deleted."""
 
     def key(pod: dict[str, Any]) -> tuple[bool, int]:

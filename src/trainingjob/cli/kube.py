@@ -171,7 +171,10 @@ class Client:
                 )
         except CliError as error:  # the API server's words name v1's fields: say them as the manifest did
             written = shape_of(manifest.get("apiVersion") or k.STORAGE_VERSION)
-            raise CliError(field_names_as_written(str(error), written), error.exit_code) from None
+            line = field_names_as_written(str(error), written)
+            raise CliError(
+                line, error.exit_code, status=error.status, reason=error.reason, api_message=error.api_message
+            ) from None
         return to_internal(created)
 
     async def patch_job(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:

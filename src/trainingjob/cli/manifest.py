@@ -113,17 +113,21 @@ def manifests_from_yaml(text: str, source: str) -> list[dict[str, Any]]:
     if not documents:
         raise ManifestError(f"{source}: no TrainingJob in it")
     for number, document in enumerate(documents, 1):
-        where = f"{source} (document {number})" if len(documents) > 1 else source
-        if not isinstance(document, dict):
-            raise ManifestError(f"{where}: expected a TrainingJob object, got {type(document).__name__}")
-        kind, api_version = document.get("kind"), document.get("apiVersion")
-        served = [f"{k.GROUP}/{version}" for version in k.SERVED_VERSIONS]
-        if kind != k.KIND or api_version not in served:
-            raise ManifestError(f"{where}: is {api_version}/{kind}, not a {k.KIND} ({' or '.join(served)})")
-        metadata = document.get("metadata")
-        if not isinstance(metadata, dict) or not metadata.get("name"):
-            raise ManifestError(f"{where}: metadata.name is missing")
+        check_manifest(document, f"{source} (document {number})" if len(documents) > 1 else source)
     return documents
+
+
+def check_manifest(document: Any, where: str) -> None:
+    """A TrainingJob of a served version with a name, else a ManifestError saying what `where` holds instead."""
+    if not isinstance(document, dict):
+        raise ManifestError(f"{where}: expected a TrainingJob object, got {type(document).__name__}")
+    kind, api_version = document.get("kind"), document.get("apiVersion")
+    served = [f"{k.GROUP}/{version}" for version in k.SERVED_VERSIONS]
+    if kind != k.KIND or api_version not in served:
+        raise ManifestError(f"{where}: is {api_version}/{kind}, not a {k.KIND} ({' or '.join(served)})")
+    metadata = document.get("metadata")
+    if not isinstance(metadata, dict) or not metadata.get("name"):
+        raise ManifestError(f"{where}: metadata.name is missing")
 
 
 def place(manifest: dict[str, Any], namespace_flag: str | None, default_namespace: str) -> str:
