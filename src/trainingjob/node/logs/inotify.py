@@ -2,6 +2,11 @@
 
 The log follower watches the container's attempt directory: the log file growing (IN_MODIFY) and exit.json
 appearing (written by rename: IN_MOVED_TO) both wake it.
+
+Where the kernel refuses an inotify instance (EMFILE: fs.inotify.max_user_instances, 128 by default, is shared by
+every process of the user, and a machine running several local clusters used them all up), the follower looks
+again every POLL_SECONDS instead (`directory_watch`): a follow request that failed there ended at once with an empty
+200 through the API server, so `kubectl logs -f` showed nothing of a worker that was writing.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ import asyncio
 import contextlib
 import ctypes
 import ctypes.util
+import logging
 import os
 from pathlib import Path
 
@@ -18,6 +24,9 @@ IN_CREATE = 0x00000100
 IN_MOVED_TO = 0x00000080
 IN_NONBLOCK = 0o4000
 IN_CLOEXEC = 0o2000000
+POLL_SECONDS = 0.5
+
+logger = logging.getLogger(__name__)
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
 _libc.inotify_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
@@ -52,3 +61,22 @@ class DirectoryWatch:
     def close(self) -> None:
         self.loop.remove_reader(self.fd)
         os.close(self.fd)
+
+
+class PollingWatch:
+    """A DirectoryWatch without inotify: every wait is a short sleep, so the follower re-reads the file."""
+
+    async def wait(self, seconds: float) -> None:
+        await asyncio.sleep(min(seconds, POLL_SECONDS))
+
+    def close(self) -> None:
+        pass
+
+
+def directory_watch(directory: Path) -> DirectoryWatch | PollingWatch:
+    """An inotify watch of `directory`, or a PollingWatch where the kernel refuses one (said in the node's log)."""
+    try:
+        return DirectoryWatch(directory)
+    except OSError as error:
+        logger.warning("no inotify watch for %s (%s): following the log by re-reading it", directory, error)
+        return PollingWatch()

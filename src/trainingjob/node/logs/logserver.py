@@ -21,7 +21,7 @@ from aiohttp import web
 
 from trainingjob.node.api.client import Api, ApiError
 from trainingjob.node.config import NodeConfig
-from trainingjob.node.logs.inotify import DirectoryWatch
+from trainingjob.node.logs.inotify import directory_watch
 from trainingjob.node.logs.logquery import LogQuery, LogQueryError, parse_query, parse_record, select, tail_start
 from trainingjob.node.runtime.containers import ContainerProcess
 
@@ -132,7 +132,7 @@ class LogServer:
 async def stream_log(process: ContainerProcess, query: LogQuery, response: web.StreamResponse) -> None:
     """Write the selected part of the log, then (with follow) new lines until the container has exited."""
     budget = query.limit_bytes
-    watch = DirectoryWatch(process.directory) if query.follow else None
+    watch = directory_watch(process.directory) if query.follow else None
     try:
         try:
             with process.log_path.open("rb") as handle:
