@@ -19,7 +19,7 @@ import pytest
 from tests.jobs import create_job, get_job, job_manifest, kubectl, live_pods, wait_phase
 from tests.kube import Kube, restricted_pod, wait_until
 from tests.operator_harness import RunningOperator
-from trainingjob.api.types import parse_time
+from trainingjob.api.times import parse_time
 from trainingjob.operator.trainingjob.progress import PROGRESS_WRITE_INTERVAL
 from trainingjob.progress.server import EndpointLimits
 

@@ -17,6 +17,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from tests.unit.fake_api import FakeApiServer, fake_applier, merge_patch
 from tests.unit.test_planner import NOW, make_job
 from trainingjob.api import constants as k
+from trainingjob.api.status import JobStatus, Phase
 from trainingjob.builders.pod import desired_worker_pod
 from trainingjob.config import OperatorConfig
 from trainingjob.operator.runtime.writer import status_patch
@@ -58,7 +59,7 @@ def test_a_delete_with_unchanged_status_is_checked_but_is_no_write_of_the_job() 
     server = FakeApiServer()
     body = server.add_job(job_body({"phase": "Suspended"}))
     pod = stray_worker(server, 0)
-    result = applied(server, body, Plan(actions=[DeleteChild("Pod", pod)], status={"phase": "Suspended"}))
+    result = applied(server, body, Plan(actions=[DeleteChild("Pod", pod)], status=JobStatus(phase=Phase.SUSPENDED)))
     assert pod not in server.pods
     assert server.status_patches, "the precondition is still checked before the delete"
     assert server.jobs["job"]["metadata"]["resourceVersion"] == body["metadata"]["resourceVersion"]
@@ -68,7 +69,7 @@ def test_a_delete_with_unchanged_status_is_checked_but_is_no_write_of_the_job() 
 def test_a_status_change_is_a_write_of_the_job() -> None:
     server = FakeApiServer()
     body = server.add_job(job_body({"phase": "Pending"}))
-    result = applied(server, body, Plan(status={"phase": "Running"}))
+    result = applied(server, body, Plan(status=JobStatus(phase=Phase.RUNNING)))
     assert result.job_changed and server.jobs["job"]["status"] == {"phase": "Running"}
 
 
@@ -77,7 +78,7 @@ def test_a_plan_from_a_stale_job_deletes_nothing() -> None:
     stale = server.add_job(job_body({"phase": "Suspended"}))
     server.jobs["job"]["metadata"]["resourceVersion"] = server.next_version()  # someone else wrote since
     pod = stray_worker(server, 0)
-    result = applied(server, stale, Plan(actions=[DeleteChild("Pod", pod)], status={"phase": "Suspended"}))
+    result = applied(server, stale, Plan(actions=[DeleteChild("Pod", pod)], status=JobStatus(phase=Phase.SUSPENDED)))
     assert result.stale and pod in server.pods
 
 

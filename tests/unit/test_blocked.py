@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import datetime
 
-from tests.unit.test_planner import CONFIG, NOW, NOW_TEXT, children, kinds, make_job, pod
-from trainingjob.api.types import format_time
+from tests.unit.test_planner import CONFIG, NOW, NOW_TEXT, children, kinds, make_job, pod, stored
+from trainingjob.api.status import JobStatus
+from trainingjob.api.times import format_time
 from trainingjob.config import OperatorConfig
 from trainingjob.reconcile.actions import CreateChild, DeleteChild
 from trainingjob.reconcile.planner import plan
@@ -20,12 +21,12 @@ PENDING = {"phase": "Pending", "attemptStartTime": NOW_TEXT}
 STARTED = {"phase": "Restarting", "startTime": "2026-11-22T11:00:00Z", "attempt": 1}
 
 
-def ago(seconds: float) -> str:
-    return format_time(NOW - datetime.timedelta(seconds=seconds))
+def ago(seconds: float) -> datetime.datetime:
+    return NOW - datetime.timedelta(seconds=seconds)
 
 
-def condition(status: dict, kind: str = "Blocked") -> dict | None:
-    return next((c for c in status.get("conditions") or [] if c["type"] == kind), None)
+def condition(status: JobStatus, kind: str = "Blocked") -> dict | None:
+    return next((c for c in status.conditions or () if c["type"] == kind), None)
 
 
 def waiting(job, index: int, reason: str, message: str):
@@ -40,8 +41,8 @@ def test_a_worker_that_cannot_pull_its_image_is_reported_everywhere_at_once() ->
     blocked = condition(result.status)
     assert (blocked["status"], blocked["reason"]) == ("True", "ImagePullBackOff")
     assert blocked["message"] == "worker 1 (pod job-worker-1) cannot start: ErrImagePull: not found: train:typo"
-    assert result.status["message"] == f"1/2 workers running; {blocked['message']}"
-    worker = result.status["workerStatuses"][1]
+    assert stored(result)["message"] == f"1/2 workers running; {blocked['message']}"
+    worker = stored(result)["workerStatuses"][1]
     assert (worker["reason"], worker["message"]) == ("ErrImagePull", "not found: train:typo")
     assert [(e.type, e.reason, e.message) for e in result.events] == [
         ("Warning", "ImagePullBackOff", blocked["message"])
@@ -79,15 +80,15 @@ def test_an_unschedulable_worker_is_a_blocker_too() -> None:
     stuck = pod(job, 1, "Pending", unschedulable_message="0/4 nodes are available: 4 Insufficient nvidia.com/gpu.")
     result = plan(job, children(job, pod(job, 0), stuck), NOW, CONFIG)
     assert condition(result.status)["reason"] == "Unschedulable"
-    assert result.status["workerStatuses"][1]["reason"] == "Unschedulable"
-    assert "(and" not in result.status["message"]
+    assert stored(result)["workerStatuses"][1]["reason"] == "Unschedulable"
+    assert "(and" not in stored(result)["message"]
 
 
 def test_more_blocked_workers_are_counted_in_the_message() -> None:
     job = make_job(PENDING, workers=3)
     pods = [waiting(job, i, "InvalidImageName", "bad") for i in range(3)]
     result = plan(job, children(job, *pods), NOW, CONFIG)
-    assert result.status["message"].endswith("(and 2 more blocked)")
+    assert stored(result)["message"].endswith("(and 2 more blocked)")
 
 
 def test_an_admission_denial_releases_the_gang_until_the_retry() -> None:
@@ -99,12 +100,12 @@ def test_an_admission_denial_releases_the_gang_until_the_retry() -> None:
     deleted = kinds(result.actions, DeleteChild)
     assert {d.name for d in deleted} == {"job-worker-0", "job-worker-1"} and not any(d.force for d in deleted)
     assert kinds(result.actions, CreateChild) == []
-    assert result.status["replacedPods"] == ["pod-uid-0-0", "pod-uid-1-0"]
-    assert result.status["nextRestartTime"] == format_time(NOW + datetime.timedelta(seconds=20 - 5))
-    assert result.status["workerStatuses"] == [
+    assert stored(result)["replacedPods"] == ["pod-uid-0-0", "pod-uid-1-0"]
+    assert stored(result)["nextRestartTime"] == format_time(NOW + datetime.timedelta(seconds=20 - 5))
+    assert stored(result)["workerStatuses"] == [
         {"workerId": 2, "podName": "job-worker-2", "phase": "NotCreated", "reason": "AdmissionDenied", "message": quota}
     ]
-    assert result.status["phase"] == "Pending" and result.status["workers"] == 0
+    assert stored(result)["phase"] == "Pending" and stored(result)["workers"] == 0
     blocked = condition(result.status)
     assert blocked["reason"] == "AdmissionDenied" and "exceeded quota" in blocked["message"]
     assert [e.reason for e in result.events] == ["AdmissionDenied"]
@@ -132,7 +133,7 @@ def stuck(job, seconds_past_grace: float, node: str = "lost-node"):
 
 def test_a_pod_stuck_terminating_on_a_not_ready_node_is_reported_then_forced() -> None:
     job = make_job(STARTED)
-    lost = {"lost-node": NodeView("lost-node", "False", "KubeletNotReady", ago(600))}
+    lost = {"lost-node": NodeView("lost-node", "False", "KubeletNotReady", format_time(ago(600)))}
     early = plan(job, children(job, pod(job, 0), stuck(job, 30), nodes=lost), NOW, CONFIG)
     assert condition(early.status) is None and early.requeue_after == 30
     reported = plan(job, children(job, pod(job, 0), stuck(job, 90), nodes=lost), NOW, CONFIG)
@@ -184,14 +185,14 @@ def test_a_finished_job_is_no_longer_blocked() -> None:
     first = plan(job, children(job, pod(job, 0), waiting(job, 1, "ImagePullBackOff", "x")), NOW, CONFIG)
     failed = pod(job, 0, "Failed", exit_code=1)
     result = plan(make_job(first.status, restartPolicy="Never"), children(job, failed), NOW, CONFIG)
-    assert result.status["phase"] == "Failed" and condition(result.status)["status"] == "False"
+    assert stored(result)["phase"] == "Failed" and condition(result.status)["status"] == "False"
 
 
 def test_news_about_a_stuck_pod_replaces_the_message() -> None:
     job = make_job(STARTED)
     ready = {"lost-node": NodeView("lost-node", "True")}
     first = plan(job, children(job, pod(job, 0), stuck(job, 90), nodes=ready), NOW, CONFIG)
-    lost = {"lost-node": NodeView("lost-node", "Unknown", "NodeStatusUnknown", ago(30))}
+    lost = {"lost-node": NodeView("lost-node", "Unknown", "NodeStatusUnknown", format_time(ago(30)))}
     later = plan(make_job(first.status), children(job, pod(job, 0), stuck(job, 90), nodes=lost), NOW, CONFIG)
     assert "unreachable" in condition(later.status)["message"]
     assert [e.reason for e in later.events] == ["PodStuckTerminating"]

@@ -10,6 +10,7 @@ from tests.unit.fake_api import FakeApiServer, fake_applier
 from tests.unit.test_apply import CONFIG, KEY, NS, FakeClock, job_body, settle
 from tests.unit.test_planner import NOW, children, make_job, pod
 from trainingjob.api import constants as k
+from trainingjob.api.times import parse_time
 from trainingjob.builders.endpoints import (
     ENDPOINTS_PER_SLICE,
     Endpoint,
@@ -29,7 +30,9 @@ LONG_AGO = "2026-11-22T11:50:00Z"
 
 
 def up(job: Any, index: int, ip: str, started: str = STARTED, **fields: Any) -> Any:
-    return pod(job, index, ip=ip, hostname=f"job-worker-{index}", started_at=started, node_name="n1", **fields)
+    return pod(
+        job, index, ip=ip, hostname=f"job-worker-{index}", started_at=parse_time(started), node_name="n1", **fields
+    )
 
 
 def published(job: Any, *pods: Any) -> dict[str, SliceView]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 
-from tests.unit.test_planner import NOW, NOW_TEXT, children, make_job, pod
+from tests.unit.test_planner import NOW, NOW_TEXT, children, make_job, pod, stored
 from trainingjob.config import OperatorConfig
 from trainingjob.reconcile.planner import plan
 from trainingjob.reconcile.resources import resources_status
@@ -28,8 +28,8 @@ def test_a_running_job_shows_its_gpus_nodes_and_average_utilization() -> None:
     job = running_job()
     observed = children(job, placed(job, 0), placed(job, 1, "gpu-2"), gpu_utilization={"job-worker-0": 80.0})
     result = plan(job, observed, NOW, CONFIG)
-    assert result.status["phase"] == "Running"
-    assert result.status["resources"] == {"allocatedGPUs": 4, "allocatedNodes": 2, "gpuUtilization": 80.0}
+    assert stored(result)["phase"] == "Running"
+    assert stored(result)["resources"] == {"allocatedGPUs": 4, "allocatedNodes": 2, "gpuUtilization": 80.0}
 
 
 def test_unplaced_and_finished_workers_hold_nothing() -> None:
@@ -53,10 +53,10 @@ def test_idle_gpus_are_marked_but_fail_nothing_by_default() -> None:
     job = running_job()
     observed = children(job, placed(job, 0), placed(job, 1), gpu_utilization={"job-worker-0": 0.0, "job-worker-1": 1.0})
     result = plan(job, observed, NOW, CONFIG)
-    assert result.status["phase"] == "Running"
-    assert result.status["resources"]["gpuIdleSince"] == NOW_TEXT
+    assert stored(result)["phase"] == "Running"
+    assert stored(result)["resources"]["gpuIdleSince"] == NOW_TEXT
     busy = dataclasses.replace(observed, gpu_utilization={"job-worker-0": 0.0, "job-worker-1": 90.0})
-    assert "gpuIdleSince" not in plan(job, busy, NOW, CONFIG).status["resources"]
+    assert "gpuIdleSince" not in stored(plan(job, busy, NOW, CONFIG))["resources"]
 
 
 def test_with_an_idle_timeout_a_job_idle_too_long_fails_and_its_workers_go() -> None:
@@ -65,8 +65,8 @@ def test_with_an_idle_timeout_a_job_idle_too_long_fails_and_its_workers_go() -> 
     job = running_job(since)
     observed = children(job, placed(job, 0), placed(job, 1), gpu_utilization={"job-worker-0": 0.0, "job-worker-1": 0.0})
     result = plan(job, observed, NOW, config)
-    assert result.status["phase"] == "Failed"
-    failed = next(c for c in result.status["conditions"] if c["type"] == "Failed")
+    assert stored(result)["phase"] == "Failed"
+    failed = next(c for c in stored(result)["conditions"] if c["type"] == "Failed")
     assert failed["reason"] == "GPUsIdle" and "1800s" in failed["message"]
     assert [e.reason for e in result.events if e.type == "Warning"] == ["GPUsIdle"]
     assert sorted(a.name for a in result.actions if type(a).__name__ == "DeleteChild") == [
@@ -81,24 +81,24 @@ def test_an_idle_job_is_looked_at_again_when_its_timeout_is_due() -> None:
     job = running_job(since)
     observed = children(job, placed(job, 0), placed(job, 1), gpu_utilization={"job-worker-0": 0.0, "job-worker-1": 0.0})
     result = plan(job, observed, NOW, config)
-    assert result.status["phase"] == "Running"
+    assert stored(result)["phase"] == "Running"
     assert result.requeue_after is not None and result.requeue_after <= 3600
     later = NOW + datetime.timedelta(hours=1)
-    assert plan(job, observed, later, config).status["phase"] == "Failed"
+    assert stored(plan(job, observed, later, config))["phase"] == "Failed"
 
 
 def test_a_job_that_finishes_holds_nothing_but_keeps_its_last_utilization() -> None:
     job = running_job({"allocatedGPUs": 4, "allocatedNodes": 1, "gpuUtilization": 70.0, "gpuIdleSince": EARLIER})
     observed = children(job, placed(job, 0, phase="Succeeded"), placed(job, 1, phase="Succeeded"))
     result = plan(job, observed, NOW, CONFIG)
-    assert result.status["phase"] == "Succeeded"
-    assert result.status["resources"] == {"allocatedGPUs": 0, "allocatedNodes": 0, "gpuUtilization": 70.0}
+    assert stored(result)["phase"] == "Succeeded"
+    assert stored(result)["resources"] == {"allocatedGPUs": 0, "allocatedNodes": 0, "gpuUtilization": 70.0}
 
 
 def test_a_suspended_job_holds_its_gpus_until_its_workers_are_gone() -> None:
     job = running_job({"allocatedGPUs": 4, "allocatedNodes": 1, "gpuUtilization": 70.0}, suspend=True)
     terminating = children(job, placed(job, 0, deleting=True), placed(job, 1, deleting=True))
-    assert plan(job, terminating, NOW, CONFIG).status["resources"]["allocatedGPUs"] == 4
+    assert stored(plan(job, terminating, NOW, CONFIG))["resources"]["allocatedGPUs"] == 4
     gone = plan(job, children(job), NOW, CONFIG)
-    assert gone.status["phase"] == "Suspended"
-    assert gone.status["resources"] == {"allocatedGPUs": 0, "allocatedNodes": 0}  # nothing reports: no utilization
+    assert stored(gone)["phase"] == "Suspended"
+    assert stored(gone)["resources"] == {"allocatedGPUs": 0, "allocatedNodes": 0}  # nothing reports: no utilization

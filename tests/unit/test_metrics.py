@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import datetime
-from typing import Any
 
 import pytest
 
 from tests.unit.test_planner import CONFIG, NOW, children, make_job, pod
+from trainingjob.api.status import JobStatus
 from trainingjob.operator.metrics import OperatorMetrics
 from trainingjob.reconcile.planner import plan
 
@@ -23,7 +23,7 @@ def restarts(metrics: OperatorMetrics, reason: str) -> float:
     return sample(metrics, "trainingjob_jobs_restarted_total", namespace="ns", framework="jax", reason=reason)
 
 
-def transition(old: dict[str, Any], new: dict[str, Any]) -> OperatorMetrics:
+def transition(old: JobStatus, new: JobStatus) -> OperatorMetrics:
     metrics = OperatorMetrics()
     metrics.observe_transition(BODY, old, new)
     return metrics
@@ -32,7 +32,7 @@ def transition(old: dict[str, Any], new: dict[str, Any]) -> OperatorMetrics:
 def test_first_status_counts_the_job_and_its_start_observes_time_to_running() -> None:
     job = make_job({})
     pending = plan(job, children(job), NOW, CONFIG).status
-    metrics = transition({}, pending)
+    metrics = transition(JobStatus(), pending)
     assert sample(metrics, "trainingjob_jobs_created_total", namespace="ns", framework="jax") == 1
     job = make_job(pending)
     running = plan(job, children(job, pod(job, 0), pod(job, 1)), NOW, CONFIG).status
@@ -45,7 +45,7 @@ def test_a_failure_restart_is_counted_by_the_restarting_reason() -> None:
     job = make_job({"phase": "Running", "startTime": STARTED})
     failed = pod(job, 1, "Failed", exit_code=1)
     restarting = plan(job, children(job, pod(job, 0), failed), NOW, CONFIG).status
-    metrics = transition(dict(job.status), restarting)
+    metrics = transition(job.status, restarting)
     assert restarts(metrics, "WorkerFailed") == 1
 
 
@@ -54,7 +54,7 @@ def test_a_resume_of_a_started_job_is_counted_as_resumed() -> None:
     suspended = plan(job, children(job, pod(job, 0), pod(job, 1)), NOW, CONFIG).status
     job = make_job(suspended)
     resumed = plan(job, children(job), NOW + datetime.timedelta(minutes=5), CONFIG).status
-    assert resumed["attempt"] == 1
+    assert resumed.to_dict()["attempt"] == 1
     metrics = transition(suspended, resumed)
     assert restarts(metrics, "Resumed") == 1
     assert restarts(metrics, "WorkersPending") == 0
@@ -77,9 +77,9 @@ def test_finishing_counts_the_outcome_and_the_duration_once(phase: str, counter:
     job = make_job({"phase": "Running", "startTime": STARTED}, restartPolicy="Never")
     pods = [pod(job, 0, phase), pod(job, 1, phase, exit_code=1 if phase == "Failed" else 0)]
     finished = plan(job, children(job, *pods), NOW, CONFIG).status
-    metrics = transition(dict(job.status), finished)
+    metrics = transition(job.status, finished)
     labels = {"namespace": "ns", "framework": "jax", **({"reason": "WorkerFailed"} if phase == "Failed" else {})}
     assert sample(metrics, f"trainingjob_jobs_{counter}_total", **labels) == 1
     assert sample(metrics, "trainingjob_job_duration_seconds_count", framework="jax") == 1
-    again = transition(finished, {**finished, "message": "cleanup"})
+    again = transition(finished, finished.replace(message="cleanup"))
     assert sample(again, f"trainingjob_jobs_{counter}_total", **labels) == 0

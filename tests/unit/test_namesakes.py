@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from tests.unit.test_blocked import PENDING, condition
-from tests.unit.test_planner import CONFIG, NOW, children, make_job, pod
+from tests.unit.test_planner import CONFIG, NOW, children, make_job, pod, stored
 from trainingjob.api import constants as k
 from trainingjob.operator.runtime.writer import EXISTED
 from trainingjob.operator.trainingjob.apply import Applier, ApplyResult
@@ -73,7 +73,7 @@ def test_a_taken_worker_name_blocks_the_job_with_one_warning() -> None:
         blocked["message"] == f"worker 0 (pod job-worker-0) cannot be created: a pod of that name is not this "
         f"job's worker: {holder}"
     )
-    assert first.status["message"].endswith(blocked["message"])
+    assert stored(first)["message"].endswith(blocked["message"])
     assert [(e.type, e.reason) for e in first.events] == [("Warning", "PodNameTaken")]
     assert "job-worker-0" in [a.name for a in first.actions if isinstance(a, CreateChild)], "still tried each time"
     again = plan(make_job(first.status), children(job, pod(job, 1), taken_names={"job-worker-0": holder}), NOW, CONFIG)

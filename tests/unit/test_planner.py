@@ -10,11 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trainingjob.api import constants as k
+from trainingjob.api.status import JobStatus
 from trainingjob.api.types import TrainingJob
 from trainingjob.builders.common import spec_hash
 from trainingjob.builders.configmap import desired_config_data
 from trainingjob.config import OperatorConfig
-from trainingjob.reconcile.actions import AddFinalizer, CreateChild, DeleteChild, RemoveFinalizer, ReplaceChild
+from trainingjob.reconcile.actions import AddFinalizer, CreateChild, DeleteChild, Plan, RemoveFinalizer, ReplaceChild
 from trainingjob.reconcile.observed import ObservedChildren, PodView
 from trainingjob.reconcile.planner import plan
 
@@ -24,8 +25,11 @@ CONFIG = OperatorConfig()
 
 
 def make_job(
-    status: dict[str, Any] | None = None, finalizers=(k.FINALIZER,), deleting: bool = False, **spec: Any
+    status: dict[str, Any] | JobStatus | None = None, finalizers=(k.FINALIZER,), deleting: bool = False, **spec: Any
 ) -> TrainingJob:
+    """A job with `status` as stored (a planned JobStatus is stored as it would be written)."""
+    if isinstance(status, JobStatus):
+        status = status.to_dict()
     body = {
         "metadata": {
             "name": "job",
@@ -39,6 +43,11 @@ def make_job(
         "status": status or {},
     }
     return TrainingJob.from_body(body)
+
+
+def stored(result: Plan) -> dict[str, Any]:
+    """The planned status as it is written."""
+    return result.status.to_dict()
 
 
 def pod(
@@ -80,8 +89,8 @@ def test_new_job_gets_finalizer_service_config_and_all_workers() -> None:
         ("Pod", "job-worker-0"),
         ("Pod", "job-worker-1"),
     ]
-    assert result.status["phase"] == "Pending"
-    assert result.status["selector"] == "ml.example.com/job-name=job"
+    assert stored(result)["phase"] == "Pending"
+    assert stored(result)["selector"] == "ml.example.com/job-name=job"
     assert result.events == []  # WorkersCreated is recorded by the apply layer for pods it really created
 
 
@@ -95,8 +104,8 @@ def test_all_workers_running_starts_training() -> None:
     job = make_job({"phase": "Pending"})
     result = plan(job, children(job, pod(job, 0), pod(job, 1)), NOW, CONFIG)
     assert result.actions == []
-    assert result.status["phase"] == "Running" and result.status["startTime"] == NOW_TEXT
-    running = next(c for c in result.status["conditions"] if c["type"] == "Running")
+    assert stored(result)["phase"] == "Running" and stored(result)["startTime"] == NOW_TEXT
+    running = next(c for c in stored(result)["conditions"] if c["type"] == "Running")
     assert (running["status"], running["lastTransitionTime"], running["observedGeneration"]) == ("True", NOW_TEXT, 2)
     assert [e.reason for e in result.events] == ["TrainingStarted"]
 
@@ -114,9 +123,9 @@ def test_steady_state_plans_nothing_and_the_same_status() -> None:
 def test_all_workers_succeeded_completes_the_job() -> None:
     job = make_job({"phase": "Running", "startTime": "2026-11-22T11:00:00Z"})
     result = plan(job, children(job, pod(job, 0, "Succeeded"), pod(job, 1, "Succeeded")), NOW, CONFIG)
-    assert result.status["phase"] == "Succeeded"
-    assert result.status["completionTime"] == NOW_TEXT
-    assert result.status["startTime"] == "2026-11-22T11:00:00Z"
+    assert stored(result)["phase"] == "Succeeded"
+    assert stored(result)["completionTime"] == NOW_TEXT
+    assert stored(result)["startTime"] == "2026-11-22T11:00:00Z"
     assert [e.reason for e in result.events] == ["TrainingSucceeded"]
 
 
@@ -124,20 +133,20 @@ def test_failed_worker_fails_the_job_and_stops_the_others() -> None:
     job = make_job({"phase": "Running", "startTime": "2026-11-22T11:00:00Z"}, restartPolicy="Never")
     failed = pod(job, 1, "Failed", exit_code=3, reason="Error")
     result = plan(job, children(job, pod(job, 0), failed), NOW, CONFIG)
-    assert result.status["phase"] == "Failed"
-    condition = next(c for c in result.status["conditions"] if c["type"] == "Failed")
+    assert stored(result)["phase"] == "Failed"
+    condition = next(c for c in stored(result)["conditions"] if c["type"] == "Failed")
     assert condition["reason"] == "WorkerFailed"
     assert condition["message"] == "worker 1 (pod job-worker-1) failed with exit code 3 (Error)"
     assert [(d.name, d.uid) for d in kinds(result.actions, DeleteChild)] == [("job-worker-0", "pod-uid-0-0")]
-    worker = result.status["workerStatuses"][1]
+    worker = stored(result)["workerStatuses"][1]
     assert (worker["exitCode"], worker["reason"]) == (3, "Error")
 
 
 def test_spec_change_while_running_restarts_the_whole_gang() -> None:
     job = make_job({"phase": "Running", "startTime": "2026-11-22T11:00:00Z"}, workers=4)
     result = plan(job, children(job, pod(job, 0, fingerprint="old"), pod(job, 1, fingerprint="old")), NOW, CONFIG)
-    assert result.status["phase"] == "Restarting"
-    assert (result.status["attempt"], result.status["disruptionCount"]) == (1, 0)
+    assert stored(result)["phase"] == "Restarting"
+    assert (stored(result)["attempt"], stored(result)["disruptionCount"]) == (1, 0)
     assert sorted(d.name for d in kinds(result.actions, DeleteChild)) == ["job-worker-0", "job-worker-1"]
     assert kinds(result.actions, CreateChild) == []
     assert [e.reason for e in result.events] == ["Restarting"]
@@ -148,7 +157,7 @@ def test_spec_change_before_start_replaces_pods_without_a_new_attempt() -> None:
     result = plan(job, children(job, pod(job, 0, "Pending", fingerprint="old")), NOW, CONFIG)
     assert [d.name for d in kinds(result.actions, DeleteChild)] == ["job-worker-0"]
     assert [c.name for c in kinds(result.actions, CreateChild)] == ["job-worker-1"]
-    assert result.status["attempt"] == 0
+    assert stored(result)["attempt"] == 0
 
 
 @pytest.mark.parametrize("disruption", ["deleted", "evicted", "terminating"])
@@ -163,8 +172,12 @@ def test_disrupted_worker_of_a_started_job_is_a_gang_restart(disruption: str) ->
         "terminating": [pod(job, 1, deleting=True)],
     }[disruption]
     result = plan(job, children(job, pod(job, 0), *second), NOW, CONFIG)
-    assert result.status["phase"] == "Restarting"
-    assert (result.status["attempt"], result.status["disruptionCount"], result.status["restartCount"]) == (1, 3, 0)
+    assert stored(result)["phase"] == "Restarting"
+    assert (
+        stored(result)["attempt"],
+        stored(result)["disruptionCount"],
+        stored(result)["restartCount"],
+    ) == (1, 3, 0)
     assert "job-worker-0" in [d.name for d in kinds(result.actions, DeleteChild)]
 
 
@@ -177,14 +190,14 @@ def test_after_a_restart_new_pods_wait_for_old_names_to_be_free() -> None:
     env = {e["name"]: e.get("value") for e in created[0].manifest["spec"]["containers"][0]["env"]}
     assert (env["TRAININGJOB_RESTART_COUNT"], env["RESUME_FROM_CHECKPOINT"]) == ("1", "true")
     assert created[0].manifest["metadata"]["labels"][k.LABEL_ATTEMPT] == "1"
-    assert result.status["phase"] == "Restarting"
+    assert stored(result)["phase"] == "Restarting"
 
 
 def test_restarted_gang_running_again_resumes() -> None:
     job = make_job({"phase": "Restarting", "startTime": "2026-11-22T11:00:00Z", "attempt": 1})
     result = plan(job, children(job, pod(job, 0, attempt=1), pod(job, 1, attempt=1)), NOW, CONFIG)
-    assert result.status["phase"] == "Running"
-    restarting = next(c for c in result.status["conditions"] if c["type"] == "Restarting")
+    assert stored(result)["phase"] == "Running"
+    restarting = next(c for c in stored(result)["conditions"] if c["type"] == "Restarting")
     assert restarting["status"] == "False"
     assert [e.reason for e in result.events] == ["TrainingResumed"]
 
@@ -194,7 +207,7 @@ def test_terminal_job_ignores_spec_changes(phase: str) -> None:
     status = {"phase": phase, "completionTime": NOW_TEXT}
     job = make_job(status, workers=8)
     result = plan(job, children(job, pod(job, 0, "Succeeded", fingerprint="old")), NOW, CONFIG)
-    assert result.status == status
+    assert stored(result) == status
     assert result.actions == [] and result.events == []
 
 
@@ -207,8 +220,8 @@ def test_a_finished_job_still_takes_the_report_that_was_pending_when_it_finished
     checkpoint = {"path": "/checkpoints/ckpt-6.pt", "epoch": 6}
     report = Report(epoch=6, total_epochs=6, checkpoint=checkpoint, received=NOW_TEXT)
     result = plan(job, children(job, progress=report), NOW, CONFIG)
-    assert (result.status["phase"], result.status["progress"]["percent"]) == ("Succeeded", 100.0)
-    assert result.status["lastCheckpoint"] == {**checkpoint, "time": NOW_TEXT}
+    assert (stored(result)["phase"], stored(result)["progress"]["percent"]) == ("Succeeded", 100.0)
+    assert stored(result)["lastCheckpoint"] == {**checkpoint, "time": NOW_TEXT}
 
 
 def test_deleting_job_stops_workers_and_releases_its_finalizer() -> None:
@@ -221,8 +234,8 @@ def test_deleting_job_stops_workers_and_releases_its_finalizer() -> None:
 def test_hyperparameter_env_collision_is_invalid_spec() -> None:
     job = make_job(hyperparameters={"learningRate": 1, "learning_rate": 2})
     result = plan(job, ObservedChildren(), NOW, CONFIG)
-    assert result.status["phase"] == "Failed"
-    condition = next(c for c in result.status["conditions"] if c["type"] == "Failed")
+    assert stored(result)["phase"] == "Failed"
+    condition = next(c for c in stored(result)["conditions"] if c["type"] == "Failed")
     assert condition["reason"] == "InvalidSpec" and "HYPERPARAM_LEARNING_RATE" in condition["message"]
     assert kinds(result.actions, CreateChild) == []
     assert [e.reason for e in result.events] == ["InvalidSpec"]
@@ -232,8 +245,8 @@ def test_pod_rejected_by_the_api_server_is_invalid_spec() -> None:
     job = make_job({"phase": "Pending"})
     observed = children(job, rejections=("Pod job-worker-0 was rejected: violates PodSecurity",))
     result = plan(job, observed, NOW, CONFIG)
-    assert result.status["phase"] == "Failed"
-    assert "violates PodSecurity" in result.status["message"]
+    assert stored(result)["phase"] == "Failed"
+    assert "violates PodSecurity" in stored(result)["message"]
 
 
 def test_missing_service_and_edited_config_map_are_repaired() -> None:
@@ -273,8 +286,8 @@ def test_unschedulable_workers_are_explained_in_the_status() -> None:
     job = make_job({"phase": "Pending"})
     stuck = pod(job, 1, "Pending", unschedulable_message="0/4 nodes are available: 4 Insufficient nvidia.com/gpu.")
     result = plan(job, children(job, pod(job, 0), stuck), NOW, CONFIG)
-    assert result.status["phase"] == "Pending"
-    assert "cannot schedule: 0/4 nodes are available" in result.status["message"]
+    assert stored(result)["phase"] == "Pending"
+    assert "cannot schedule: 0/4 nodes are available" in stored(result)["message"]
 
 
 PHASES = st.sampled_from(["Pending", "Running", "Succeeded", "Failed"])
@@ -292,15 +305,15 @@ def test_planner_never_creates_a_taken_name_and_always_reports_a_known_phase(
     created = [c.name for c in kinds(result.actions, CreateChild) if c.kind == "Pod"]
     assert len(created) == len(set(created))
     assert not set(created) & {p.name for p in pods}
-    assert result.status["phase"] in k.PHASES
-    assert len(result.status["workerStatuses"]) <= workers
+    assert stored(result)["phase"] in k.PHASES
+    assert len(stored(result)["workerStatuses"]) <= workers
 
 
 @pytest.mark.parametrize("key", ["1st", "with space", "x" * 64, "ünïcode"])
 def test_hyperparameter_key_the_schema_cannot_check_is_invalid_spec(key: str) -> None:
     result = plan(make_job(hyperparameters={key: 1}), ObservedChildren(), NOW, CONFIG)
-    assert result.status["phase"] == "Failed"
-    assert "spec.hyperparameters keys" in result.status["message"]
+    assert stored(result)["phase"] == "Failed"
+    assert "spec.hyperparameters keys" in stored(result)["message"]
 
 
 @pytest.mark.parametrize(

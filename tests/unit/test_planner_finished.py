@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from tests.unit.test_planner import CONFIG, NOW, children, make_job, pod
+from tests.unit.test_planner import CONFIG, NOW, children, make_job, pod, stored
+from trainingjob.api.status import JobStatus
 from trainingjob.reconcile.finished import finished_worker_details
 from trainingjob.reconcile.planner import plan
 
@@ -18,7 +19,7 @@ def failed_job_status() -> dict[str, Any]:
     """The status of a 2-worker job whose worker 1 failed while worker 0 ran (what cleanup starts from)."""
     running = make_job({"phase": "Running", "startTime": STARTED}, restartPolicy="Never")
     failed = pod(running, 1, "Failed", exit_code=3, reason="Error", node_name="tj-local-0")
-    return plan(running, children(running, pod(running, 0, node_name="tj-local-0"), failed), NOW, CONFIG).status
+    return stored(plan(running, children(running, pod(running, 0, node_name="tj-local-0"), failed), NOW, CONFIG))
 
 
 def phases(status: dict[str, Any]) -> list[tuple[str, str | None]]:
@@ -40,15 +41,15 @@ def test_finished_entries_follow_the_pods_until_they_are_gone() -> None:
     # The deleted worker is stopped by its SIGTERM while still Terminating: its exit code says nothing.
     stopping = pod(job, 0, "Failed", exit_code=143, deleting=True, node_name="tj-local-0")
     meanwhile = plan(job, children(job, stopping, failed), NOW, CONFIG)
-    assert meanwhile.status == finished and not meanwhile.actions  # nothing to write or do
+    assert stored(meanwhile) == finished and not meanwhile.actions  # nothing to write or do
 
-    gone = plan(job, children(job, failed), NOW, CONFIG).status
+    gone = stored(plan(job, children(job, failed), NOW, CONFIG))
     assert phases(gone) == [("Deleted", "PodDeleted"), ("Failed", "Error")]
     assert gone["workerStatuses"][0]["message"] == "the pod was deleted after the job finished"
     assert gone["workers"] == 1
-    assert plan(make_job(gone, restartPolicy="Never"), children(job, failed), NOW, CONFIG).status == gone  # settled
+    assert stored(plan(make_job(gone, restartPolicy="Never"), children(job, failed), NOW, CONFIG)) == gone  # settled
 
-    all_gone = plan(make_job(gone, restartPolicy="Never"), children(job), NOW, CONFIG).status
+    all_gone = stored(plan(make_job(gone, restartPolicy="Never"), children(job), NOW, CONFIG))
     assert phases(all_gone) == [("Deleted", "PodDeleted"), ("Deleted", "PodDeleted")]
     failed_entry = all_gone["workerStatuses"][1]
     assert (failed_entry["exitCode"], failed_entry["message"]) == (
@@ -62,20 +63,20 @@ def test_finished_entries_follow_the_pods_until_they_are_gone() -> None:
 def test_a_succeeded_job_keeps_no_running_worker(policy: str) -> None:
     job = make_job({"phase": "Running", "startTime": STARTED}, successPolicy="Rank0", cleanPodPolicy=policy)
     result = plan(job, children(job, pod(job, 0, "Succeeded", exit_code=0), pod(job, 1)), NOW, CONFIG)
-    assert result.status["phase"] == "Succeeded"
+    assert stored(result)["phase"] == "Succeeded"
     # With All the finished worker 0 is deleted too; it is not running, so its entry stays Succeeded until it is gone.
-    assert phases(result.status) == [("Succeeded", None), ("Terminating", "PodDeleted")]
+    assert phases(stored(result)) == [("Succeeded", None), ("Terminating", "PodDeleted")]
 
 
 def test_cleanup_policy_none_keeps_a_running_worker_running_and_says_so() -> None:
     job = make_job({"phase": "Running", "startTime": STARTED}, restartPolicy="Never", cleanPodPolicy="None")
     failed = pod(job, 1, "Failed", exit_code=3)
     result = plan(job, children(job, pod(job, 0), failed), NOW, CONFIG)
-    assert phases(result.status) == [("Running", None), ("Failed", None)]  # true: nothing deletes it
+    assert phases(stored(result)) == [("Running", None), ("Failed", None)]  # true: nothing deletes it
     later = plan(
-        make_job(result.status, cleanPodPolicy="None"), children(job, pod(job, 0, "Succeeded"), failed), NOW, CONFIG
+        make_job(stored(result), cleanPodPolicy="None"), children(job, pod(job, 0, "Succeeded"), failed), NOW, CONFIG
     )
-    assert phases(later.status) == [("Succeeded", None), ("Failed", None)]
+    assert phases(stored(later)) == [("Succeeded", None), ("Failed", None)]
 
 
 def test_role_counts_count_the_pods_left() -> None:
@@ -91,7 +92,9 @@ def test_role_counts_count_the_pods_left() -> None:
             "ps": {"replicas": 1, "pending": 0, "running": 0, "succeeded": 0, "failed": 0},
         },
     }
-    details = finished_worker_details(status, [], deleting=())
+    details = (
+        JobStatus.from_dict(status).replace(**finished_worker_details(JobStatus.from_dict(status), [], ())).to_dict()
+    )
     assert [w["phase"] for w in details["workerStatuses"]] == ["Deleted", "Deleted", "NotCreated"]
     assert details["workers"] == 0
     assert details["roleStatuses"]["worker"] == {"replicas": 1, "pending": 0, "running": 0, "succeeded": 0, "failed": 0}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from tests.unit.test_planner import stored
 from tests.unit.test_planner_roles import (
     CONFIG,
     NOW,
@@ -122,7 +123,7 @@ def test_scaling_an_elastic_job_keeps_its_gang_object_and_adds_to_it() -> None:
     assert added["metadata"]["name"] == "job-worker-3"
     assert added["spec"]["workloadRef"]["name"] == "job-gang-0"
     assert not manifests(result, "Workload") and deleted(result) == []
-    assert result.status["gang"]["state"] == "Scheduled" and result.status.get("restartCount", 0) == 0
+    assert stored(result)["gang"]["state"] == "Scheduled" and stored(result).get("restartCount", 0) == 0
     down = elastic_job(workers=2, generation=3)
     result = plan(
         down, observe(down, in_gang(workers(down, 3), "job-gang-0"), (workload("job-gang-0", 2),)), NOW, CONFIG
@@ -145,7 +146,7 @@ def test_a_preempted_elastic_worker_is_replaced_alone_into_the_running_gang() ->
     gangs = (workload("job-gang-0", 2),)
     result = plan(job, observe(job, preempted(in_gang(workers(job, 3), "job-gang-0"), "worker", 2), gangs), NOW, CONFIG)
     assert deleted(result) == ["job-worker-2"], "the gang is not released: torchrun goes on with 2"
-    status = result.status
+    status = stored(result)
     assert (status["disruptionCount"], status.get("restartCount", 0), status["attempt"]) == (1, 0, 1)
     after = make_job(status, workers=3, framework="pytorch", elastic={"minWorkers": 2, "maxWorkers": 4})
     survivors = in_gang(workers(job, 2), "job-gang-0")
@@ -159,7 +160,7 @@ def test_a_preempted_elastic_worker_0_releases_the_whole_gang() -> None:
     pods = preempted(in_gang(workers(job, 3), "job-gang-0"), "worker", 0)
     result = plan(job, observe(job, pods, (workload("job-gang-0", 2),)), NOW, CONFIG)
     assert deleted(result) == ["job-worker-0", "job-worker-1", "job-worker-2"]
-    assert result.status["disruptionCount"] == 1 and result.status.get("restartCount", 0) == 0
+    assert stored(result)["disruptionCount"] == 1 and stored(result).get("restartCount", 0) == 0
 
 
 def test_a_preempted_parameter_server_restarts_every_role_and_an_evaluator_goes_alone() -> None:
@@ -168,7 +169,7 @@ def test_a_preempted_parameter_server_restarts_every_role_and_an_evaluator_goes_
     gangs = (workload("job-gang-0", 6),)
     result = plan(job, observe(job, preempted(pods, "ps", 1), gangs), NOW, CONFIG)
     assert sorted(deleted(result)) == sorted(p.name for p in pods)
-    assert result.status["disruptionCount"] == 1 and result.status.get("restartCount", 0) == 0
+    assert stored(result)["disruptionCount"] == 1 and stored(result).get("restartCount", 0) == 0
     [event] = [e for e in result.events if e.reason == "Restarting"]
     assert "ps 1 (pod job-ps-1) was preempted by the scheduler" in event.message
     result = plan(job, observe(job, preempted(pods, "evaluator", 0), gangs), NOW, CONFIG)
@@ -191,7 +192,7 @@ def test_the_quota_gate_counts_each_role_s_own_requests() -> None:
     assert len(manifests(fits, "Pod")) == 6
     full = plan(job, observe(job, [], (workload("job-gang-0", 6),), quotas=cpu_quota("8", "1")), NOW, CONFIG)
     assert not manifests(full, "Pod")
-    blocked = next(c for c in full.status["conditions"] if c["type"] == "Blocked")
+    blocked = next(c for c in stored(full)["conditions"] if c["type"] == "Blocked")
     assert blocked["reason"] == "QuotaExceeded"
     assert "7 of 8 requests.cpu free now and the gang needs 8" in blocked["message"]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.unit.test_planner import CONFIG, NOW, children, kinds, make_job, pod
+from tests.unit.test_planner import CONFIG, NOW, children, kinds, make_job, pod, stored
 from trainingjob.api import constants as k
 from trainingjob.reconcile.actions import CreateChild, DeleteChild
 from trainingjob.reconcile.planner import plan
@@ -34,7 +34,7 @@ def test_the_gang_object_is_created_first_and_the_workers_once_it_is_seen() -> N
     first = plan(job, ganged(job), NOW, CONFIG)
     [workload] = created(first, "Workload")
     assert workload["metadata"]["name"] == "job-gang-0" and not created(first, "Pod")
-    assert first.status["gang"]["state"] == "Waiting" and first.status["gang"]["reason"] == "GangPending"
+    assert stored(first)["gang"]["state"] == "Waiting" and stored(first)["gang"]["reason"] == "GangPending"
     second = plan(job, ganged(job, gangs=[gang("job-gang-0")]), NOW, CONFIG)
     pods = created(second, "Pod")
     assert len(pods) == 2 and not created(second, "Workload")
@@ -46,7 +46,7 @@ def test_the_gang_object_is_created_first_and_the_workers_once_it_is_seen() -> N
 def test_without_a_served_gang_api_workers_are_created_at_once_as_before() -> None:
     job = make_job()
     result = plan(job, children(job), NOW, CONFIG)
-    assert len(created(result, "Pod")) == 2 and "gang" not in result.status
+    assert len(created(result, "Pod")) == 2 and "gang" not in stored(result)
     assert "workloadRef" not in created(result, "Pod")[0]["spec"]
 
 
@@ -85,9 +85,9 @@ def test_a_scheduled_gang_is_reported_once() -> None:
     job = make_job(status={"attempt": 0, "phase": "Pending"})
     pods = [pod(job, i, gang="job-gang-0", node_name=f"n{i}") for i in (0, 1)]
     result = plan(job, ganged(job, *pods, gangs=[gang("job-gang-0")]), NOW, CONFIG)
-    record = result.status["gang"]
+    record = stored(result)["gang"]
     assert (record["state"], record["placed"], record["minCount"], record["kind"]) == ("Scheduled", 2, 2, "Workload")
-    condition = next(c for c in result.status["conditions"] if c["type"] == "GangScheduled")
+    condition = next(c for c in stored(result)["conditions"] if c["type"] == "GangScheduled")
     assert condition["status"] == "True" and condition["reason"] == "GangScheduled"
     assert [e.reason for e in result.events if e.reason == "GangScheduled"] == ["GangScheduled"]
     again = make_job(status=result.status)
@@ -102,11 +102,11 @@ def test_a_waiting_gang_says_why_from_its_workers_or_its_object() -> None:
     job = make_job()
     refused = pod(job, 1, phase="Pending", gang="job-gang-0", unschedulable_message="0/6 nodes: Insufficient gpu")
     waiting = [pod(job, 0, phase="Pending", gang="job-gang-0"), refused]
-    record = plan(job, ganged(job, *waiting, gangs=[gang("job-gang-0")]), NOW, CONFIG).status["gang"]
+    record = plan(job, ganged(job, *waiting, gangs=[gang("job-gang-0")]), NOW, CONFIG).status.to_dict()["gang"]
     assert (record["state"], record["reason"], record["placed"]) == ("Waiting", "Unschedulable", 0)
     assert "worker 1 cannot schedule: 0/6 nodes: Insufficient gpu" in record["message"]
     view = gang("job-gang-0", state=GangState(False, "NotEnoughResources", "queue full"))
-    record = plan(job, ganged(job, *waiting, gangs=[view]), NOW, CONFIG).status["gang"]
+    record = plan(job, ganged(job, *waiting, gangs=[view]), NOW, CONFIG).status.to_dict()["gang"]
     assert (record["reason"], record["message"]) == ("NotEnoughResources", "0/2 workers placed: queue full")
 
 
@@ -114,7 +114,7 @@ def test_a_provider_the_cluster_does_not_serve_blocks_without_creating_anything(
     job = make_job(scheduling={"gang": {"provider": "Volcano"}})
     result = plan(job, ganged(job), NOW, CONFIG)
     assert not created(result, "Pod") and not created(result, "PodGroup")
-    blocked = next(c for c in result.status["conditions"] if c["type"] == "Blocked")
+    blocked = next(c for c in stored(result)["conditions"] if c["type"] == "Blocked")
     assert blocked["reason"] == "GangSchedulingUnavailable" and "scheduling.volcano.sh/v1beta1" in blocked["message"]
 
 
@@ -131,7 +131,7 @@ def test_a_gang_the_quota_has_no_room_for_creates_nothing_and_looks_again_soon()
     job = make_job(workers=4, gpuPerWorker=1)
     result = plan(job, ganged(job, quotas=quota("6", "4")), NOW, CONFIG)
     assert not created(result, "Pod") and not created(result, "Workload")
-    blocked = next(c for c in result.status["conditions"] if c["type"] == "Blocked")
+    blocked = next(c for c in stored(result)["conditions"] if c["type"] == "Blocked")
     assert blocked["reason"] == "QuotaExceeded"
     assert "ResourceQuota gpus: 2 of 6 requests.nvidia.com/gpu free now and the gang needs 4" in blocked["message"]
     assert result.requeue_after == 10.0
@@ -146,8 +146,8 @@ def test_suspending_releases_the_gang_objects_and_the_gang_condition() -> None:
     job = make_job(status=status, suspend=True)
     result = plan(job, ganged(job, gangs=[gang("job-gang-0")]), NOW, CONFIG)
     assert [a.name for a in kinds(result.actions, DeleteChild)] == ["job-gang-0"]
-    assert "gang" not in result.status
-    condition = next(c for c in result.status["conditions"] if c["type"] == "GangScheduled")
+    assert "gang" not in stored(result)
+    condition = next(c for c in stored(result)["conditions"] if c["type"] == "GangScheduled")
     assert condition["status"] == "False"
 
 
@@ -170,7 +170,7 @@ def test_a_worker_preempted_by_the_scheduler_restarts_the_whole_gang_as_a_disrup
     )
     result = plan(job, ganged(job, pod(job, 0, gang="job-gang-0"), preempted, gangs=[gang("job-gang-0")]), NOW, CONFIG)
     assert sorted(a.name for a in kinds(result.actions, DeleteChild)) == ["job-worker-0", "job-worker-1"]
-    status = result.status
+    status = stored(result)
     assert (status["phase"], status["disruptionCount"], status["restartCount"], status["attempt"]) == (
         "Restarting",
         1,
@@ -199,7 +199,7 @@ def test_a_worker_gone_before_any_plan_saw_it_go_is_described_by_its_departure()
     result = plan(job, children(job, pod(job, 0), departed_pods={gone.name: gone}), NOW, CONFIG)
     [event] = [e for e in result.events if e.reason == "Restarting"]
     assert "worker 1 (pod job-worker-1) was preempted by the scheduler" in event.message
-    assert result.status["disruptionCount"] == 1 and result.status.get("restartCount", 0) == 0
+    assert stored(result)["disruptionCount"] == 1 and stored(result).get("restartCount", 0) == 0
     without = plan(job, children(job, pod(job, 0)), NOW, CONFIG)
     [event] = [e for e in without.events if e.reason == "Restarting"]
     assert event.message == "worker 1 (pod job-worker-1) was deleted"

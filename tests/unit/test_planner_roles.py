@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from tests.unit.test_planner import stored
 from trainingjob.api import constants as k
 from trainingjob.api.names import pod_name
 from trainingjob.api.types import TrainingJob
@@ -92,15 +93,15 @@ def test_a_parameter_server_job_creates_every_role_in_order() -> None:
         "job-worker-1",
         "job-evaluator-0",
     ]
-    assert result.status["selector"] == "ml.example.com/job-name=job,ml.example.com/role=worker"
+    assert stored(result)["selector"] == "ml.example.com/job-name=job,ml.example.com/role=worker"
 
 
 def test_the_evaluator_is_not_needed_to_run_and_statuses_are_per_role() -> None:
     job = ps_job({"phase": "Pending"})
     result = plan(job, observe(job, gang(job, evaluator_0="Pending")), NOW, CONFIG)
-    assert result.status["phase"] == "Running"
-    assert result.status["message"] == "5/5 pods running (1 chief, 2 ps, 2 workers, 1 evaluator)"
-    assert [(w.get("role", "worker"), w["workerId"]) for w in result.status["workerStatuses"]] == [
+    assert stored(result)["phase"] == "Running"
+    assert stored(result)["message"] == "5/5 pods running (1 chief, 2 ps, 2 workers, 1 evaluator)"
+    assert [(w.get("role", "worker"), w["workerId"]) for w in stored(result)["workerStatuses"]] == [
         ("chief", 0),
         ("ps", 0),
         ("ps", 1),
@@ -108,37 +109,37 @@ def test_the_evaluator_is_not_needed_to_run_and_statuses_are_per_role() -> None:
         ("worker", 1),
         ("evaluator", 0),
     ]
-    assert result.status["roleStatuses"]["evaluator"] == {
+    assert stored(result)["roleStatuses"]["evaluator"] == {
         "replicas": 1,
         "pending": 1,
         "running": 0,
         "succeeded": 0,
         "failed": 0,
     }
-    assert result.status["workers"] == 2
+    assert stored(result)["workers"] == 2
 
 
 def test_the_chief_judges_success_and_the_pods_still_running_are_deleted() -> None:
     job = ps_job({"phase": "Running", **STARTED}, cleanPodPolicy="None")
     result = plan(job, observe(job, gang(job, chief_0="Succeeded", worker_1="Succeeded")), NOW, CONFIG)
-    assert result.status["phase"] == "Succeeded"
-    assert [c["reason"] for c in result.status["conditions"] if c["type"] == "Succeeded"] == ["ChiefSucceeded"]
+    assert stored(result)["phase"] == "Succeeded"
+    assert [c["reason"] for c in stored(result)["conditions"] if c["type"] == "Succeeded"] == ["ChiefSucceeded"]
     assert deleted(result) == ["job-ps-0", "job-ps-1", "job-worker-0", "job-evaluator-0"]
 
 
 def test_workers_finishing_do_not_finish_a_job_with_a_chief() -> None:
     job = ps_job({"phase": "Running", **STARTED})
     result = plan(job, observe(job, gang(job, worker_0="Succeeded", worker_1="Succeeded")), NOW, CONFIG)
-    assert result.status["phase"] == "Running" and deleted(result) == []
+    assert stored(result)["phase"] == "Running" and deleted(result) == []
 
 
 def test_an_evaluator_failure_restarts_the_evaluator_alone() -> None:
     job = ps_job({"phase": "Running", **STARTED})
     result = plan(job, observe(job, gang(job, evaluator_0="Failed")), NOW, CONFIG)
     assert deleted(result) == ["job-evaluator-0"]
-    assert result.status["restartCount"] == 1
-    assert result.status["lastFailure"]["role"] == "evaluator"
-    assert "evaluator 0 (pod job-evaluator-0) failed" in result.status["message"]
+    assert stored(result)["restartCount"] == 1
+    assert stored(result)["lastFailure"]["role"] == "evaluator"
+    assert "evaluator 0 (pod job-evaluator-0) failed" in stored(result)["message"]
 
 
 def test_an_evaluator_the_policy_does_not_restart_is_left_failed_while_training_goes_on() -> None:
@@ -146,19 +147,19 @@ def test_an_evaluator_the_policy_does_not_restart_is_left_failed_while_training_
     exhausted = ps_job({"phase": "Running", "restartCount": 3, **STARTED})
     for job in (never, exhausted):
         result = plan(job, observe(job, gang(job, evaluator_0="Failed")), NOW, CONFIG)
-        assert (result.status["phase"], deleted(result), created(result)) == ("Running", [], [])
+        assert (stored(result)["phase"], deleted(result), created(result)) == ("Running", [], [])
 
 
 def test_a_parameter_server_failure_restarts_the_gang_and_its_own_policy_can_fail_the_job() -> None:
     job = ps_job({"phase": "Running", **STARTED})
     result = plan(job, observe(job, gang(job, ps_1="Failed")), NOW, CONFIG)
-    assert len(deleted(result)) == 6 and result.status["phase"] == "Restarting"
+    assert len(deleted(result)) == 6 and stored(result)["phase"] == "Restarting"
     strict = ps_job(
         {"phase": "Running", **STARTED}, roles={**PS_ROLES, "ps": {"replicas": 2, "restartPolicy": "Never"}}
     )
     result = plan(strict, observe(strict, gang(strict, ps_1="Failed")), NOW, CONFIG)
-    assert result.status["phase"] == "Failed"
-    assert result.status["message"].startswith("ps 1 (pod job-ps-1) failed")
+    assert stored(result)["phase"] == "Failed"
+    assert stored(result)["message"].startswith("ps 1 (pod job-ps-1) failed")
 
 
 MPI = {"framework": "mpi", "command": ["mpirun", "t"], "roles": {"launcher": {}}}
@@ -170,7 +171,7 @@ def test_an_mpi_job_creates_its_key_with_its_pods_and_the_launcher_judges_it() -
     assert created(result) == ["job-mpi-key", "job-launcher-0", "job-worker-0", "job-worker-1"]
     job = make_job({"phase": "Running", **STARTED}, **MPI)
     result = plan(job, observe(job, gang(job, launcher_0="Succeeded")), NOW, CONFIG)
-    assert [c["reason"] for c in result.status["conditions"] if c["type"] == "Succeeded"] == ["LauncherSucceeded"]
+    assert [c["reason"] for c in stored(result)["conditions"] if c["type"] == "Succeeded"] == ["LauncherSucceeded"]
     assert deleted(result) == ["job-worker-0", "job-worker-1"]
 
 
@@ -193,15 +194,15 @@ def test_scaling_an_elastic_job_up_adds_workers_without_a_restart() -> None:
     job = elastic_job(workers=3, generation=3)
     result = plan(job, observe(job, workers(job, 2)), NOW, CONFIG)
     assert (created(result), deleted(result)) == (["job-worker-2"], [])
-    assert result.status["phase"] == "Running" and result.status.get("restartCount", 0) == 0
-    assert result.status["message"] == "2/3 workers running (elastic: 2 to 4)"
+    assert stored(result)["phase"] == "Running" and stored(result).get("restartCount", 0) == 0
+    assert stored(result)["message"] == "2/3 workers running (elastic: 2 to 4)"
 
 
 def test_scaling_an_elastic_job_down_removes_the_highest_workers_without_a_restart() -> None:
     job = elastic_job(workers=2, generation=3)
     result = plan(job, observe(job, workers(job, 3)), NOW, CONFIG)
     assert (created(result), deleted(result)) == ([], ["job-worker-2"])
-    assert result.status["phase"] == "Running" and result.status["attempt"] == 0
+    assert stored(result)["phase"] == "Running" and stored(result)["attempt"] == 0
 
 
 def test_a_lost_elastic_worker_is_replaced_alone() -> None:
@@ -209,10 +210,10 @@ def test_a_lost_elastic_worker_is_replaced_alone() -> None:
     pods = workers(job, 3)
     pods[1] = pod(job, "worker", 1, "Failed", disrupted=True, reason="Evicted")
     result = plan(job, observe(job, pods), NOW, CONFIG)
-    assert deleted(result) == ["job-worker-1"] and result.status["disruptionCount"] == 1
+    assert deleted(result) == ["job-worker-1"] and stored(result)["disruptionCount"] == 1
     failed = elastic_job(workers=3)
     result = plan(failed, observe(failed, workers(failed, 3, worker_2="Failed")), NOW, CONFIG)
-    assert deleted(result) == ["job-worker-2"] and result.status["restartCount"] == 1
+    assert deleted(result) == ["job-worker-2"] and stored(result)["restartCount"] == 1
 
 
 def test_losing_elastic_worker_0_restarts_every_worker() -> None:
@@ -224,8 +225,8 @@ def test_losing_elastic_worker_0_restarts_every_worker() -> None:
 def test_an_elastic_job_runs_with_its_minimum_and_succeeds_with_worker_0() -> None:
     job = elastic_job(workers=4)
     result = plan(job, observe(job, workers(job, 4, worker_3="Pending")), NOW, CONFIG)
-    assert result.status["phase"] == "Running"
-    assert result.status["roleStatuses"]["worker"] == {
+    assert stored(result)["phase"] == "Running"
+    assert stored(result)["roleStatuses"]["worker"] == {
         "replicas": 4,
         "pending": 1,
         "running": 3,
@@ -233,5 +234,5 @@ def test_an_elastic_job_runs_with_its_minimum_and_succeeds_with_worker_0() -> No
         "failed": 0,
     }
     result = plan(job, observe(job, workers(job, 4, worker_0="Succeeded", worker_3="Pending")), NOW, CONFIG)
-    assert result.status["phase"] == "Succeeded"
+    assert stored(result)["phase"] == "Succeeded"
     assert deleted(result) == ["job-worker-1", "job-worker-2", "job-worker-3"]

@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.unit.test_planner import CONFIG, NOW, children, kinds, make_job, pod
-from trainingjob.api.types import JobSpec, format_time
+from tests.unit.test_planner import CONFIG, NOW, children, kinds, make_job, pod, stored
+from trainingjob.api.times import format_time
+from trainingjob.api.types import JobSpec
 from trainingjob.reconcile.actions import CreateChild, DeleteChild, DeleteJob
 from trainingjob.reconcile.observed import ObservedChildren, PodView
 from trainingjob.reconcile.planner import plan
@@ -81,7 +82,7 @@ def fail_worker(job_status: dict, exit_code: int, now: datetime.datetime, **spec
 
 def test_worker_failure_is_a_gang_restart_after_the_backoff_delay() -> None:
     result = fail_worker({"phase": "Running", "startTime": STARTED}, 1, NOW)
-    status = result.status
+    status = stored(result)
     assert status["phase"] == "Restarting"
     assert (status["attempt"], status["restartCount"], status["disruptionCount"]) == (1, 1, 0)
     assert status["nextRestartTime"] == format_time(NOW + datetime.timedelta(seconds=10))
@@ -128,23 +129,23 @@ def test_worker_strategy_replaces_only_the_failed_pod() -> None:
         {"phase": "Running", "startTime": STARTED}, 1, NOW, failurePolicy={"restartStrategy": "Worker"}
     )
     assert [d.name for d in kinds(result.actions, DeleteChild)] == ["job-worker-1"]
-    assert [w["workerId"] for w in result.status["workerStatuses"]] == [0]
+    assert [w["workerId"] for w in stored(result)["workerStatuses"]] == [0]
 
 
 def test_permanent_exit_code_fails_at_once() -> None:
     result = fail_worker({"phase": "Running", "startTime": STARTED}, 2, NOW, restartPolicy="ExitCode")
-    assert result.status["phase"] == "Failed"
-    assert next(c for c in result.status["conditions"] if c["type"] == "Failed")["reason"] == "PermanentExitCode"
+    assert stored(result)["phase"] == "Failed"
+    assert next(c for c in stored(result)["conditions"] if c["type"] == "Failed")["reason"] == "PermanentExitCode"
 
 
 def test_exceeding_the_backoff_limit_fails_the_job() -> None:
     result = fail_worker(
         {"phase": "Running", "startTime": STARTED, "restartCount": 2, "attempt": 2}, 1, NOW, backoffLimit=2
     )
-    assert result.status["phase"] == "Failed"
-    condition = next(c for c in result.status["conditions"] if c["type"] == "Failed")
+    assert stored(result)["phase"] == "Failed"
+    condition = next(c for c in stored(result)["conditions"] if c["type"] == "Failed")
     assert condition["reason"] == "BackoffLimitExceeded"
-    assert result.status["restartCount"] == 2
+    assert stored(result)["restartCount"] == 2
     assert [d.name for d in kinds(result.actions, DeleteChild)] == ["job-worker-0"]  # cleanPodPolicy Running
 
 
@@ -155,7 +156,7 @@ def test_a_sequence_of_failures_restarts_exactly_backoff_limit_times(limit: int,
     now = NOW
     for code in exit_codes:
         result = fail_worker(status, code, now, backoffLimit=limit)
-        status = result.status
+        status = stored(result)
         now += datetime.timedelta(seconds=400)
         if status["phase"] == "Failed":
             break
@@ -170,20 +171,20 @@ def test_a_failure_is_counted_once_even_if_deleting_its_pod_failed(strategy: str
     """The restart is written before the pods are deleted; a failed delete leaves the failed pod in place."""
     policy = {"restartStrategy": strategy, "backoff": {"baseSeconds": 1, "maxSeconds": 1}}
     first = fail_worker({"phase": "Running", "startTime": STARTED}, 1, NOW, failurePolicy=policy)
-    assert (first.status["restartCount"], first.status["attempt"]) == (1, 1)
+    assert (stored(first)["restartCount"], stored(first)["attempt"]) == (1, 1)
     job = make_job(first.status, failurePolicy=policy)
     failed = pod(job, 1, "Failed", exit_code=1, reason="Error")
     later = NOW + datetime.timedelta(seconds=5)
     again = plan(job, children(job, pod(job, 0), failed), later, CONFIG)
-    assert (again.status["restartCount"], again.status["attempt"]) == (1, 1)
-    assert again.status["phase"] == "Restarting" and again.events == []
+    assert (stored(again)["restartCount"], stored(again)["attempt"]) == (1, 1)
+    assert stored(again)["phase"] == "Restarting" and again.events == []
     expected = ["job-worker-0", "job-worker-1"] if strategy == "Gang" else ["job-worker-1"]
     assert sorted(d.name for d in kinds(again.actions, DeleteChild)) == expected, "the delete is tried again"
     assert kinds(again.actions, CreateChild) == []
     gone = make_job(again.status, failurePolicy=policy)
     survivors = [pod(gone, 0)] if strategy == "Worker" else []
     settled = plan(gone, children(gone, *survivors), later, CONFIG)
-    assert "replacedPods" not in settled.status
+    assert "replacedPods" not in stored(settled)
     assert [c.name for c in kinds(settled.actions, CreateChild)] == expected
 
 
@@ -193,15 +194,15 @@ def test_a_disruption_is_counted_once_even_if_deleting_its_pod_failed() -> None:
     first = plan(job, children(job, pod(job, 0), evicted), NOW, CONFIG)
     job = make_job(first.status)
     again = plan(job, children(job, pod(job, 0), evicted), NOW, CONFIG)
-    assert (again.status["disruptionCount"], again.status["attempt"]) == (1, 1)
+    assert (stored(again)["disruptionCount"], stored(again)["attempt"]) == (1, 1)
 
 
 def test_disruption_restarts_without_counting_against_the_backoff_limit() -> None:
     job = make_job({"phase": "Running", "startTime": STARTED, "restartCount": 3}, backoffLimit=3)
     result = plan(job, children(job, pod(job, 0), pod(job, 1, "Failed", disrupted=True, reason="Evicted")), NOW, CONFIG)
-    assert result.status["phase"] == "Restarting"
-    assert (result.status["restartCount"], result.status["disruptionCount"]) == (3, 1)
-    assert "nextRestartTime" not in result.status
+    assert stored(result)["phase"] == "Restarting"
+    assert (stored(result)["restartCount"], stored(result)["disruptionCount"]) == (3, 1)
+    assert "nextRestartTime" not in stored(result)
 
 
 def test_deadline_counts_from_the_first_start_without_suspended_time() -> None:
@@ -209,10 +210,10 @@ def test_deadline_counts_from_the_first_start_without_suspended_time() -> None:
     job = make_job(status, activeDeadlineSeconds=3600)
     observed = children(job, pod(job, 0), pod(job, 1))
     before = plan(job, observed, NOW + datetime.timedelta(minutes=29), CONFIG)  # 89 min since start, 59 active
-    assert before.status["phase"] == "Running" and before.requeue_after == pytest.approx(60)
+    assert stored(before)["phase"] == "Running" and before.requeue_after == pytest.approx(60)
     after = plan(job, observed, NOW + datetime.timedelta(minutes=30), CONFIG)
-    assert after.status["phase"] == "Failed"
-    assert next(c for c in after.status["conditions"] if c["type"] == "Failed")["reason"] == "DeadlineExceeded"
+    assert stored(after)["phase"] == "Failed"
+    assert next(c for c in stored(after)["conditions"] if c["type"] == "Failed")["reason"] == "DeadlineExceeded"
     assert len(kinds(after.actions, DeleteChild)) == 2
 
 
@@ -220,8 +221,8 @@ def test_startup_timeout_fails_an_attempt_that_never_runs() -> None:
     job = make_job({"phase": "Pending", "attemptStartTime": STARTED}, startupTimeoutSeconds=600)
     stuck = pod(job, 0, "Pending", unschedulable_message="0/4 nodes are available")
     result = plan(job, children(job, stuck, pod(job, 1)), NOW, CONFIG)
-    assert result.status["phase"] == "Failed"
-    condition = next(c for c in result.status["conditions"] if c["type"] == "Failed")
+    assert stored(result)["phase"] == "Failed"
+    condition = next(c for c in stored(result)["conditions"] if c["type"] == "Failed")
     assert condition["reason"] == "StartupTimeout" and "cannot schedule" in condition["message"]
 
 
@@ -245,39 +246,39 @@ def test_clean_pod_policy_decides_which_pods_go_when_finished(policy: str, delet
 def test_rank0_success_policy_finishes_when_worker_0_succeeds() -> None:
     job = make_job({"phase": "Running", "startTime": STARTED}, successPolicy="Rank0", cleanPodPolicy="None")
     result = plan(job, children(job, pod(job, 0, "Succeeded"), pod(job, 1)), NOW, CONFIG)
-    assert result.status["phase"] == "Succeeded"
+    assert stored(result)["phase"] == "Succeeded"
     assert [d.name for d in kinds(result.actions, DeleteChild)] == ["job-worker-1"]
 
 
 def test_suspend_deletes_workers_and_resume_starts_a_new_attempt() -> None:
     job = make_job({"phase": "Running", "startTime": STARTED}, suspend=True)
     suspended = plan(job, children(job, pod(job, 0), pod(job, 1)), NOW, CONFIG)
-    assert suspended.status["phase"] == "Suspended" and suspended.status["suspendTime"] == format_time(NOW)
+    assert stored(suspended)["phase"] == "Suspended" and stored(suspended)["suspendTime"] == format_time(NOW)
     assert len(kinds(suspended.actions, DeleteChild)) == 2
     assert [e.reason for e in suspended.events] == ["Suspended"]
     resumed_job = make_job(suspended.status, suspend=False)
     resumed = plan(resumed_job, children(resumed_job), NOW + datetime.timedelta(seconds=90), CONFIG)
-    assert resumed.status["suspendedSeconds"] == 90 and "suspendTime" not in resumed.status
-    assert (resumed.status["attempt"], resumed.status["restartCount"]) == (1, 0)
+    assert stored(resumed)["suspendedSeconds"] == 90 and "suspendTime" not in stored(resumed)
+    assert (stored(resumed)["attempt"], stored(resumed)["restartCount"]) == (1, 0)
     created = kinds(resumed.actions, CreateChild)
     assert [c.manifest["metadata"]["labels"]["ml.example.com/attempt"] for c in created] == ["1", "1"]
 
 
 def test_time_queued_before_the_first_start_does_not_extend_the_deadline() -> None:
     """Created suspended, queued an hour, resumed: the deadline counts from the start, with nothing taken off."""
-    queued = plan(make_job({}, suspend=True), ObservedChildren(), NOW, CONFIG).status
+    queued = plan(make_job({}, suspend=True), ObservedChildren(), NOW, CONFIG).status.to_dict()
     resumed_at = NOW + datetime.timedelta(hours=1)
     job = make_job(queued, activeDeadlineSeconds=600)
-    resumed = plan(job, children(job), resumed_at, CONFIG).status
+    resumed = plan(job, children(job), resumed_at, CONFIG).status.to_dict()
     assert resumed.get("suspendedSeconds", 0) == 0 and "suspendTime" not in resumed
     job = make_job(resumed, activeDeadlineSeconds=600)
     started_at = resumed_at + datetime.timedelta(seconds=10)
-    running = plan(job, children(job, pod(job, 0), pod(job, 1)), started_at, CONFIG).status
+    running = plan(job, children(job, pod(job, 0), pod(job, 1)), started_at, CONFIG).status.to_dict()
     assert running["phase"] == "Running" and running["attempt"] == 0
     job = make_job(running, activeDeadlineSeconds=600)
     later = plan(job, children(job, pod(job, 0), pod(job, 1)), started_at + datetime.timedelta(seconds=601), CONFIG)
-    assert later.status["phase"] == "Failed"
-    assert next(c for c in later.status["conditions"] if c["type"] == "Failed")["reason"] == "DeadlineExceeded"
+    assert stored(later)["phase"] == "Failed"
+    assert next(c for c in stored(later)["conditions"] if c["type"] == "Failed")["reason"] == "DeadlineExceeded"
 
 
 @pytest.mark.parametrize("started", [False, True])
@@ -297,7 +298,7 @@ def test_every_resume_is_an_event(started: bool) -> None:
 def test_job_created_suspended_creates_no_workers() -> None:
     job = make_job({}, suspend=True)
     result = plan(job, ObservedChildren(), NOW, CONFIG)
-    assert result.status["phase"] == "Suspended"
+    assert stored(result)["phase"] == "Suspended"
     assert [c.kind for c in kinds(result.actions, CreateChild)] == ["Service", "ConfigMap"]
 
 

@@ -9,6 +9,7 @@ from typing import Any
 import yaml
 
 from trainingjob.api import constants as k
+from trainingjob.api.status import Phase
 from trainingjob.config import ServingConfig
 from trainingjob.operator.llmmodel.apply import creation_events
 from trainingjob.operator.runtime.writer import DONE, EXISTED
@@ -122,12 +123,12 @@ def test_an_edited_deployment_is_put_back_and_a_spec_change_rolls_out() -> None:
 
 def test_a_model_waits_for_its_training_job_and_then_mounts_its_checkpoints() -> None:
     waiting = model({"source": {"trainingJob": "train"}})
-    running = plan_model(waiting, ObservedServing(job=SourceJob("Running", "train-checkpoints")), CONFIG, NOW)
+    running = plan_model(waiting, ObservedServing(job=SourceJob(Phase.RUNNING, "train-checkpoints")), CONFIG, NOW)
     assert [a.kind for a in running.actions] == ["Service"]
     assert conditions(running.status)["Progressing"] == ("True", "WaitingForTraining")
     assert running.status["source"] == {"trainingJob": "train", "jobPhase": "Running"}
     after = model({"source": {"trainingJob": "train"}}, status=running.status)
-    done = plan_model(after, ObservedServing(job=SourceJob("Succeeded", "train-checkpoints")), CONFIG, NOW)
+    done = plan_model(after, ObservedServing(job=SourceJob(Phase.SUCCEEDED, "train-checkpoints")), CONFIG, NOW)
     deployment = next(a.manifest for a in done.actions if a.kind == "Deployment")
     pod = deployment["spec"]["template"]["spec"]
     assert pod["volumes"] == [
@@ -143,11 +144,11 @@ def test_a_model_waits_for_its_training_job_and_then_mounts_its_checkpoints() ->
 
 def test_a_failed_or_checkpointless_source_job_degrades_the_model() -> None:
     waiting = model({"source": {"trainingJob": "train"}})
-    failed = plan_model(waiting, ObservedServing(job=SourceJob("Failed", "train-checkpoints")), CONFIG, NOW)
+    failed = plan_model(waiting, ObservedServing(job=SourceJob(Phase.FAILED, "train-checkpoints")), CONFIG, NOW)
     assert conditions(failed.status)["Degraded"] == ("True", "TrainingFailed")
     assert ("Warning", "TrainingFailed") in [(e.type, e.reason) for e in failed.events]
     assert not any(a.kind == "Deployment" for a in failed.actions)
-    nowhere = plan_model(waiting, ObservedServing(job=SourceJob("Succeeded", None)), CONFIG, NOW)
+    nowhere = plan_model(waiting, ObservedServing(job=SourceJob(Phase.SUCCEEDED, None)), CONFIG, NOW)
     assert conditions(nowhere.status)["Degraded"] == ("True", "NoCheckpointVolume")
     missing = plan_model(waiting, ObservedServing(), CONFIG, NOW)
     assert conditions(missing.status)["Progressing"] == ("True", "WaitingForTraining")

@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.test_planner import CONFIG, NOW, children, kinds, make_job, pod
+from tests.unit.test_planner import CONFIG, NOW, children, kinds, make_job, pod, stored
 from trainingjob.api.schema_spec import spec_schema
+from trainingjob.api.status import WorkerSpec
 from trainingjob.api.types import TrainingJob
 from trainingjob.api.versions import V1ALPHA1
 from trainingjob.builders.common import spec_hash, without_defaults
 from trainingjob.reconcile.actions import CreateChild, DeleteChild
 from trainingjob.reconcile.planner import plan
-from trainingjob.reconcile.spec_version import WorkerSpec, current_worker_spec
+from trainingjob.reconcile.spec_version import current_worker_spec
 
 RUNNING = {"phase": "Running", "startTime": "2026-11-22T11:00:00Z", "observedGeneration": 2}
 
@@ -29,7 +30,7 @@ def job_at(generation: int, status: dict | None = None, **spec) -> TrainingJob:
     body = {
         "metadata": {"name": job.name, "namespace": job.namespace, "uid": job.uid, "generation": generation},
         "spec": dict(job.raw_spec),
-        "status": dict(job.status),
+        "status": job.status.to_dict(),
     }
     return TrainingJob.from_body(body)
 
@@ -68,14 +69,14 @@ def test_the_recorded_label_holds_while_the_generation_does(generation: int) -> 
 
 def test_an_edit_of_policy_fields_keeps_the_workers() -> None:
     before = job_at(2, RUNNING, workers=2)
-    record = WorkerSpec(2, "label", spec_hash(before)).to_status()
+    record = WorkerSpec(2, "label", spec_hash(before)).to_dict()
     edited = job_at(3, {**RUNNING, "workerSpec": record}, workers=2, backoffLimit=7)
     assert current_worker_spec(edited, []).pod_hash == "label"
 
 
 def test_an_edit_of_the_workers_shape_takes_the_new_fingerprint() -> None:
     before = job_at(2, RUNNING, workers=2)
-    record = WorkerSpec(2, "label", spec_hash(before)).to_status()
+    record = WorkerSpec(2, "label", spec_hash(before)).to_dict()
     edited = job_at(3, {**RUNNING, "workerSpec": record}, workers=2, image="other")
     assert current_worker_spec(edited, []) == WorkerSpec(3, spec_hash(edited), spec_hash(edited))
 
@@ -91,12 +92,12 @@ def test_pods_of_an_older_operator_are_adopted_when_the_spec_was_not_edited() ->
 def test_a_new_default_under_a_running_job_restarts_nothing() -> None:
     job = job_at(2, RUNNING, workers=2)
     pods = (pod(job, 0, fingerprint="label"), pod(job, 1, fingerprint="label"))
-    status = {**RUNNING, "workerSpec": WorkerSpec(2, "label", spec_hash(job)).to_status()}
+    status = {**RUNNING, "workerSpec": WorkerSpec(2, "label", spec_hash(job)).to_dict()}
     served = job_at(2, status, workers=2, newDefaultedField={"enabled": True})
     result = plan(served, children(served, *pods), NOW, CONFIG)
     assert kinds(result.actions, DeleteChild) == [] and kinds(result.actions, CreateChild) == []
-    assert result.status["phase"] == "Running" and result.status.get("attempt", 0) == 0
-    assert result.status["workerSpec"]["podSpecHash"] == "label"
+    assert stored(result)["phase"] == "Running" and stored(result).get("attempt", 0) == 0
+    assert stored(result)["workerSpec"]["podSpecHash"] == "label"
 
 
 def test_new_workers_carry_the_recorded_label() -> None:

@@ -10,6 +10,7 @@ import pytest
 from tests.unit.fake_api import FakeApiServer, fake_applier
 from tests.unit.test_apply import CONFIG, KEY, NS, FakeClock, job_body, settle
 from tests.unit.test_planner import NOW
+from trainingjob.api.status import JobStatus
 from trainingjob.operator.trainingjob.reconciler import DETAIL_WRITE_DELAY, Reconciler
 from trainingjob.reconcile.status import only_details_changed
 
@@ -45,11 +46,11 @@ def changed(**changes: object) -> dict:
     ],
 )
 def test_only_worker_details_count_as_details(new: dict, details_only: bool) -> None:
-    assert only_details_changed(PENDING, new) is details_only
+    assert only_details_changed(JobStatus.from_dict(PENDING), JobStatus.from_dict(new)) is details_only
 
 
 def test_a_first_status_is_never_a_detail() -> None:
-    assert not only_details_changed({}, PENDING)
+    assert not only_details_changed(JobStatus(), JobStatus.from_dict(PENDING))
 
 
 def start_pod(server: FakeApiServer, index: int) -> None:

@@ -21,6 +21,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from tests.unit.test_apply import FakeClock
 from tests.unit.test_planner import make_job
+from trainingjob.api.times import parse_time
 from trainingjob.config import OperatorConfig
 from trainingjob.kube.ttl_cache import TtlCache
 from trainingjob.operator.lookups import Lookups
@@ -71,16 +72,21 @@ def test_a_node_is_lost_unless_it_is_ready(body: dict | None, ready: str, lost: 
 
 
 def test_claim_and_pod_views() -> None:
-    claim = claim_view({"metadata": {"name": "c", "creationTimestamp": "T"}, "status": {"phase": "Pending"}})
-    assert (claim.name, claim.phase, claim.created) == ("c", "Pending", "T")
+    created = "2026-11-22T12:00:00Z"
+    claim = claim_view({"metadata": {"name": "c", "creationTimestamp": created}, "status": {"phase": "Pending"}})
+    assert (claim.name, claim.phase, claim.created) == ("c", "Pending", parse_time(created))
     waiting = {"state": {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off"}}}
     creating = {"state": {"waiting": {"reason": "ContainerCreating"}}}
     body = {
-        "metadata": {"name": "p", "labels": {}, "deletionTimestamp": "D"},
+        "metadata": {"name": "p", "labels": {}, "deletionTimestamp": created},
         "status": {"phase": "Pending", "containerStatuses": [creating, waiting]},
     }
     view = pod_view(body)
-    assert (view.waiting_reason, view.waiting_message, view.deletion_timestamp) == ("ImagePullBackOff", "Back-off", "D")
+    assert (view.waiting_reason, view.waiting_message, view.deletion_timestamp) == (
+        "ImagePullBackOff",
+        "Back-off",
+        parse_time(created),
+    )
     assert pod_view({"metadata": {}, "status": {"containerStatuses": [creating]}}).waiting_reason is None
 
 

@@ -4,12 +4,14 @@ server, the workers' MLFLOW_* variables and status.tracking's link."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
 from typing import Any
 
 from trainingjob.api import constants as c
 from trainingjob.api.conversion import convert, status_in
 from trainingjob.api.schema import crd_manifest
+from trainingjob.api.status import JobStatus, Phase
 from trainingjob.api.types import TrainingJob
 from trainingjob.builders.env import worker_env
 from trainingjob.builders.tracking import tracking_settings, tracking_status
@@ -83,22 +85,22 @@ def test_the_status_links_the_run_once_found() -> None:
 
 def test_the_operator_looks_for_a_run_while_the_job_runs_and_briefly_after() -> None:
     now = datetime.datetime(2026, 1, 1, 12, 0, tzinfo=datetime.UTC)
-    assert still_looking({"phase": "Running"}, now)
+    assert still_looking(JobStatus(phase=Phase.RUNNING), now)
     recently = (now - datetime.timedelta(seconds=TRACKING_GRACE - 10)).strftime("%Y-%m-%dT%H:%M:%SZ")
     long_ago = (now - datetime.timedelta(seconds=TRACKING_GRACE + 10)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    assert still_looking({"phase": "Succeeded", "completionTime": recently}, now)
-    assert not still_looking({"phase": "Failed", "completionTime": long_ago}, now)
+    assert still_looking(JobStatus.from_dict({"phase": "Succeeded", "completionTime": recently}), now)
+    assert not still_looking(JobStatus.from_dict({"phase": "Failed", "completionTime": long_ago}), now)
 
 
 def test_an_untracked_job_gets_no_tracking_status_and_no_lookup() -> None:
-    plan = Plan(status={"phase": "Running"})
+    plan = Plan(status=JobStatus(phase=Phase.RUNNING))
     linked, again = asyncio.run(MlflowRuns(None).link(RunLookup(), job(), plan, datetime.datetime.now(datetime.UTC)))
     assert linked is plan and again is None
-    pending = Plan(status={"phase": "Pending"})
+    pending = Plan(status=JobStatus(phase=Phase.PENDING))
     linked, again = asyncio.run(
         MlflowRuns("http://default:5000").link(RunLookup(), job(), pending, datetime.datetime.now(datetime.UTC))
     )
-    assert linked.status["tracking"] == {
+    assert linked.status.to_dict()["tracking"] == {
         "trackingUri": "http://default:5000",
         "experimentName": "ml/mnist",
         "runName": "mnist-01234567",
@@ -116,14 +118,14 @@ def test_a_prefetched_run_is_linked_without_asking_the_server_again(monkeypatch)
 
     monkeypatch.setattr(MlflowRuns, "_lookup", staticmethod(lookup))
     runs, running, found = MlflowRuns("http://default:5000"), job(), RunLookup()
-    running.status["phase"] = "Running"
+    running = dataclasses.replace(running, status=JobStatus(phase=Phase.RUNNING))
     asyncio.run(runs.prefetch(found, running))
     assert lookups == ["mnist-01234567"]
     linked, again = asyncio.run(
-        runs.link(found, running, Plan(status={"phase": "Running"}), datetime.datetime.now(datetime.UTC))
+        runs.link(found, running, Plan(status=JobStatus(phase=Phase.RUNNING)), datetime.datetime.now(datetime.UTC))
     )
     assert lookups == ["mnist-01234567"], "link answered from what the prefetch found"
-    assert linked.status["tracking"]["runId"] == "abc" and again is None
+    assert linked.status.to_dict()["tracking"]["runId"] == "abc" and again is None
     pending = job()
     asyncio.run(runs.prefetch(RunLookup(), pending))
     assert len(lookups) == 1, "a job that runs nothing yet has no run to look for"

@@ -6,6 +6,7 @@ frameworks/, so adding a framework does not touch this module.
 
 from __future__ import annotations
 
+from trainingjob.api.status import Phase
 from trainingjob.frameworks.base import CONFIG_DIR, WORKER
 from trainingjob.frameworks.mpi import LAUNCHER
 from trainingjob.frameworks.registry import FRAMEWORKS as PLUGINS
@@ -38,7 +39,7 @@ CRD_NAME = f"{PLURAL}.{GROUP}"
 FRAMEWORKS = tuple(PLUGINS)
 RESTART_POLICIES = ("OnFailure", "Never", "ExitCode")
 BACKENDS = ("nccl", "gloo")
-PHASES = ("Pending", "Running", "Restarting", "Succeeded", "Failed", "Suspended")
+PHASES = tuple(phase.value for phase in Phase)
 # v1's status.state: the guide's states plus Restarting (see api/conversion.py for how they map to phases).
 STATES = ("Pending", "Initializing", "Running", "Restarting", "Completed", "Failed", "Suspended")
 CHECKPOINT_STORAGE_TYPES = ("pvc", "s3", "gcs")

@@ -2,18 +2,18 @@
 
 Why re-apply defaults: the API server defaults every field on write, but the operator must never crash on an
 object written before a default existed (or by a test); reading through one typed view keeps `.get()` chains out
-of builders and the planner.
+of builders and the planner. The status is typed too (api/status.py).
 """
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from trainingjob.api import constants as k
 from trainingjob.api.conversion import to_internal
+from trainingjob.api.status import JobStatus
 
 
 @dataclass(frozen=True)
@@ -318,7 +318,7 @@ class JobSpec:
 
 @dataclass(frozen=True)
 class TrainingJob:
-    """Identity, spec and last written status of one TrainingJob."""
+    """Identity, spec and last written status of one TrainingJob, both typed."""
 
     namespace: str
     name: str
@@ -326,7 +326,7 @@ class TrainingJob:
     generation: int
     spec: JobSpec
     raw_spec: Mapping[str, Any]
-    status: Mapping[str, Any]
+    status: JobStatus
     finalizers: tuple[str, ...] = ()
     deletion_timestamp: str | None = None
     creation_timestamp: str | None = None
@@ -352,19 +352,8 @@ class TrainingJob:
             generation=int(metadata.get("generation", 0)),
             spec=JobSpec.from_dict(spec),
             raw_spec=spec,
-            status=dict(body.get("status") or {}),
+            status=JobStatus.from_dict(body.get("status") or {}),
             finalizers=tuple(metadata.get("finalizers") or ()),
             deletion_timestamp=metadata.get("deletionTimestamp"),
             creation_timestamp=metadata.get("creationTimestamp"),
         )
-
-
-def format_time(moment: datetime.datetime) -> str:
-    """RFC 3339 in UTC with second precision, as Kubernetes writes timestamps."""
-    return moment.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_time(text: str | None) -> datetime.datetime | None:
-    if not text:
-        return None
-    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))

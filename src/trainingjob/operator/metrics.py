@@ -17,7 +17,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from trainingjob.api.types import parse_time
+from trainingjob.api.status import JobStatus, Phase
+from trainingjob.api.times import parse_time
 
 DURATION_BUCKETS = (10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, 43200, 86400, 259200)
 STARTUP_BUCKETS = (1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800)
@@ -110,38 +111,32 @@ class OperatorMetrics:
     def register_cache(self, collector: Collector) -> None:
         self.registry.register(collector)
 
-    def observe_transition(self, body: Mapping[str, Any], old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
+    def observe_transition(self, body: Mapping[str, Any], old: JobStatus, new: JobStatus) -> None:
         """Count what changed between the stored status and the one just written."""
         metadata, spec = body.get("metadata") or {}, body.get("spec") or {}
         namespace, framework = metadata.get("namespace", ""), spec.get("framework", "")
         created = parse_time(metadata.get("creationTimestamp"))
-        if not old.get("phase") and new.get("phase"):
+        if old.phase is None and new.phase is not None:
             self.created.labels(namespace, framework).inc()
-        if new.get("startTime") and not old.get("startTime") and created:
-            started = parse_time(new["startTime"])
-            self.time_to_running.labels(framework).observe(max((started - created).total_seconds(), 0))
-        if int(new.get("attempt", 0)) > int(old.get("attempt", 0)):
+        if new.start_time is not None and old.start_time is None and created:
+            self.time_to_running.labels(framework).observe(max((new.start_time - created).total_seconds(), 0))
+        if new.moved.attempt > old.moved.attempt:
             self.restarted.labels(namespace, framework, _restart_reason(new)).inc()
-        phase = new.get("phase")
-        if phase == old.get("phase") or phase not in ("Succeeded", "Failed"):
+        if new.phase is old.phase or not new.finished:
             return
-        if phase == "Succeeded":
+        if new.phase is Phase.SUCCEEDED:
             self.succeeded.labels(namespace, framework).inc()
         else:
-            self.failed.labels(namespace, framework, _condition_reason(new, "Failed") or "Unknown").inc()
-        finished = parse_time(new.get("completionTime"))
-        if created and finished:
-            self.job_duration.labels(framework).observe(max((finished - created).total_seconds(), 0))
+            failed = new.condition("Failed") or {}
+            self.failed.labels(namespace, framework, failed.get("reason") or "Unknown").inc()
+        if created and new.completion_time is not None:
+            self.job_duration.labels(framework).observe(max((new.completion_time - created).total_seconds(), 0))
 
 
-def _condition_reason(status: Mapping[str, Any], condition_type: str) -> str | None:
-    return next((c.get("reason") for c in status.get("conditions") or [] if c.get("type") == condition_type), None)
-
-
-def _restart_reason(status: Mapping[str, Any]) -> str:
+def _restart_reason(status: JobStatus) -> str:
     """Why a new attempt began: a restart sets Restarting=True with its reason; a resume leaves the condition
     False (or absent) with the reason of whatever the job is doing now (e.g. WorkersPending), which is not why."""
-    restarting = next((c for c in status.get("conditions") or [] if c.get("type") == "Restarting"), None)
+    restarting = status.condition("Restarting")
     if restarting is not None and restarting.get("status") == "True":
         return restarting.get("reason") or "Unknown"
     return "Resumed"

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainingjob.api.types import format_time, parse_time
+from trainingjob.api.times import format_time, parse_time
 from trainingjob.http_bodies import MalformedBody, parse_json
 
 MAX_BODY_BYTES = 16 * 1024

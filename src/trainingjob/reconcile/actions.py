@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainingjob.api.status import JobStatus
+
 
 @dataclass(frozen=True)
 class _ManifestAction:
@@ -73,6 +75,7 @@ class Plan:
     """The planner's answer: actions to apply, the status the job should have, events to record."""
 
     actions: list[Action] = field(default_factory=list)
-    status: dict[str, Any] = field(default_factory=dict)
+    # A TrainingJob's JobStatus; an LLMModel's status in its stored shape.
+    status: Any = field(default_factory=JobStatus)
     events: list[Event] = field(default_factory=list)
     requeue_after: float | None = None

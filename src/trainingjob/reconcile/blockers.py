@@ -14,7 +14,8 @@ from typing import Any
 
 from trainingjob.api.names import pod_name
 from trainingjob.api.replicas import Replica, desired_replicas, replica_order
-from trainingjob.api.types import TrainingJob, parse_time
+from trainingjob.api.times import format_time
+from trainingjob.api.types import TrainingJob
 from trainingjob.reconcile.actions import Event
 from trainingjob.reconcile.observed import ObservedChildren, PodView
 from trainingjob.reconcile.surroundings import AdmissionDenial, ClaimView, NodeView
@@ -84,13 +85,17 @@ def taken_blockers(job: TrainingJob, current: Mapping[Replica, PodView], taken: 
 
 def overdue_seconds(pod: PodView, now: datetime.datetime) -> float | None:
     """Seconds a pod being deleted has outlived its grace period (deletionTimestamp is the end of it)."""
-    end = parse_time(pod.deletion_timestamp)
+    end = pod.deletion_timestamp
     return None if end is None or not pod.deleting else (now - end).total_seconds()
 
 
 def stuck_pods(pods: Iterable[PodView], now: datetime.datetime, bound: float) -> list[PodView]:
     """Pods still Terminating `bound` seconds after their grace period ended."""
     return [p for p in pods if (overdue_seconds(p, now) or -1.0) >= bound]
+
+
+def _text(moment: datetime.datetime | None) -> str | None:
+    return None if moment is None else format_time(moment)
 
 
 def stuck_blocker(pod: PodView, node: NodeView | None, force_after: int | None) -> Blocker:
@@ -102,7 +107,7 @@ def stuck_blocker(pod: PodView, node: NodeView | None, force_after: int | None) 
         policy = "; force deletion is off (--force-delete-after 0): delete it with --force once the node is gone"
     else:
         policy = "; waiting for its kubelet (a pod on a Ready node is never force-deleted)"
-    detail = f"is still Terminating, its grace period ended at {pod.deletion_timestamp}; {where}{policy}"
+    detail = f"is still Terminating, its grace period ended at {_text(pod.deletion_timestamp)}; {where}{policy}"
     return Blocker("PodStuckTerminating", subject(pod), detail)
 
 
@@ -132,7 +137,7 @@ def next_check(
         else:
             waits.append(stuck_after)
     claim = observed.claims.get(f"{job.name}-checkpoints")
-    created = parse_time(claim.created) if claim is not None and claim.phase == "Pending" else None
+    created = claim.created if claim is not None and claim.phase == "Pending" else None
     if created is not None and (age := (now - created).total_seconds()) < stuck_after:
         waits.append(stuck_after - age)
     return max(min(waits), 1.0) if waits else None
@@ -146,7 +151,7 @@ def claim_blocker(
     if storage is None or storage.claim_name:
         return None
     claim = claims.get(f"{job.name}-checkpoints")
-    created = parse_time(claim.created) if claim is not None else None
+    created = claim.created if claim is not None else None
     if claim is None or claim.phase != "Pending" or created is None or (now - created).total_seconds() < bound:
         return None
     storage_class = (

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 
 from trainingjob.api import constants as k
 from trainingjob.api.replicas import role_counts
-from trainingjob.api.types import TrainingJob, parse_time
+from trainingjob.api.types import TrainingJob
 from trainingjob.builders.endpoints import Endpoint, chunked, desired_endpoint_slice, slice_name, slice_ports
 from trainingjob.builders.service import service_selector
 from trainingjob.reconcile.actions import CreateChild, ReplaceChild
@@ -53,7 +53,7 @@ def unpublished_age(pods: Iterable[PodView], added: set[Endpoint], now: datetime
     ages = []
     for pod in pods:
         if pod.ip and endpoint_of(pod) in added:
-            started = parse_time(pod.started_at)
+            started = pod.started_at
             ages.append(float("inf") if started is None else (now - started).total_seconds())
     return max(ages, default=0.0)
 

@@ -14,6 +14,7 @@ from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from trainingjob.api import constants as k
+from trainingjob.api.status import JobStatus
 from trainingjob.reconcile.observed import PodView
 from trainingjob.reconcile.status import worker_status
 
@@ -53,27 +54,25 @@ def follow_entry(entry: Mapping[str, Any], pod: PodView | None, deleting: bool) 
     return current
 
 
-def finished_worker_details(
-    status: Mapping[str, Any], pods: Iterable[PodView], deleting: Collection[str]
-) -> dict[str, Any]:
-    """workerStatuses, workers and roleStatuses of a finished job as its pods are now.
+def finished_worker_details(status: JobStatus, pods: Iterable[PodView], deleting: Collection[str]) -> dict[str, Any]:
+    """workerStatuses, workers and roleStatuses of a finished job as its pods are now (JobStatus fields).
 
     `pods`: the job's pods the cache shows; `deleting`: names of those being deleted that the cache does not show
     deleting yet (this plan's cleanup, deletes the cache has not caught up with)."""
-    if "workerStatuses" not in status:
+    if status.worker_statuses is None:
         return {}
     by_name = {pod.name: pod for pod in pods}
-    entries = [
+    entries = tuple(
         follow_entry(entry, by_name.get(entry.get("podName", "")), entry.get("podName") in deleting)
-        for entry in status.get("workerStatuses") or []
-    ]
+        for entry in status.worker_statuses
+    )
     existing = [e for e in entries if e.get("phase") not in SETTLED]
     details: dict[str, Any] = {
-        "workerStatuses": entries,
+        "worker_statuses": entries,
         "workers": sum(1 for e in existing if e.get("role", k.WORKER) == k.WORKER),
     }
-    if "roleStatuses" in status:
-        details["roleStatuses"] = {
+    if status.role_statuses is not None:
+        details["role_statuses"] = {
             role: {
                 **counts,
                 **{
@@ -81,6 +80,6 @@ def finished_worker_details(
                     for key, phase in PHASE_COUNTS
                 },
             }
-            for role, counts in status["roleStatuses"].items()
+            for role, counts in status.role_statuses.items()
         }
     return details

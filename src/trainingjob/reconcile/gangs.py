@@ -17,6 +17,7 @@ from decimal import Decimal
 from typing import Any
 
 from trainingjob.api.replicas import Replica, replica_order
+from trainingjob.api.status import GangRecord
 from trainingjob.api.types import TrainingJob
 from trainingjob.builders.pod import Membership, worker_resources
 from trainingjob.kube.quantity import QuantityError, parse_quantity
@@ -142,10 +143,10 @@ def release_gangs(job: TrainingJob, observed: ObservedChildren, keep: Iterable[s
 
 def gang_record(
     job: TrainingJob, plan: GangPlan, observed: ObservedChildren, current: Mapping[Replica, PodView]
-) -> dict[str, Any] | None:
+) -> GangRecord | None:
     """status.gang: the current gang, how many of its workers are placed, and whether it is scheduled or why not."""
     if plan.blocker is not None:
-        return {"state": WAITING, "reason": UNAVAILABLE, "message": plan.blocker.message}
+        return GangRecord(WAITING, UNAVAILABLE, plan.blocker.message)
     if plan.name is None or plan.choice.provider is None:
         return None
     provider = plan.choice.provider
@@ -156,24 +157,21 @@ def gang_record(
     state, reason, message = _placement(view, members, placed, min_count, _unit(job))
     if plan.quota is not None and state == WAITING:
         reason, message = QUOTA, plan.quota.message
-    record = {
-        "provider": provider.name,
-        "apiVersion": provider.api.api_version,
-        "kind": provider.api.kind,
-        "name": plan.name,
-        "minCount": min_count,
-        "placed": placed,
-        "state": state,
-        "reason": reason,
-        "message": message,
-    }
-    previous = job.status.get("gang") or {}
-    restated = {key: previous.get(key) for key in ("name", "state", "reason")} == {
-        key: record[key] for key in ("name", "state", "reason")
-    }
-    if restated and state == WAITING and placed == previous.get("placed"):
-        record["message"] = previous.get("message", message)  # the scheduler recounting nodes is not news
-    return record
+    previous = job.status.gang
+    restated = previous is not None and (previous.name, previous.state, previous.reason) == (plan.name, state, reason)
+    if restated and state == WAITING and placed == previous.placed:
+        message = previous.message  # the scheduler recounting nodes is not news
+    return GangRecord(
+        state,
+        reason,
+        message,
+        provider=provider.name,
+        api_version=provider.api.api_version,
+        kind=provider.api.kind,
+        name=plan.name,
+        min_count=min_count,
+        placed=placed,
+    )
 
 
 def _unit(job: TrainingJob) -> str:
@@ -206,17 +204,11 @@ def _placement(
     return WAITING, "Scheduling", f"{placed}/{min_count} {unit} placed; none is bound before all fit"
 
 
-def gang_events(job: TrainingJob, record: Mapping[str, Any] | None) -> list[Event]:
+def gang_events(job: TrainingJob, record: GangRecord | None) -> list[Event]:
     """A Normal Event when a gang becomes scheduled (once per gang)."""
-    previous = job.status.get("gang") or {}
-    if record is None or record.get("state") != SCHEDULED:
+    previous = job.status.gang
+    if record is None or not record.scheduled:
         return []
-    if previous.get("name") == record["name"] and previous.get("state") == SCHEDULED:
+    if previous is not None and previous.name == record.name and previous.scheduled:
         return []
-    return [
-        Event(
-            "Normal",
-            "GangScheduled",
-            f"{record['kind']} {record['name']}: {record['message']}",
-        )
-    ]
+    return [Event("Normal", "GangScheduled", f"{record.kind} {record.name}: {record.message}")]

@@ -6,12 +6,14 @@ planner cannot come to depend on fields it was never meant to read.
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from trainingjob.api import constants as k
 from trainingjob.api.replicas import Replica, replica_order
+from trainingjob.api.times import parse_time
 from trainingjob.builders.endpoints import SliceView
 from trainingjob.builders.service import ServiceView
 from trainingjob.reconcile.surroundings import AdmissionDenial, ClaimView, NodeView
@@ -38,7 +40,7 @@ class PodView:
     waiting_reason: str | None = None
     waiting_message: str | None = None
     # metadata.deletionTimestamp: the end of the grace period of a pod being deleted.
-    deletion_timestamp: str | None = None
+    deletion_timestamp: datetime.datetime | None = None
     uid: str = ""
     # uid of the controller ownerReference: labels anyone may copy, only the job's own pods are controlled by it.
     controller_uid: str = ""
@@ -52,7 +54,7 @@ class PodView:
     # Its address, DNS hostname and status.startTime: what its Service's EndpointSlice publishes, and since when.
     ip: str | None = None
     hostname: str | None = None
-    started_at: str | None = None
+    started_at: datetime.datetime | None = None
 
     @property
     def replica(self) -> Replica:
@@ -123,7 +125,7 @@ def pod_view(body: Mapping[str, Any]) -> PodView:
         unschedulable_message=unschedulable,
         waiting_reason=waiting.get("reason"),
         waiting_message=waiting.get("message"),
-        deletion_timestamp=metadata.get("deletionTimestamp"),
+        deletion_timestamp=parse_time(metadata.get("deletionTimestamp")),
         uid=metadata.get("uid", ""),
         controller_uid=_controller_uid(metadata),
         gang=labels.get(k.LABEL_GANG),
@@ -132,7 +134,7 @@ def pod_view(body: Mapping[str, Any]) -> PodView:
         role=labels.get(k.LABEL_ROLE) or k.WORKER,
         ip=status.get("podIP") or None,
         hostname=(body.get("spec") or {}).get("hostname"),
-        started_at=status.get("startTime"),
+        started_at=parse_time(status.get("startTime")),
     )
 
 

@@ -11,7 +11,8 @@ import datetime
 
 from trainingjob.api import constants as k
 from trainingjob.api.names import config_map_name
-from trainingjob.api.types import TrainingJob, format_time, parse_time
+from trainingjob.api.status import Phase
+from trainingjob.api.types import TrainingJob
 from trainingjob.builders.configmap import desired_config_data, desired_config_map
 from trainingjob.builders.pvc import desired_checkpoint_pvc
 from trainingjob.builders.service import desired_service, service_ports
@@ -31,7 +32,7 @@ from trainingjob.reconcile.finished import finished_worker_details
 from trainingjob.reconcile.gangs import release_gangs
 from trainingjob.reconcile.observed import ObservedChildren, PodView
 from trainingjob.reconcile.resources import plan_resources
-from trainingjob.reconcile.status import TERMINAL_PHASES, Outcome, build_status
+from trainingjob.reconcile.status import Outcome, build_status
 from trainingjob.reconcile.validation import spec_errors
 from trainingjob.reconcile.workers import counters, delete_pods, plan_workers, progress_changes
 
@@ -42,20 +43,20 @@ def plan(job: TrainingJob, observed: ObservedChildren, now: datetime.datetime, c
     result = Plan()
     if k.FINALIZER not in job.finalizers:
         result.actions.append(AddFinalizer())
-    if job.status.get("phase") in TERMINAL_PHASES:
+    if job.status.finished:
         plan_finished(job, observed, now, result)
         return result
     problems = spec_errors(job.spec) + list(observed.rejections)
     if problems:
-        return fail_invalid(job, observed, result, "; ".join(problems), format_time(now))
+        return fail_invalid(job, observed, result, "; ".join(problems), now)
     result.actions += repair_shared_children(job, observed, config, result.events)
     if job.spec.suspend:
-        plan_suspended(job, observed, format_time(now), result)
+        plan_suspended(job, observed, now, result)
         plan_resources(job, observed, now, config, result)
         return result
     plan_workers(job, observed, now, config, result)
     plan_resources(job, observed, now, config, result)
-    if result.status.get("phase") in TERMINAL_PHASES:
+    if result.status.finished:
         plan_finished(job, observed, now, result, just_finished=True)
     else:
         publish_endpoints(job, observed, now, result)
@@ -75,7 +76,7 @@ def plan_deletion(job: TrainingJob, observed: ObservedChildren) -> Plan:
     actions: list = delete_pods(p for p in observed.pods if p.live)
     if k.FINALIZER in job.finalizers:
         actions.append(RemoveFinalizer())
-    return Plan(actions=actions, status=dict(job.status))
+    return Plan(actions=actions, status=job.status)
 
 
 def pods_to_clean(job: TrainingJob, pods: list[PodView], succeeded: bool) -> list[PodView]:
@@ -101,20 +102,19 @@ def plan_finished(
     A progress report still pending is folded in: the last one (100 %, the final checkpoint) often arrives within
     the progress write interval of the previous write, and is the one worth keeping in the finished job's status.
     """
-    status = result.status if just_finished else dict(job.status)
+    status = result.status if just_finished else job.status
     if not just_finished and observed.progress is not None:
-        status.update(progress_changes(job, observed).fields)
-    result.status = status
+        status = status.replace(**progress_changes(job, observed).fields)
     live = [p for p in observed.pods if p.live and p.uid not in observed.released_pods]
-    succeeded = status.get("phase") == "Succeeded"
+    succeeded = status.phase is Phase.SUCCEEDED
     already = {a.name for a in result.actions if isinstance(a, DeleteChild)}
     result.actions += delete_pods(p for p in pods_to_clean(job, live, succeeded) if p.name not in already)
     result.actions += [a for a in release_gangs(job, observed) if a.name not in already]
     deleting = {a.name for a in result.actions if isinstance(a, DeleteChild) and a.kind == "Pod"}
     deleting |= {p.name for p in observed.pods if p.uid in observed.released_pods}
-    status.update(finished_worker_details(status, observed.pods, deleting))
+    status = result.status = status.replace(**finished_worker_details(status, observed.pods, deleting))
     ttl = job.spec.ttl_seconds_after_finished
-    finished_at = parse_time(status.get("completionTime"))
+    finished_at = status.completion_time
     if ttl is None or finished_at is None:
         return
     left = (finished_at + datetime.timedelta(seconds=ttl) - now).total_seconds()
@@ -125,8 +125,10 @@ def plan_finished(
         result.requeue_after = left
 
 
-def fail_invalid(job: TrainingJob, observed: ObservedChildren, result: Plan, message: str, now: str) -> Plan:
-    outcome = Outcome("Failed", "InvalidSpec", message)
+def fail_invalid(
+    job: TrainingJob, observed: ObservedChildren, result: Plan, message: str, now: datetime.datetime
+) -> Plan:
+    outcome = Outcome(Phase.FAILED, "InvalidSpec", message)
     result.actions += delete_pods(p for p in observed.pods if p.live)
     result.actions += release_gangs(job, observed)
     result.status = build_status(job, outcome, {}, counters(job), now)
@@ -157,25 +159,25 @@ def repair_shared_children(
     return actions
 
 
-def plan_suspended(job: TrainingJob, observed: ObservedChildren, now: str, result: Plan) -> None:
+def plan_suspended(job: TrainingJob, observed: ObservedChildren, now: datetime.datetime, result: Plan) -> None:
     """No workers while suspended; everything else stays. The deadline clock stops (suspendTime)."""
     result.actions += delete_pods(p for p in observed.pods if p.live)
     result.actions += release_gangs(job, observed)
-    outcome = Outcome("Suspended", "JobSuspended", "the job is suspended (spec.suspend)")
+    outcome = Outcome(Phase.SUSPENDED, "JobSuspended", "the job is suspended (spec.suspend)")
     changes = {
-        "suspendTime": job.status.get("suspendTime") or now,
-        "nextRestartTime": None,
-        "attemptStartTime": None,
+        "suspend_time": job.status.suspend_time or now,
+        "next_restart_time": None,
+        "attempt_start_time": None,
         "gang": None,
     }
     result.status = build_status(job, outcome, {}, counters(job), now, changes)
-    if job.status.get("phase") != "Suspended":
+    if job.status.phase is not Phase.SUSPENDED:
         result.events.append(Event("Normal", "Suspended", "workers deleted; set spec.suspend=false to resume"))
 
 
 def config_event(job: TrainingJob) -> Event:
     """A spec the operator has not acted on yet explains a different ConfigMap; otherwise someone edited it."""
     name = config_map_name(job.name)
-    if job.status.get("observedGeneration") != job.generation:
+    if job.status.observed_generation != job.generation:
         return Event("Normal", "ConfigUpdated", f"updated {name} for generation {job.generation} of the spec")
     return Event("Normal", "ConfigRestored", f"restored {name} to the job's spec (it had been edited)")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime
 from dataclasses import dataclass
 
-from trainingjob.api.types import JobSpec, parse_time
+from trainingjob.api.types import JobSpec
 from trainingjob.reconcile.observed import PodView
 from trainingjob.reconcile.roles import restart_policy_of
 
@@ -53,12 +53,13 @@ def backoff_limit_reached(spec: JobSpec, restarts_so_far: int) -> bool:
     return restarts_so_far >= spec.backoff_limit
 
 
-def seconds_between(start: str | None, now: datetime.datetime) -> float | None:
-    moment = parse_time(start)
-    return None if moment is None else (now - moment).total_seconds()
+def seconds_between(start: datetime.datetime | None, now: datetime.datetime) -> float | None:
+    return None if start is None else (now - start).total_seconds()
 
 
-def active_seconds(start_time: str | None, suspended_seconds: int, now: datetime.datetime) -> float | None:
+def active_seconds(
+    start_time: datetime.datetime | None, suspended_seconds: int, now: datetime.datetime
+) -> float | None:
     """Time since the first start, minus time spent suspended."""
     elapsed = seconds_between(start_time, now)
     return None if elapsed is None else elapsed - suspended_seconds

@@ -16,11 +16,13 @@ import datetime
 from collections.abc import Mapping
 from typing import Any
 
-from trainingjob.api.types import TrainingJob, format_time, parse_time
+from trainingjob.api.status import Phase
+from trainingjob.api.times import format_time, parse_time
+from trainingjob.api.types import TrainingJob
 from trainingjob.config import OperatorConfig
 from trainingjob.reconcile.actions import Event, Plan
 from trainingjob.reconcile.observed import ObservedChildren, PodView
-from trainingjob.reconcile.status import TERMINAL_PHASES, Outcome, build_status
+from trainingjob.reconcile.status import Outcome, build_status
 from trainingjob.reconcile.workers import counters, requeue
 
 GPU_UTILIZATION_STEP = 5.0
@@ -53,7 +55,7 @@ def resources_status(
     idle_threshold: float,
 ) -> dict[str, Any] | None:
     """The new status.resources (None: nothing held and nothing shown before)."""
-    previous = job.status.get("resources") or {}
+    previous = job.status.resources or {}
     holding = holding_pods(pods)
     if not holding and not previous:
         return None
@@ -83,15 +85,15 @@ def plan_resources(
 ) -> None:
     """status.resources of a job that still runs; with the idle-GPU policy on, a job idle past it fails (GPUsIdle).
     A job that has just finished holds nothing any more (its last utilization stays, for the record)."""
-    if result.status.get("phase") in TERMINAL_PHASES:
-        if "resources" in result.status:
-            last = result.status["resources"]
+    if result.status.finished:
+        last = result.status.resources
+        if last is not None:
             kept = {"gpuUtilization": last["gpuUtilization"]} if "gpuUtilization" in last else {}
-            result.status["resources"] = {"allocatedGPUs": 0, "allocatedNodes": 0, **kept}
+            result.status = result.status.replace(resources={"allocatedGPUs": 0, "allocatedNodes": 0, **kept})
         return
     resources = resources_status(job, list(observed.pods), observed.gpu_utilization, now, config.idle_gpu_threshold)
     if resources is not None:
-        result.status["resources"] = resources
+        result.status = result.status.replace(resources=resources)
     left = idle_seconds_left(resources, now, config.idle_gpu_seconds)
     if left is None:
         return
@@ -104,6 +106,6 @@ def plan_resources(
     )
     current = {p.replica: p for p in observed.pods if p.live}
     result.status = build_status(
-        job, Outcome("Failed", "GPUsIdle", message), current, counters(job), format_time(now), {"resources": resources}
+        job, Outcome(Phase.FAILED, "GPUsIdle", message), current, counters(job), now, {"resources": resources}
     )
     result.events.append(Event("Warning", "GPUsIdle", message))

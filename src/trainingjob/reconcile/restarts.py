@@ -5,17 +5,19 @@ Pure decisions over the gang as the caches show it; workers.py records a decided
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from trainingjob.api import constants as k
 from trainingjob.api.replicas import Replica, is_desired, replica_order
+from trainingjob.api.status import Counters, Phase, WorkerSpec
+from trainingjob.api.times import format_time
 from trainingjob.api.types import TrainingJob
 from trainingjob.reconcile import policies
 from trainingjob.reconcile.actions import Event
 from trainingjob.reconcile.observed import PodView
 from trainingjob.reconcile.roles import restarts_alone, tolerated
-from trainingjob.reconcile.spec_version import WorkerSpec
 from trainingjob.reconcile.status import Outcome, failure_message
 
 
@@ -41,7 +43,7 @@ class Restart:
     reason: str
     message: str
     replace: list[PodView]
-    counter_changes: dict[str, int] = field(default_factory=dict)
+    counter_changes: Counters = field(default_factory=Counters)
     delay_seconds: int = 0
     failure: PodView | None = None
     # Every failed worker behind this restart: each gets its own WorkerFailed event.
@@ -59,7 +61,7 @@ def decide(job: TrainingJob, gang: Gang, started: bool) -> Restart | Outcome | N
     for pod in failed:
         decision = policies.decide_failure(job.spec, pod)
         if decision.action == "Fail" and not tolerated(pod):
-            return Outcome("Failed", decision.reason, failure_message(pod))
+            return Outcome(Phase.FAILED, decision.reason, failure_message(pod))
         if decision.action == "Restart":
             restart_for_failure.append(pod)
     if restart_for_failure:
@@ -71,7 +73,7 @@ def decide(job: TrainingJob, gang: Gang, started: bool) -> Restart | Outcome | N
         return disrupted
     if started and gang.stale and any(p.spec_hash != gang.spec.pod_hash for p in gang.live):
         return Restart(
-            "SpecChanged", "the spec changed; restarting all workers with the new spec", gang.live, {"attempt": 1}
+            "SpecChanged", "the spec changed; restarting all workers with the new spec", gang.live, Counters(attempt=1)
         )
     return None
 
@@ -79,19 +81,21 @@ def decide(job: TrainingJob, gang: Gang, started: bool) -> Restart | Outcome | N
 def failure_restart(job: TrainingJob, gang: Gang, failed: list[PodView]) -> Restart | Outcome | None:
     """The restart for these failures; BackoffLimitExceeded once the limit is reached (None when every failure is
     one the job outlives: those pods stay Failed)."""
-    restarts = int(job.status.get("restartCount", 0))
+    restarts = job.status.moved.restart_count
     first = next((p for p in failed if not tolerated(p)), failed[0])
     if policies.backoff_limit_reached(job.spec, restarts):
         if all(tolerated(p) for p in failed):
             return None
         return Outcome(
-            "Failed", "BackoffLimitExceeded", f"{failure_message(first)}; backoffLimit {job.spec.backoff_limit} reached"
+            Phase.FAILED,
+            "BackoffLimitExceeded",
+            f"{failure_message(first)}; backoffLimit {job.spec.backoff_limit} reached",
         )
     delay = policies.backoff_seconds(job.spec, restarts + 1)
     message = f"{failure_message(first)}; restart {restarts + 1}/{job.spec.backoff_limit} in {delay}s"
     alone = all(restarts_alone(job.spec, p) for p in failed)
     replace = failed if alone else gang.live
-    return Restart("WorkerFailed", message, replace, {"attempt": 1, "restartCount": 1}, delay, first, tuple(failed))
+    return Restart("WorkerFailed", message, replace, Counters(attempt=1, restart_count=1), delay, first, tuple(failed))
 
 
 PREEMPTED = "PreemptionByScheduler"
@@ -120,7 +124,7 @@ def disruption(job: TrainingJob, gang: Gang, started: bool) -> Restart | None:
     (reconcile/roles.py: restartStrategy Worker, an evaluator, an elastic worker other than 0), its gang restarts
     now, so the whole gang's resources go back together instead of the rest holding them for a gang that cannot run.
     """
-    counted = {"attempt": 1, "disruptionCount": 1}
+    counted = Counters(attempt=1, disruption_count=1)
     disrupted = next((p for p in gang.current.values() if p.disrupted and p.phase == "Failed"), None)
     if disrupted is not None:
         message = disruption_message(disrupted, f"was disrupted ({disrupted.reason or 'evicted'})")
@@ -133,7 +137,7 @@ def disruption(job: TrainingJob, gang: Gang, started: bool) -> Restart | None:
     if not started:
         return None
     present = {p.name for p in gang.live}
-    for worker in job.status.get("workerStatuses") or []:
+    for worker in job.status.worker_statuses or ():
         name, role = worker.get("podName"), worker.get("role") or k.WORKER
         replica = Replica(role, worker.get("workerId", 0))
         if worker.get("phase") in ("Pending", "Running") and name not in present and is_desired(job.spec, replica):
@@ -147,14 +151,14 @@ def disruption(job: TrainingJob, gang: Gang, started: bool) -> Restart | None:
     return None
 
 
-def failure_record(pod: PodView, now: str) -> dict:
+def failure_record(pod: PodView, now: datetime.datetime) -> dict:
     """status.lastFailure: which worker failed, how, and when."""
     optional = {"exitCode": pod.exit_code, "reason": pod.reason, "message": pod.message}
     return {
         "workerId": pod.index,
         **({"role": pod.role} if pod.role != k.WORKER else {}),
         "podName": pod.name,
-        "time": now,
+        "time": format_time(now),
         **{key: value for key, value in optional.items() if value is not None},
     }
 

@@ -15,36 +15,19 @@ generation holds, so a fingerprint that changed with an upgrade is rebased befor
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterable
 
+from trainingjob.api.status import WorkerSpec
 from trainingjob.api.types import TrainingJob
 from trainingjob.builders.common import spec_hash
 from trainingjob.reconcile.observed import PodView
-
-
-@dataclass(frozen=True)
-class WorkerSpec:
-    generation: int
-    pod_hash: str
-    spec_hash: str
-
-    @classmethod
-    def from_status(cls, value: Mapping[str, Any] | None) -> WorkerSpec | None:
-        if not value or "generation" not in value or not value.get("podSpecHash"):
-            return None
-        return cls(int(value["generation"]), str(value["podSpecHash"]), str(value.get("specHash") or ""))
-
-    def to_status(self) -> dict[str, Any]:
-        return {"generation": self.generation, "podSpecHash": self.pod_hash, "specHash": self.spec_hash}
 
 
 def adopted_worker_spec(job: TrainingJob, live: Iterable[PodView], fingerprint: str) -> WorkerSpec:
     """A job whose status has no record yet (written by an operator before this one): if the spec was not edited
     since the status was last written, its live workers are current, whatever their label says."""
     labels = [p.spec_hash for p in live if p.spec_hash]
-    unedited = job.status.get("observedGeneration") == job.generation
+    unedited = job.status.observed_generation == job.generation
     if not unedited or not labels or fingerprint in labels:
         return WorkerSpec(job.generation, fingerprint, fingerprint)
     return WorkerSpec(job.generation, max(set(labels), key=labels.count), fingerprint)
@@ -53,7 +36,7 @@ def adopted_worker_spec(job: TrainingJob, live: Iterable[PodView], fingerprint: 
 def current_worker_spec(job: TrainingJob, live: Iterable[PodView]) -> WorkerSpec:
     """The spec the job's workers must be built from now, and the label that marks pods built from it."""
     fingerprint = spec_hash(job)
-    recorded = WorkerSpec.from_status(job.status.get("workerSpec"))
+    recorded = job.status.worker_spec
     if recorded is None:
         return adopted_worker_spec(job, live, fingerprint)
     if job.generation == recorded.generation or fingerprint == recorded.spec_hash:

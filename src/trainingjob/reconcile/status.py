@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -9,25 +10,26 @@ from typing import Any
 from trainingjob.api import constants as k
 from trainingjob.api.names import job_selector
 from trainingjob.api.replicas import Replica, desired_replicas, replica_order, role_counts
+from trainingjob.api.status import Counters, GangRecord, JobStatus, Phase
+from trainingjob.api.times import format_time
 from trainingjob.api.types import TrainingJob
 from trainingjob.reconcile.conditions import DesiredCondition, merge_conditions
 from trainingjob.reconcile.observed import PodView
 from trainingjob.reconcile.roles import OPTIONAL_ROLES, success_judge
 
-TERMINAL_PHASES = ("Succeeded", "Failed")
 # Status fields that persist from one write to the next unless a plan changes them (None removes one).
 CARRIED_FIELDS = (
-    "startTime",
-    "completionTime",
-    "lastFailure",
-    "lastCheckpoint",
-    "suspendedSeconds",
-    "suspendTime",
-    "attemptStartTime",
-    "nextRestartTime",
+    "start_time",
+    "completion_time",
+    "last_failure",
+    "last_checkpoint",
+    "suspended_seconds",
+    "suspend_time",
+    "attempt_start_time",
+    "next_restart_time",
     "progress",
-    "replacedPods",
-    "workerSpec",
+    "replaced_pods",
+    "worker_spec",
     "gang",
     "resources",
 )
@@ -37,7 +39,7 @@ CARRIED_FIELDS = (
 class Outcome:
     """The phase a job is in, and why (reason/message feed conditions and events)."""
 
-    phase: str
+    phase: Phase
     reason: str
     message: str
 
@@ -102,17 +104,17 @@ def pods_outcome(
 
     def phase_of(replica: Replica) -> str | None:
         if replica in finished_ok:
-            return "Succeeded"
+            return "Succeeded"  # a pod's phase, not the job's
         pod = current.get(replica)
         return pod.phase if pod else None
 
     phases = {replica: phase_of(replica) for replica in desired_replicas(spec)}
     judge = success_judge(spec)
     if judge is not None and phases.get(judge[0]) == "Succeeded":
-        return Outcome("Succeeded", judge[1], judge[2])
+        return Outcome(Phase.SUCCEEDED, judge[1], judge[2])
     workers = [r for r in phases if r.role == k.WORKER]
     if judge is None and all(phases[r] == "Succeeded" for r in workers):
-        return Outcome("Succeeded", "AllWorkersSucceeded", f"all {len(workers)} workers succeeded")
+        return Outcome(Phase.SUCCEEDED, "AllWorkersSucceeded", f"all {len(workers)} workers succeeded")
     required = [r for r in phases if r.role not in OPTIONAL_ROLES]
     running = sum(phases[r] in ("Running", "Succeeded") for r in required)
     message = _running_message(job, running, required)
@@ -120,12 +122,14 @@ def pods_outcome(
         running_workers = sum(phases[r] in ("Running", "Succeeded") for r in workers)
         if running_workers >= spec.elastic.min_workers and phases.get(Replica(k.WORKER, 0)) == "Running":
             bounds = f"elastic: {spec.elastic.min_workers} to {spec.elastic.max_workers}"
-            return Outcome("Running", "WorkersRunning", f"{running_workers}/{len(workers)} workers running ({bounds})")
+            return Outcome(
+                Phase.RUNNING, "WorkersRunning", f"{running_workers}/{len(workers)} workers running ({bounds})"
+            )
     elif running == len(required):
-        return Outcome("Running", "AllWorkersRunning", message)
+        return Outcome(Phase.RUNNING, "AllWorkersRunning", message)
     if restarting:
-        return Outcome("Restarting", "Restarting", message)
-    return Outcome("Pending", "WorkersPending", message)
+        return Outcome(Phase.RESTARTING, "Restarting", message)
+    return Outcome(Phase.PENDING, "WorkersPending", message)
 
 
 def role_statuses(job: TrainingJob, current: Mapping[Replica, PodView]) -> dict[str, dict[str, int]]:
@@ -148,28 +152,31 @@ def desired_conditions(
     ever_restarted: bool,
     ever_suspended: bool,
     blocked: tuple[str, str] | None = None,
-    gang: Mapping[str, Any] | None = None,
+    gang: GangRecord | None = None,
+    gang_released: bool = False,
 ) -> list[DesiredCondition]:
     """`blocked` is the Blocked condition's (reason, message) while something keeps the workers from running; ""
-    as reason adds Blocked=False (it was True before); None leaves it out. `gang` is status.gang (reason "" for a
-    job whose gang was released: GangScheduled turns False)."""
+    as reason adds Blocked=False (it was True before); None leaves it out. `gang` is status.gang; `gang_released`
+    a job whose gang was released (GangScheduled turns False)."""
     phase = outcome.phase
-    conditions = [DesiredCondition("Running", phase == "Running", outcome.reason, outcome.message)]
+    conditions = [DesiredCondition("Running", phase is Phase.RUNNING, outcome.reason, outcome.message)]
     if gang is not None:
-        scheduled = gang.get("state") == "Scheduled"
-        reason, message = (gang.get("reason"), gang.get("message")) if gang else (outcome.reason, outcome.message)
-        conditions.append(DesiredCondition("GangScheduled", scheduled, reason or outcome.reason, message or ""))
-    if ever_restarted or phase == "Restarting":
-        conditions.append(DesiredCondition("Restarting", phase == "Restarting", outcome.reason, outcome.message))
-    if ever_suspended or phase == "Suspended":
-        conditions.append(DesiredCondition("Suspended", phase == "Suspended", outcome.reason, outcome.message))
+        conditions.append(
+            DesiredCondition("GangScheduled", gang.scheduled, gang.reason or outcome.reason, gang.message)
+        )
+    elif gang_released:
+        conditions.append(DesiredCondition("GangScheduled", False, outcome.reason, outcome.message or ""))
+    if ever_restarted or phase is Phase.RESTARTING:
+        conditions.append(DesiredCondition("Restarting", phase is Phase.RESTARTING, outcome.reason, outcome.message))
+    if ever_suspended or phase is Phase.SUSPENDED:
+        conditions.append(DesiredCondition("Suspended", phase is Phase.SUSPENDED, outcome.reason, outcome.message))
     if blocked is not None:
         is_blocked = bool(blocked[0])
         reason, message = blocked if is_blocked else (outcome.reason, outcome.message)
         conditions.append(DesiredCondition("Blocked", is_blocked, reason, message))
-    if phase == "Succeeded":
+    if phase is Phase.SUCCEEDED:
         conditions.append(DesiredCondition("Succeeded", True, outcome.reason, outcome.message))
-    if phase == "Failed":
+    if phase is Phase.FAILED:
         conditions.append(DesiredCondition("Failed", True, outcome.reason, outcome.message))
     return conditions
 
@@ -178,75 +185,72 @@ def build_status(
     job: TrainingJob,
     outcome: Outcome,
     current: Mapping[Replica, PodView],
-    counters: Mapping[str, int],
-    now: str,
+    counters: Counters,
+    now: datetime.datetime,
     changes: Mapping[str, Any] | None = None,
     blocked: tuple[str, str] | None = None,
     refused: Mapping[Replica, tuple[str, str]] | None = None,
-) -> dict[str, Any]:
-    """The whole status object; callers compare it with the stored one and write only on a difference.
+) -> JobStatus:
+    """The whole status; callers compare it with the stored one and write only on a difference. `changes` sets
+    JobStatus fields (None removes one).
 
     `blocked`: the Blocked condition's (reason, message) while something keeps the workers from running; without
     it a Blocked condition the job had turns False. `refused`: pods admission refused, by replica: (pod name,
     message)."""
     previous = job.status
-    ever_suspended = any(c.get("type") == "Suspended" for c in previous.get("conditions") or [])
-    if blocked is None and any(c.get("type") == "Blocked" for c in previous.get("conditions") or []):
+    changes = changes or {}
+    if blocked is None and previous.condition("Blocked") is not None:
         blocked = ("", "")
-    gang = (changes or {})["gang"] if "gang" in (changes or {}) else previous.get("gang")
-    if gang is None and any(c.get("type") == "GangScheduled" for c in previous.get("conditions") or []):
-        gang = {}
-    status: dict[str, Any] = {
-        "phase": outcome.phase,
-        "message": outcome.message,
-        "conditions": merge_conditions(
-            previous.get("conditions") or [],
-            desired_conditions(outcome, counters.get("attempt", 0) > 0, ever_suspended, blocked, gang),
-            now,
-            job.generation,
-        ),
-        "workerStatuses": [
+    gang = changes.get("gang", previous.gang)
+    desired = desired_conditions(
+        outcome,
+        counters.attempt > 0,
+        previous.condition("Suspended") is not None,
+        blocked,
+        gang,
+        gang_released=gang is None and previous.condition("GangScheduled") is not None,
+    )
+    carried = {name: getattr(previous, name) for name in CARRIED_FIELDS}
+    if outcome.phase is Phase.RUNNING and carried["start_time"] is None:
+        carried["start_time"] = now
+    carried.update(changes)
+    if outcome.phase.finished:
+        carried["completion_time"] = carried["completion_time"] or now
+        carried["next_restart_time"] = None
+        carried["replaced_pods"] = None  # a finished job's cleanup deletes what is left (cleanPodPolicy)
+    return JobStatus(
+        phase=outcome.phase,
+        message=outcome.message,
+        conditions=tuple(merge_conditions(previous.conditions or (), desired, format_time(now), job.generation)),
+        worker_statuses=tuple(
             entry
             for _, entry in sorted(
                 [(pod.replica, worker_status(pod)) for pod in current.values()]
                 + [(r, refused_worker_status(r, name, message)) for r, (name, message) in (refused or {}).items()],
                 key=lambda item: replica_order(item[0]),
             )
-        ],
-        "observedGeneration": job.generation,
+        ),
+        observed_generation=job.generation,
         # The scale subresource's selector: the workers (what spec.workers counts).
-        "selector": job_selector(job.name) + (f",{k.LABEL_ROLE}={k.WORKER}" if job.spec.has_roles else ""),
-        "workers": sum(1 for replica in current if replica.role == k.WORKER),
-        **counters,
-    }
-    if job.spec.has_roles or job.spec.elastic is not None:
-        status["roleStatuses"] = role_statuses(job, current)
-    carried = {key: previous[key] for key in CARRIED_FIELDS if key in previous}
-    if outcome.phase == "Running" and "startTime" not in carried:
-        carried["startTime"] = now
-    carried.update(changes or {})
-    if outcome.phase in TERMINAL_PHASES:
-        carried.setdefault("completionTime", now)
-        carried.pop("nextRestartTime", None)
-        carried.pop("replacedPods", None)  # a finished job's cleanup deletes what is left (cleanPodPolicy)
-    status.update({key: value for key, value in carried.items() if value is not None})
-    return status
+        selector=job_selector(job.name) + (f",{k.LABEL_ROLE}={k.WORKER}" if job.spec.has_roles else ""),
+        workers=sum(1 for replica in current if replica.role == k.WORKER),
+        counters=counters,
+        role_statuses=role_statuses(job, current) if job.spec.has_roles or job.spec.elastic is not None else None,
+        **carried,
+    )
 
 
 # What only describes the workers in more detail: "3/8 workers running", each worker's phase and node, and what they
 # hold (status.resources moves with every worker bound while a gang starts, like workerStatuses' nodeName).
-DETAIL_FIELDS = frozenset({"message", "workerStatuses", "workers", "resources"})
 CONDITION_SUMMARY = ("type", "status", "reason", "observedGeneration")
 
 
-def status_summary(status: Mapping[str, Any]) -> dict[str, Any]:
+def status_summary(status: JobStatus) -> JobStatus:
     """The status without its details: phase, conditions' type/status/reason, counters, times."""
-    summary = {key: value for key, value in status.items() if key not in DETAIL_FIELDS}
-    conditions = status.get("conditions") or []
-    summary["conditions"] = [{key: c.get(key) for key in CONDITION_SUMMARY} for c in conditions]
-    return summary
+    conditions = tuple({key: c.get(key) for key in CONDITION_SUMMARY} for c in status.conditions or ())
+    return status.replace(message=None, worker_statuses=None, workers=None, resources=None, conditions=conditions)
 
 
-def only_details_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+def only_details_changed(old: JobStatus, new: JobStatus) -> bool:
     """True when a new status differs from the old one in worker details alone (never for a first status)."""
-    return bool(old) and old != new and status_summary(old) == status_summary(new)
+    return old != JobStatus() and old != new and status_summary(old) == status_summary(new)

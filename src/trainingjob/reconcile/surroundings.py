@@ -7,9 +7,12 @@ caches hold a few fields per object and the planner never sees a whole Namespace
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from trainingjob.api.times import parse_time
 
 ENFORCE_LABEL = "pod-security.kubernetes.io/enforce"
 
@@ -67,13 +70,13 @@ class ClaimView:
 
     name: str
     phase: str | None = None
-    created: str | None = None
+    created: datetime.datetime | None = None
 
 
 def claim_view(body: Mapping[str, Any]) -> ClaimView:
     metadata = body.get("metadata") or {}
     return ClaimView(
-        metadata.get("name", ""), (body.get("status") or {}).get("phase"), metadata.get("creationTimestamp")
+        metadata.get("name", ""), (body.get("status") or {}).get("phase"), parse_time(metadata.get("creationTimestamp"))
     )
 
 
@@ -96,7 +99,7 @@ class AdmissionDenial:
 
     refusals: tuple[Refusal, ...]
     count: int
-    time: str
+    time: datetime.datetime
 
     @property
     def messages(self) -> tuple[str, ...]:

@@ -21,7 +21,9 @@ from typing import Any
 
 from trainingjob.api.names import pod_name
 from trainingjob.api.replicas import Replica, desired_replicas, is_desired
-from trainingjob.api.types import TrainingJob, format_time, parse_time
+from trainingjob.api.status import Counters, Phase
+from trainingjob.api.times import format_time, whole_seconds
+from trainingjob.api.types import TrainingJob
 from trainingjob.builders.pod import desired_worker_pod, has_mpi_launcher
 from trainingjob.builders.secret import desired_mpi_key_secret
 from trainingjob.config import OperatorConfig
@@ -38,29 +40,28 @@ def delete_pods(pods: Iterable[PodView], force: bool = False) -> list[DeleteChil
     return [DeleteChild("Pod", p.name, p.uid or None, force) for p in pods]
 
 
-def counters(job: TrainingJob, **changes: int) -> dict[str, int]:
-    status = job.status
-    values = {key: int(status.get(key, 0)) for key in ("attempt", "restartCount", "disruptionCount")}
-    return {key: values[key] + changes.get(key, 0) for key in values}
+def counters(job: TrainingJob, moves: Counters | None = None) -> Counters:
+    return job.status.moved + (moves or Counters())
 
 
 @dataclass
 class Changes:
-    """Status fields a step sets (None removes one) and how much it moves the counters."""
+    """Status fields a step sets (JobStatus field names; None removes one) and how much it moves the counters."""
 
     fields: dict[str, Any] = field(default_factory=dict)
-    counters: dict[str, int] = field(default_factory=dict)
+    counters: Counters = field(default_factory=Counters)
 
     def __add__(self, other: Changes) -> Changes:
         """Later fields win; counter moves add up, except that one plan starts at most one new attempt."""
-        moved = dict(self.counters)
-        for key, value in other.counters.items():
-            moved[key] = max(moved.get(key, 0), value) if key == "attempt" else moved.get(key, 0) + value
+        moved = self.counters + other.counters
+        moved = Counters(
+            max(self.counters.attempt, other.counters.attempt), moved.restart_count, moved.disruption_count
+        )
         return Changes({**self.fields, **other.fields}, moved)
 
 
 def observe_gang(job: TrainingJob, observed: ObservedChildren) -> Gang:
-    recorded = set(job.status.get("replacedPods") or ())
+    recorded = set(job.status.replaced_pods or ())
     replaced = [p for p in observed.pods if p.live and p.uid in recorded]
     live = [p for p in observed.pods if p.live and p.uid not in observed.released_pods and p.uid not in recorded]
     spec = current_worker_spec(job, live)
@@ -74,46 +75,48 @@ def plan_workers(
     job: TrainingJob, observed: ObservedChildren, now: datetime.datetime, config: OperatorConfig, result: Plan
 ) -> None:
     gang = observe_gang(job, observed)
-    changes = opening_changes(job, observed, gang, format_time(now), result.events)
+    changes = opening_changes(job, observed, gang, now, result.events)
     result.actions += delete_pods(p for p in gang.replaced if p.uid not in observed.released_pods)
-    decision = decide(job, gang, started=bool(job.status.get("startTime")))
+    decision = decide(job, gang, started=job.status.start_time is not None)
     if isinstance(decision, Outcome):
-        fail(job, gang, decision, format_time(now), result, changes)
+        fail(job, gang, decision, now, result, changes)
     elif decision is not None:
         start_restart(job, gang, decision, now, result, changes)
     else:
         run_gang(job, observed, gang, now, config, result, changes)
 
 
-def opening_changes(job: TrainingJob, observed: ObservedChildren, gang: Gang, now: str, events: list[Event]) -> Changes:
+def opening_changes(
+    job: TrainingJob, observed: ObservedChildren, gang: Gang, now: datetime.datetime, events: list[Event]
+) -> Changes:
     """What every plan of a running job records: a resume, new progress, the pods still to delete, the spec."""
     resumed = resume_changes(job, now)
     if resumed.fields:
         events.append(resume_event(job))
-    pending = Changes({"replacedPods": [p.uid for p in gang.replaced] or None, "workerSpec": gang.spec.to_status()})
+    pending = Changes({"replaced_pods": tuple(p.uid for p in gang.replaced) or None, "worker_spec": gang.spec})
     return resumed + progress_changes(job, observed) + pending
 
 
-def resume_changes(job: TrainingJob, now: str) -> Changes:
+def resume_changes(job: TrainingJob, now: datetime.datetime) -> Changes:
     """Coming back from suspension: if training had begun, add the pause up and start a new attempt.
 
     activeDeadlineSeconds counts from startTime, so only a pause after it may be taken off; time queued before
     the first start (created suspended, e.g. by Kueue) was never counted and must not extend the deadline.
     """
-    suspended_at = parse_time(job.status.get("suspendTime"))
+    suspended_at = job.status.suspend_time
     if suspended_at is None:
         return Changes()
-    if not job.status.get("startTime"):
-        return Changes({"suspendTime": None})
-    paused = int((parse_time(now) - suspended_at).total_seconds())
-    fields = {"suspendTime": None, "suspendedSeconds": int(job.status.get("suspendedSeconds", 0)) + paused}
-    return Changes(fields, {"attempt": 1})
+    if job.status.start_time is None:
+        return Changes({"suspend_time": None})
+    paused = int((whole_seconds(now) - suspended_at).total_seconds())
+    fields = {"suspend_time": None, "suspended_seconds": (job.status.suspended_seconds or 0) + paused}
+    return Changes(fields, Counters(attempt=1))
 
 
 def resume_event(job: TrainingJob) -> Event:
     """Every resume says so, the pair of `Suspended`: a job created suspended (queued) has no TrainingResumed to
     come, it will be TrainingStarted."""
-    if job.status.get("startTime"):
+    if job.status.start_time is not None:
         return Event("Normal", "Resumed", "spec.suspend is false: recreating the workers from the last checkpoint")
     return Event("Normal", "Resumed", "spec.suspend is false: creating the workers")
 
@@ -123,11 +126,12 @@ def progress_changes(job: TrainingJob, observed: ObservedChildren) -> Changes:
     report = observed.progress
     if report is None:
         return Changes()
-    since = job.status.get("attemptStartTime") or job.status.get("startTime")
-    fields: dict[str, Any] = {"progress": progress_status(report, job.status.get("progress") or {}, since)}
+    since = job.status.attempt_start_time or job.status.start_time
+    previous = job.status.progress or {}
+    fields: dict[str, Any] = {"progress": progress_status(report, previous, since and format_time(since))}
     checkpoint = checkpoint_status(report)
     if checkpoint is not None:
-        fields["lastCheckpoint"] = checkpoint
+        fields["last_checkpoint"] = checkpoint
     return Changes(fields)
 
 
@@ -135,19 +139,18 @@ def start_restart(
     job: TrainingJob, gang: Gang, restart: Restart, now: datetime.datetime, result: Plan, changes: Changes
 ) -> None:
     """Record the restart and delete the pods it replaces; new pods come once names are free and the delay is over."""
-    now_text = format_time(now)
-    next_time = format_time(now + datetime.timedelta(seconds=restart.delay_seconds)) if restart.delay_seconds else None
-    fields: dict[str, Any] = {"nextRestartTime": next_time, "attemptStartTime": None}
+    next_time = now + datetime.timedelta(seconds=restart.delay_seconds) if restart.delay_seconds else None
+    fields: dict[str, Any] = {"next_restart_time": next_time, "attempt_start_time": None}
     if restart.failure is not None:
-        fields["lastFailure"] = failure_record(restart.failure, now_text)
-    replaced_uids = [*(changes.fields.get("replacedPods") or []), *(p.uid for p in restart.replace if p.uid)]
-    fields["replacedPods"] = replaced_uids or None
+        fields["last_failure"] = failure_record(restart.failure, now)
+    replaced_uids = (*(changes.fields.get("replaced_pods") or ()), *(p.uid for p in restart.replace if p.uid))
+    fields["replaced_pods"] = replaced_uids or None
     changes = changes + Changes(fields, restart.counter_changes)
     result.actions += delete_pods(restart.replace)
     replaced = {p.name for p in restart.replace}
     survivors = {i: p for i, p in gang.current.items() if p.name not in replaced}
-    outcome = Outcome("Restarting", restart.reason, restart.message)
-    result.status = build_status(job, outcome, survivors, counters(job, **changes.counters), now_text, changes.fields)
+    outcome = Outcome(Phase.RESTARTING, restart.reason, restart.message)
+    result.status = build_status(job, outcome, survivors, counters(job, changes.counters), now, changes.fields)
     result.events += worker_failed_events(restart.failed)
     result.events.append(
         Event("Normal" if restart.reason == "SpecChanged" else "Warning", "Restarting", restart.message)
@@ -166,18 +169,17 @@ def run_gang(
     changes: Changes,
 ) -> None:
     """No restart is due: create what is missing, and say what keeps the rest from running."""
-    now_text = format_time(now)
     result.actions += delete_pods(gang.stale)
     ignored = {r for r, p in gang.current.items() if p.phase == "Failed" and not p.disrupted}
     retry_at = admission_retry_time(job, observed)
-    team = gangs.plan_gang(job, observed, gang.current, counters(job, **changes.counters)["attempt"])
+    team = gangs.plan_gang(job, observed, gang.current, counters(job, changes.counters).attempt)
     changes = changes + create_missing(job, observed, gang, now, config, result, changes, retry_at, team)
     result.actions += gangs.release_gangs(job, observed, keep=[team.name])
-    restarting = job.status.get("phase") == "Restarting"
+    restarting = job.status.phase is Phase.RESTARTING
     current = dict(gang.current)
     outcome = pods_outcome(job, current, restarting, ignored)
     found: list[blockers.Blocker] = []
-    if outcome.phase in ("Pending", "Restarting"):
+    if outcome.phase.waiting:
         if observed.admission is not None and retry_at is not None and retry_at > now:
             changes = changes + release_gang(current, result, changes, retry_at)
             outcome = pods_outcome(job, current, restarting, ignored)
@@ -191,15 +193,15 @@ def run_gang(
     result.events += gangs.gang_events(job, record)
     force_delete_stuck(observed, now, config, result)
     outcome = check_timeouts(job, outcome, now, changes, result) or outcome
-    if outcome.phase == "Running":
-        changes = changes + Changes({"nextRestartTime": None})
-    if outcome.phase == "Failed":
-        fail(job, gang, outcome, now_text, result, changes)
+    if outcome.phase is Phase.RUNNING:
+        changes = changes + Changes({"next_restart_time": None})
+    if outcome.phase is Phase.FAILED:
+        fail(job, gang, outcome, now, result, changes)
         return
     blocked = record_blocker(job, found, result.events)
-    counted = counters(job, **changes.counters)
-    refused = refused_workers(job, observed, current) if outcome.phase in ("Pending", "Restarting") else {}
-    result.status = build_status(job, outcome, current, counted, now_text, changes.fields, blocked, refused)
+    counted = counters(job, changes.counters)
+    refused = refused_workers(job, observed, current) if outcome.phase.waiting else {}
+    result.status = build_status(job, outcome, current, counted, now, changes.fields, blocked, refused)
     requeue(
         result, blockers.next_check(observed, job, now, config.stuck_after_seconds, config.force_delete_after_seconds)
     )
@@ -209,10 +211,9 @@ def run_gang(
 def admission_retry_time(job: TrainingJob, observed: ObservedChildren) -> datetime.datetime | None:
     """When creates refused by admission are tried again: the failure policy's backoff after the last refusal."""
     denial = observed.admission
-    refused_at = parse_time(denial.time) if denial is not None else None
-    if denial is None or refused_at is None:
+    if denial is None:
         return None
-    return refused_at + datetime.timedelta(seconds=policies.backoff_seconds(job.spec, denial.count))
+    return whole_seconds(denial.time) + datetime.timedelta(seconds=policies.backoff_seconds(job.spec, denial.count))
 
 
 def refused_workers(
@@ -237,8 +238,8 @@ def release_gang(
     for pod in released:
         del current[pod.replica]
     result.actions += delete_pods(released)
-    uids = [*(changes.fields.get("replacedPods") or []), *(p.uid for p in released if p.uid)]
-    return Changes({"replacedPods": uids or None, "nextRestartTime": format_time(retry_at)})
+    uids = (*(changes.fields.get("replaced_pods") or ()), *(p.uid for p in released if p.uid))
+    return Changes({"replaced_pods": uids or None, "next_restart_time": retry_at})
 
 
 def force_delete_stuck(
@@ -258,7 +259,7 @@ def record_blocker(job: TrainingJob, found: list[blockers.Blocker], events: list
     """The Blocked condition's (reason, message) for the first blocker, and a Warning Event when it is news."""
     if not found:
         return None
-    previous = next((c for c in job.status.get("conditions") or [] if c.get("type") == blockers.BLOCKED), None)
+    previous = job.status.condition(blockers.BLOCKED)
     reason, message = blockers.blocked_condition(previous, found[0])
     event = blockers.blocked_event(previous, reason, message)
     if event is not None:
@@ -284,11 +285,11 @@ def create_missing(
 ) -> Changes:
     """Create workers whose names are free, unless a restart's backoff delay or an admission retry is pending; a
     gang's object comes first, and its workers once the cache shows it (`team`, see gangs.py)."""
-    waits = [t for t in (parse_time(job.status.get("nextRestartTime")), retry_at) if t is not None and t > now]
+    waits = [t for t in (job.status.next_restart_time, retry_at) if t is not None and t > now]
     if waits:
         requeue(result, (max(waits) - now).total_seconds())
         return Changes()
-    attempt = counters(job, **changes.counters)["attempt"]
+    attempt = counters(job, changes.counters).attempt
     taken = {p.name for p in observed.pods} | observed.claimed_pods
     missing = [r for r in desired_replicas(job.spec) if pod_name(job.name, r.role, r.index) not in taken]
     team.quota = gangs.quota_blocker(job, observed, missing) if missing else None
@@ -308,8 +309,8 @@ def create_missing(
             )
             for r in missing
         ]
-    if missing and not job.status.get("attemptStartTime"):
-        return Changes({"attemptStartTime": format_time(now)})
+    if missing and job.status.attempt_start_time is None:
+        return Changes({"attempt_start_time": now})
     return Changes()
 
 
@@ -318,18 +319,20 @@ def check_timeouts(
 ) -> Outcome | None:
     """activeDeadlineSeconds (from the first start, suspended time excluded) and startupTimeoutSeconds."""
     spec = job.spec
-    suspended = int(changes.fields.get("suspendedSeconds", job.status.get("suspendedSeconds", 0)))
+    suspended = changes.fields.get("suspended_seconds", job.status.suspended_seconds) or 0
     deadline_left = policies.remaining(
-        spec.active_deadline_seconds, policies.active_seconds(job.status.get("startTime"), suspended, now)
+        spec.active_deadline_seconds, policies.active_seconds(job.status.start_time, suspended, now)
     )
     if deadline_left is not None and deadline_left <= 0:
-        return Outcome("Failed", "DeadlineExceeded", f"activeDeadlineSeconds {spec.active_deadline_seconds} reached")
-    waiting = outcome.phase in ("Pending", "Restarting")
-    attempt_start = changes.fields.get("attemptStartTime") or job.status.get("attemptStartTime")
+        return Outcome(
+            Phase.FAILED, "DeadlineExceeded", f"activeDeadlineSeconds {spec.active_deadline_seconds} reached"
+        )
+    waiting = outcome.phase.waiting
+    attempt_start = whole_seconds(changes.fields.get("attempt_start_time") or job.status.attempt_start_time)
     startup_left = policies.remaining(spec.startup_timeout_seconds, policies.seconds_between(attempt_start, now))
     if waiting and startup_left is not None and startup_left <= 0:
         return Outcome(
-            "Failed",
+            Phase.FAILED,
             "StartupTimeout",
             f"workers not all running after startupTimeoutSeconds {spec.startup_timeout_seconds}: {outcome.message}",
         )
@@ -338,26 +341,28 @@ def check_timeouts(
     return None
 
 
-def fail(job: TrainingJob, gang: Gang, outcome: Outcome, now: str, result: Plan, changes: Changes) -> None:
-    fields: dict[str, Any] = {"nextRestartTime": None}
+def fail(
+    job: TrainingJob, gang: Gang, outcome: Outcome, now: datetime.datetime, result: Plan, changes: Changes
+) -> None:
+    fields: dict[str, Any] = {"next_restart_time": None}
     failed = next((p for p in gang.current.values() if p.phase == "Failed" and not p.disrupted), None)
     if failed is not None and outcome.reason not in ("DeadlineExceeded", "StartupTimeout"):
-        fields["lastFailure"] = failure_record(failed, now)
+        fields["last_failure"] = failure_record(failed, now)
         if outcome.reason != "WorkerFailed":  # e.g. BackoffLimitExceeded: still say which worker failed, and how
             result.events += worker_failed_events([failed])
     changes = changes + Changes(fields)
-    result.status = build_status(job, outcome, gang.current, counters(job, **changes.counters), now, changes.fields)
+    result.status = build_status(job, outcome, gang.current, counters(job, changes.counters), now, changes.fields)
     result.events.append(Event("Warning", outcome.reason, outcome.message))
 
 
-TRANSITION_EVENTS = {"Running": ("Normal", "TrainingStarted"), "Succeeded": ("Normal", "TrainingSucceeded")}
+TRANSITION_EVENTS = {Phase.RUNNING: ("Normal", "TrainingStarted"), Phase.SUCCEEDED: ("Normal", "TrainingSucceeded")}
 
 
 def add_transition_events(job: TrainingJob, outcome: Outcome, events: list[Event]) -> None:
-    previous = job.status.get("phase")
-    if outcome.phase == previous or outcome.phase not in TRANSITION_EVENTS:
+    previous = job.status.phase
+    if outcome.phase is previous or outcome.phase not in TRANSITION_EVENTS:
         return
     event_type, reason = TRANSITION_EVENTS[outcome.phase]
-    if outcome.phase == "Running" and job.status.get("startTime"):
+    if outcome.phase is Phase.RUNNING and job.status.start_time is not None:
         reason = "TrainingResumed"  # running again after a restart or a suspension
     events.append(Event(event_type, reason, outcome.message))

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainingjob.api.status import Phase
 from trainingjob.api.types import TrainingJob
 from trainingjob.builders.pvc import checkpoint_claim_name
 from trainingjob.serving.builders import LABEL_SPEC_HASH
@@ -104,7 +105,7 @@ def child_view(body: Mapping[str, Any]) -> ChildView:
 class SourceJob:
     """The TrainingJob a model names as its source, as far as serving cares."""
 
-    phase: str
+    phase: Phase
     claim_name: str | None
 
 
@@ -113,7 +114,7 @@ def source_job(body: Mapping[str, Any] | None) -> SourceJob | None:
     if body is None:
         return None
     job = TrainingJob.from_body(body)
-    return SourceJob(phase=str(job.status.get("phase") or "Pending"), claim_name=checkpoint_claim_name(job))
+    return SourceJob(phase=job.status.phase or Phase.PENDING, claim_name=checkpoint_claim_name(job))
 
 
 @dataclass(frozen=True)

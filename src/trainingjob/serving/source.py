@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from trainingjob.api.status import Phase
 from trainingjob.reconcile.actions import Event
 from trainingjob.serving.observed import ObservedServing
 from trainingjob.serving.types import LLMModel
@@ -23,7 +24,7 @@ class SourceState:
     ready: bool
     waiting: str | None = None  # Progressing: e.g. the TrainingJob still runs
     failed: tuple[str, str] | None = None  # Degraded: (reason, message)
-    job_phase: str | None = None
+    job_phase: Phase | None = None
 
 
 def resolve_source(model: LLMModel, observed: ObservedServing) -> SourceState:
@@ -35,12 +36,12 @@ def resolve_source(model: LLMModel, observed: ObservedServing) -> SourceState:
     job, name = observed.job, source.training_job
     if job is None:
         return SourceState(None, False, waiting=f"waiting for TrainingJob {name}, which does not exist (yet)")
-    if job.phase == "Failed":
+    if job.phase is Phase.FAILED:
         return SourceState(None, False, failed=("TrainingFailed", f"TrainingJob {name} failed"), job_phase=job.phase)
     if job.claim_name is None:
         message = f"TrainingJob {name} keeps no checkpoints on a volume (spec.checkpoint.storage type pvc)"
         return SourceState(None, False, failed=("NoCheckpointVolume", message), job_phase=job.phase)
-    if job.phase != "Succeeded":
+    if job.phase is not Phase.SUCCEEDED:
         waiting = f"waiting for TrainingJob {name} to succeed (phase {job.phase})"
         return SourceState(None, False, waiting=waiting, job_phase=job.phase)
     return SourceState(claim_name=job.claim_name, ready=True, job_phase=job.phase)
@@ -54,9 +55,9 @@ def source_events(model: LLMModel, source: SourceState) -> list[Event]:
     if source.job_phase == before:
         return []
     name = model.spec.source.training_job
-    if source.job_phase == "Succeeded":
+    if source.job_phase is Phase.SUCCEEDED:
         return [Event("Normal", "SourceReady", f"TrainingJob {name} succeeded; serving its final checkpoint")]
-    if source.job_phase == "Failed":
+    if source.job_phase is Phase.FAILED:
         return [Event("Warning", "TrainingFailed", f"TrainingJob {name} failed; nothing to serve")]
     return []
 
@@ -68,7 +69,7 @@ def source_status(model: LLMModel, source: SourceState) -> dict[str, Any] | None
     status: dict[str, Any] = {}
     if spec.training_job:
         status["trainingJob"] = spec.training_job
-        status["jobPhase"] = source.job_phase or "Unknown"
+        status["jobPhase"] = str(source.job_phase or "Unknown")
     if source.claim_name:
         status["claimName"] = source.claim_name
     if spec.path:

@@ -9,7 +9,7 @@ import datetime
 import logging
 from collections.abc import Callable, Hashable
 
-from trainingjob.api.types import format_time
+from trainingjob.api.times import format_time
 from trainingjob.config import ServingConfig
 from trainingjob.operator.llmmodel.apply import ServingApplier
 from trainingjob.operator.llmmodel.watches import CHILD_INDEXES, LLMMODEL_BODIES, REGISTRATION

@@ -14,7 +14,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.client.rest import RESTResponse
 
 from trainingjob.api import constants as k
-from trainingjob.api.types import format_time
+from trainingjob.api.times import format_time
 from trainingjob.reconcile.actions import Event
 
 logger = logging.getLogger(__name__)

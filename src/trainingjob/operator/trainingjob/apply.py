@@ -16,6 +16,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from trainingjob.api import constants as k
 from trainingjob.api.conversion import status_in
+from trainingjob.api.status import JobStatus
 from trainingjob.api.types import TrainingJob
 from trainingjob.builders.endpoints import SliceView, slice_view
 from trainingjob.operator.runtime.writer import Outcome, Writer, Written, status_patch
@@ -109,7 +110,7 @@ class Applier:
         # server checks the resourceVersion even when the patch changes nothing (an empty status patch); it then
         # keeps the resourceVersion and sends no event, which is why job_changed compares versions.
         must_check = any(isinstance(a, DeleteChild) for a in child_actions)
-        if not job.deleting and (plan.status != dict(job.status) or must_check):
+        if not job.deleting and (plan.status != job.status or must_check):
             resource_version = await self.write_status(job, plan.status, resource_version)
             result.writes += 1
             result.job_changed = resource_version != planned_from
@@ -172,10 +173,10 @@ class Applier:
             if error.status != 404:
                 raise
 
-    async def write_status(self, job: TrainingJob, status: Mapping[str, Any], resource_version: str) -> str:
+    async def write_status(self, job: TrainingJob, status: JobStatus, resource_version: str) -> str:
         """Patch the status if the job is still at `resource_version`; the job's resourceVersion afterwards.
         Statuses are internal-shaped; the patch is in the shape of the version written."""
-        old, new = status_in(job.status, k.WATCHED_VERSION), status_in(status, k.WATCHED_VERSION)
+        old, new = status_in(job.status.to_dict(), k.WATCHED_VERSION), status_in(status.to_dict(), k.WATCHED_VERSION)
         patch = status_patch(old, new)
         return await self.writer.patch_status(TRAININGJOBS, job.namespace, job.name, resource_version, patch)
 

@@ -15,16 +15,16 @@ from dataclasses import dataclass
 
 import aiohttp
 
-from trainingjob.api.types import TrainingJob, parse_time
+from trainingjob.api.status import JobStatus, Phase
+from trainingjob.api.types import TrainingJob
 from trainingjob.builders.tracking import TrackingSettings, tracking_settings, tracking_status
 from trainingjob.reconcile.actions import Plan
-from trainingjob.reconcile.status import TERMINAL_PHASES
 
 logger = logging.getLogger(__name__)
 TIMEOUT = aiohttp.ClientTimeout(total=3)
 LOOKUP_INTERVAL = 5.0  # seconds between two lookups of the same job's run
 TRACKING_GRACE = 300.0  # how long after a job finished its run is still looked for
-NO_RUN_YET = (None, "Pending", "Suspended")  # phases in which no chief has run, so there is no run to look for
+NO_RUN_YET = (None, Phase.PENDING, Phase.SUSPENDED)  # phases in which no chief has run, so there is no run to look for
 
 
 @dataclass(slots=True)
@@ -49,15 +49,15 @@ class MlflowRuns:
         settings = tracking_settings(job, self.default_uri)
         if settings is None:
             return result, None
-        known = job.status.get("tracking") or {}
+        known = job.status.tracking or {}
         run, again = (known if known.get("runId") else None), None
-        if run is None and result.status.get("phase") not in NO_RUN_YET:
+        if run is None and result.status.phase not in NO_RUN_YET:
             run = await self.find(lookup, settings)
             if run is None and still_looking(result.status, now):
                 again = LOOKUP_INTERVAL
         status = tracking_status(settings, run)
-        if result.status.get("tracking") != status:
-            result = dataclasses.replace(result, status={**result.status, "tracking": status})
+        if result.status.tracking != status:
+            result = dataclasses.replace(result, status=result.status.replace(tracking=status))
         return result, again
 
     async def prefetch(self, lookup: RunLookup, job: TrainingJob) -> None:
@@ -65,9 +65,9 @@ class MlflowRuns:
         `link` inside the turn then answers from memory (or "asked too recently"), so a slow MLflow server never
         holds the turn other jobs of the namespace wait for."""
         settings = tracking_settings(job, self.default_uri)
-        if settings is None or (job.status.get("tracking") or {}).get("runId"):
+        if settings is None or (job.status.tracking or {}).get("runId"):
             return
-        if job.status.get("phase") not in NO_RUN_YET:
+        if job.status.phase not in NO_RUN_YET:
             await self.find(lookup, settings)
 
     @staticmethod
@@ -114,10 +114,10 @@ class MlflowRuns:
         return {"experimentId": str(experiment_id), "runId": str(runs[0]["info"]["run_id"])}
 
 
-def still_looking(status: dict, now: datetime.datetime) -> bool:
+def still_looking(status: JobStatus, now: datetime.datetime) -> bool:
     """Look for a job's run while it runs and for TRACKING_GRACE seconds after it finished (the chief may create
     it late), then only when something else reconciles the job."""
-    if status.get("phase") not in TERMINAL_PHASES:
+    if not status.finished:
         return True
-    finished = parse_time(status.get("completionTime"))
+    finished = status.completion_time
     return finished is None or (now - finished).total_seconds() < TRACKING_GRACE

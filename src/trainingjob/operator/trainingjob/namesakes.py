@@ -18,7 +18,6 @@ from trainingjob.operator.lookups import read_json
 from trainingjob.operator.trainingjob.apply import ApplyResult
 from trainingjob.operator.trainingjob.backoffs import name_taken_recheck
 from trainingjob.reconcile.namesakes import namesake_holder
-from trainingjob.reconcile.status import TERMINAL_PHASES
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +43,7 @@ class Namesakes:
     async def settle(self, names: TakenNames, job: TrainingJob, outcome: ApplyResult) -> float | None:
         """Learn from one apply which names are taken and which are free again; seconds until the job should be
         looked at again (None: no name is taken, or the ones taken are the job's own pods on their way)."""
-        if job.deleting or job.status.get("phase") in TERMINAL_PHASES:
+        if job.deleting or job.status.finished:
             names.forget()  # it creates nothing any more
             return None
         taken = dict(names.taken)

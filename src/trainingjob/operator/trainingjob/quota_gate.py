@@ -17,13 +17,12 @@ from trainingjob.api.replicas import desired_replicas
 from trainingjob.api.types import TrainingJob
 from trainingjob.operator.lookups import Lookups
 from trainingjob.reconcile.observed import ObservedChildren
-from trainingjob.reconcile.status import TERMINAL_PHASES
 
 
 def creates_workers(job: TrainingJob, observed: ObservedChildren) -> bool:
     """Whether the job may have pods to create: it runs, is not suspended and has fewer live pods than it wants
     (workers and every other role's)."""
-    if job.deleting or job.spec.suspend or job.status.get("phase") in TERMINAL_PHASES:
+    if job.deleting or job.spec.suspend or job.status.finished:
         return False
     return sum(1 for p in observed.pods if p.live) < len(desired_replicas(job.spec))
 

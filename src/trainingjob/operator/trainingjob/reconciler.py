@@ -13,7 +13,7 @@ from typing import Any
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from trainingjob.api.types import TrainingJob, format_time
+from trainingjob.api.types import TrainingJob
 from trainingjob.config import OperatorConfig
 from trainingjob.kube.status import api_message
 from trainingjob.operator.gpu_telemetry import GpuTelemetry
@@ -43,7 +43,7 @@ from trainingjob.reconcile.actions import Plan
 from trainingjob.reconcile.blockers import stuck_pods
 from trainingjob.reconcile.observed import ObservedChildren, PodView
 from trainingjob.reconcile.planner import plan
-from trainingjob.reconcile.status import TERMINAL_PHASES, only_details_changed
+from trainingjob.reconcile.status import only_details_changed
 from trainingjob.reconcile.surroundings import AdmissionDenial, is_pod_security_denial
 from trainingjob.scheduling.gang import GangApi, GangView, watched
 from trainingjob.scheduling.quota import NamespaceQuotas
@@ -195,14 +195,14 @@ class Reconciler:
             return  # our own write is on its way through the watch; its event will bring us back
         job = TrainingJob.from_body(body)
         now = self.clock()
-        finished = job.status.get("phase") in TERMINAL_PHASES
+        finished = job.status.finished
         pending = memory.progress.report
         observed = self.observed(key, job.uid, pending if finished else self.due_progress(key, memory))
         await self.mlflow_runs.prefetch(memory.tracking, job)  # network, so not inside a quota turn
         async with self.quota_gate.turn(job.namespace, creates_workers(job, observed)):
             observed = await self.surroundings(memory, job, observed, now)
             planned = plan(job, observed, now, self.config)
-            if planned.status.get("phase") in TERMINAL_PHASES and observed.progress is not pending:
+            if planned.status.finished and observed.progress is not pending:
                 # The job ends now: a report held back by the write interval is its last one (the final
                 # progress and checkpoint); it goes into the finishing write instead of being lost.
                 observed = dataclasses.replace(observed, progress=pending)
@@ -232,7 +232,7 @@ class Reconciler:
                 "reconciled: %d action(s), %d write(s), phase %s",
                 len(result.actions),
                 outcome.writes,
-                result.status.get("phase"),
+                result.status.phase,
             )
         if observed.progress is not None and not outcome.stale:
             memory.progress.written_out(observed.progress, outcome.job_changed, self.monotonic())
@@ -245,7 +245,7 @@ class Reconciler:
         """What a job that still runs needs from outside itself: its namespace's PodSecurity level, the state of
         nodes holding its pods stuck Terminating, admission's latest refusals, and its namespace's quotas while it
         has workers to create."""
-        if job.deleting or job.status.get("phase") in TERMINAL_PHASES:
+        if job.deleting or job.status.finished:
             return observed
         restricted, nodes, quotas = False, {}, NamespaceQuotas()
         if self.lookups is not None:
@@ -275,7 +275,7 @@ class Reconciler:
         memory = self.remembered(key)
         if outcome.denials:
             count = (memory.denial.count if memory.denial else 0) + 1
-            memory.denial = AdmissionDenial(tuple(outcome.denials), count, format_time(now))
+            memory.denial = AdmissionDenial(tuple(outcome.denials), count, now)
             self.queue.add_after(key, admission_requeue_delay(count))
         elif outcome.created:
             memory.denial = None
@@ -301,7 +301,7 @@ class Reconciler:
             memory.details_since = None
             return result
         self.queue.add_after(key, wait)
-        return dataclasses.replace(result, status=dict(job.status))
+        return dataclasses.replace(result, status=job.status)
 
     def remember(self, key: JobKey, resource_version: str | None, outcome: ApplyResult) -> None:
         memory = self.remembered(key)
