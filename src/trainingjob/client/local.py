@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from trainingjob.api import constants as k
-from trainingjob.api.types import TrainingJob, format_time
+from trainingjob.api.times import format_time
+from trainingjob.api.types import TrainingJob
 from trainingjob.client.code import CodePackage
 from trainingjob.client.errors import AlreadyExists, NotFound, TrainingClientError
 from trainingjob.client.local_env import LocalPaths, check_runnable, worker_environment
