@@ -25,6 +25,7 @@ from tests.integration.deploy_support import (
 )
 from tests.operator_harness import OPERATOR_ACCOUNT, OPERATOR_NAMESPACE
 from trainingjob.cli.operator import operator as operator_command
+from trainingjob.cli.operator import settings_from
 
 pytestmark = pytest.mark.integration
 
@@ -99,15 +100,15 @@ def test_the_rendered_deployment_is_hardened_and_highly_available(cluster: Clust
 
     # `tj operator` accepts exactly these arguments, and they serve the ports the probes and the Service use.
     assert container["command"] == ["tj"] and container["args"][0] == "operator"
-    params = operator_command.make_context("operator", list(container["args"][1:])).params
-    assert params["liveness_endpoint"] == "http://0.0.0.0:8080/healthz"
-    assert (params["metrics_port"], params["progress_port"], params["log_format"]) == (9090, 8443, "json")
-    assert params["webhook_port"] == 9443 and params["webhook_url"] is None  # in the cluster: the Service
-    assert params["leader_elect"] is True
+    settings = settings_from(operator_command.make_context("operator", list(container["args"][1:])).params)
+    assert settings.liveness_endpoint == "http://0.0.0.0:8080/healthz"
+    assert (settings.metrics_port, settings.progress_port, settings.log_format) == (9090, 8443, "json")
+    assert settings.webhooks.port == 9443 and settings.webhooks.url is None  # in the cluster: the Service
+    assert settings.leader_elect is True
     if variant == "namespaced":
-        assert params["namespaces"] == (WATCHED,) and not params["all_namespaces"]
+        assert settings.namespaces == (WATCHED,) and not settings.all_namespaces
     else:
-        assert params["all_namespaces"] and params["namespaces"] == ()
+        assert settings.all_namespaces and settings.namespaces == ()
 
 
 def one_volume(pod: dict[str, Any], name: str) -> dict[str, Any]:

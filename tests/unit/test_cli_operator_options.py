@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import importlib
 
-import click
 import pytest
 from click.testing import CliRunner
 
-from trainingjob.config import OperatorConfig
+from trainingjob import options
+from trainingjob.config import OperatorConfig, OperatorSettings
 
 # The package exports the `operator` command under the module's name; the module itself is what we test.
 operator_cli = importlib.import_module("trainingjob.cli.operator")
@@ -23,41 +23,48 @@ operator_cli = importlib.import_module("trainingjob.cli.operator")
     ],
 )
 def test_toleration_forms(text: str, toleration: dict) -> None:
-    assert operator_cli.parse_toleration(text) == toleration
+    assert options.toleration(text) == toleration
 
 
 @pytest.mark.parametrize("text", ["nvidia.com/gpu", "gpu:Sometimes", ":NoSchedule", "=x:NoSchedule"])
 def test_malformed_tolerations_are_refused(text: str) -> None:
-    with pytest.raises(click.BadParameter):
-        operator_cli.parse_toleration(text)
+    with pytest.raises(ValueError):
+        options.toleration(text)
 
 
-def test_tolerations_default_replace_or_none() -> None:
-    assert operator_cli.parse_tolerations(()) is None
-    assert operator_cli.parse_tolerations(("none",)) == []
-    assert len(operator_cli.parse_tolerations(("a:NoSchedule", "b=c:NoExecute"))) == 2
+def test_tolerations_default_replace_or_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert run_with(monkeypatch).gpu_tolerations == OperatorConfig().gpu_tolerations
+    assert run_with(monkeypatch, "--gpu-toleration", "none").gpu_tolerations == []
+    assert len(options.tolerations(("a:NoSchedule", "b=c:NoExecute"))) == 2
+    result = CliRunner().invoke(operator_cli.operator, ["--gpu-toleration", "gpu"])
+    assert result.exit_code == 2 and "--gpu-toleration" in result.output
 
 
 @pytest.mark.parametrize(("text", "indexes"), [("0", (0,)), ("1,0, 1", (0, 1)), ("3", (3,))])
 def test_reporters(text: str, indexes: tuple[int, ...]) -> None:
-    assert operator_cli.parse_reporters(text) == indexes
+    assert options.reporters(text) == indexes
 
 
 @pytest.mark.parametrize("text", ["", "a", "-1", "0,x"])
 def test_bad_reporters_are_refused(text: str) -> None:
-    with pytest.raises(click.BadParameter):
-        operator_cli.parse_reporters(text)
+    with pytest.raises(ValueError):
+        options.reporters(text)
 
 
-def run_with(monkeypatch: pytest.MonkeyPatch, *args: str) -> OperatorConfig:
-    """The configuration `tj operator ARGS` would run with (the operator itself is not started)."""
+def settings_with(monkeypatch: pytest.MonkeyPatch, *args: str) -> OperatorSettings:
+    """The settings `tj operator ARGS` would run with (the operator itself is not started)."""
     import trainingjob.operator.runner as runner
 
-    seen: list[OperatorConfig] = []
-    monkeypatch.setattr(runner, "run_operator", lambda config, *_, **__: seen.append(config))
+    seen: list[OperatorSettings] = []
+    monkeypatch.setattr(runner, "run_operator", seen.append)
     result = CliRunner().invoke(operator_cli.operator, list(args))
     assert result.exit_code == 0, result.output
     return seen[0]
+
+
+def run_with(monkeypatch: pytest.MonkeyPatch, *args: str) -> OperatorConfig:
+    """The cluster configuration `tj operator ARGS` would run with."""
+    return settings_with(monkeypatch, *args).resolved().config
 
 
 def test_options_reach_the_operator_configuration(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -34,7 +34,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
         {"config"},  # the operator's settings
         {"api", "sdk"},  # the CRDs' schema and typed views; the in-container helpers
         {"frameworks"},  # one module per ML framework
-        {"kube", "user_agent", "certs", "http_bodies", "paths"},  # the ground floor
+        {"kube", "user_agent", "certs", "http_bodies", "paths", "options"},  # the ground floor
         {"trainingjob"},  # the package itself: its version
     )
 )

@@ -6,14 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import click
 import pytest
 import yaml
 
 from trainingjob.api import constants as k
 from trainingjob.api.generate import CRD_DIRECTORY, MODEL_CRD_FILE, render_llmmodel
 from trainingjob.api.schema_llmmodel import llmmodel_crd_manifest
-from trainingjob.cli.operator import parse_gpu_types
+from trainingjob.options import gpu_types as parse_gpu_types
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -78,5 +77,5 @@ def test_gpu_types_map_to_node_labels() -> None:
         "H100": {"nvidia.com/gpu.product": "NVIDIA-H100", "pool": "gpu"},
         "A10": {"accelerator": "a10"},
     }
-    with pytest.raises(click.BadParameter):
+    with pytest.raises(ValueError, match="is not TYPE=KEY=VALUE"):
         parse_gpu_types(("H100=nolabel",))

@@ -14,13 +14,13 @@ import functools
 import logging
 import os
 import signal
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from urllib.parse import urlparse
 
 from aiohttp import web
 from kubernetes_asyncio import client
 
-from trainingjob.config import OperatorConfig
+from trainingjob.config import OperatorConfig, OperatorSettings
 from trainingjob.operator.api_client import CountingApiClient
 from trainingjob.operator.gpu_telemetry import start_telemetry
 from trainingjob.operator.http import build_app
@@ -54,17 +54,17 @@ LEASE_CONNECTIONS = 1
 
 @dataclasses.dataclass(frozen=True)
 class ProcessOptions:
-    config: OperatorConfig
-    namespaces: Sequence[str] = ()
+    """What `tj operator` was told (`settings`) and what it found out before it started: whether it runs in a
+    cluster, the gang APIs the cluster serves, its webhooks' settings."""
+
+    settings: OperatorSettings
     in_cluster: bool = False
-    operator_namespace: str = "trainingjob-system"
-    progress_port: int = 0
-    progress_bind: str = "0.0.0.0"
-    metrics_port: int = 0
-    metrics_bind: str = "0.0.0.0"
-    liveness_endpoint: str | None = None
     gang_apis: frozenset[GangApi] = frozenset()
     webhooks: WebhookSettings | None = None
+
+    @property
+    def config(self) -> OperatorConfig:
+        return self.settings.config
 
 
 class Startup(Exception):
@@ -141,22 +141,25 @@ async def _serve(
     cleanup: list,
     stop: asyncio.Event,
 ) -> None:
-    api, watch_api = clients.api, clients.watch_api
+    api, watch_api, given = clients.api, clients.watch_api, options.settings
     if options.webhooks is not None:
-        settings = dataclasses.replace(options.webhooks, in_cluster=options.in_cluster)
+        webhook_settings = dataclasses.replace(options.webhooks, in_cluster=options.in_cluster)
         try:
-            webhooks = await start_webhooks(api, settings, config, metrics)
+            webhooks = await start_webhooks(api, webhook_settings, config, metrics)
         except PortUnavailable as error:
             raise Startup(str(error)) from None
         cleanup.append(webhooks.stop)
     material = None
-    if options.progress_port:
-        material = await ensure_tls(api, options.operator_namespace, SERVICE_NAME, url_ips(config.progress_url))
+    if given.progress_port:
+        material = await ensure_tls(api, given.operator_namespace, SERVICE_NAME, url_ips(config.progress_url))
         config = dataclasses.replace(config, progress_ca_pem=material.ca_pem)
     job_registration = registration(watched(options.gang_apis))
     registrations = (job_registration, MODELS)
     caches = Caches(
-        watch_api, all_watches(registrations), options.namespaces, watch_timeout(config.stuck_reconcile_seconds)
+        watch_api,
+        all_watches(registrations),
+        given.namespaces,
+        watch_timeout(config.stuck_reconcile_seconds),
     )
     writer = Writer(api, config.max_concurrent_creates)
     jobs = Reconciler(
@@ -182,15 +185,15 @@ async def _serve(
     cleanup.append(manager.stop)
     barrier = asyncio.create_task(manager.open_barrier(), name="caches-synced")
     cleanup.append(functools.partial(_cancel, barrier))
-    if options.metrics_port:
+    if given.metrics_port:
         live = functools.partial(liveness, manager, config.stuck_reconcile_seconds)
         app = build_app(metrics, live, lambda: readiness(manager))
-        cleanup.append((await serve_http(app, options.metrics_bind, options.metrics_port)).cleanup)
+        cleanup.append((await serve_http(app, given.metrics_bind, given.metrics_port)).cleanup)
     if material is not None:
         endpoint = ProgressEndpoint(api, jobs, config.progress_reporters)
-        cleanup.append((await serve(endpoint, material, options.progress_bind, options.progress_port)).cleanup)
-    if options.liveness_endpoint:
-        cleanup.append((await serve_liveness(options.liveness_endpoint)).cleanup)
+        cleanup.append((await serve(endpoint, material, given.progress_bind, given.progress_port)).cleanup)
+    if given.liveness_endpoint:
+        cleanup.append((await serve_liveness(given.liveness_endpoint)).cleanup)
     if config.lease_namespace is None:
         manager.start()
     else:
@@ -199,7 +202,7 @@ async def _serve(
         election = asyncio.create_task(elector.run(manager.start_leading, stop_on_lost_lease), name="election")
         cleanup.append(elector.release)
         cleanup.append(functools.partial(_cancel, election))
-    logger.info("operator started; watching %s", ", ".join(options.namespaces) or "all namespaces")
+    logger.info("operator started; watching %s", ", ".join(given.namespaces) or "all namespaces")
     await stop.wait()
     logger.info("stopping")
 

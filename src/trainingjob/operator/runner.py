@@ -11,13 +11,14 @@ import sys
 from kubernetes_asyncio import client
 from kubernetes_asyncio import config as k8s_config
 
-from trainingjob.config import OperatorConfig
+from trainingjob.config import OperatorSettings
 from trainingjob.operator.logs import configure as configure_logging
 from trainingjob.operator.preflight import PreflightError, check_operator_namespace
 from trainingjob.operator.process import ProcessOptions, Startup, run
 from trainingjob.scheduling.discovery import api_client_fetch, served_gang_apis
 from trainingjob.user_agent import OPERATOR, named
 from trainingjob.webhooks.component import WebhookSettings
+from trainingjob.webhooks.tls import Rotation
 
 IN_CLUSTER_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 
@@ -26,38 +27,32 @@ def in_cluster() -> bool:
     return "KUBERNETES_SERVICE_HOST" in os.environ and os.path.exists(IN_CLUSTER_TOKEN)
 
 
-def run_operator(
-    config: OperatorConfig,
-    namespaces: list[str],
-    log_format: str = "text",
-    log_level: str = "INFO",
-    liveness_endpoint: str | None = None,
-    operator_namespace: str = "trainingjob-system",
-    progress_port: int = 0,
-    progress_bind: str = "0.0.0.0",
-    metrics_port: int = 0,
-    metrics_bind: str = "0.0.0.0",
-    webhooks: WebhookSettings | None = None,
-) -> None:
+def run_operator(settings: OperatorSettings) -> None:
     """Block until the operator is stopped (SIGINT/SIGTERM); exit 1 with one line if it could not run."""
-    configure_logging(log_format, getattr(logging, log_level.upper()))
-    options = ProcessOptions(
-        config=config,
-        namespaces=tuple(namespaces),
-        in_cluster=in_cluster(),
-        operator_namespace=operator_namespace,
-        progress_port=progress_port,
-        progress_bind=progress_bind,
-        metrics_port=metrics_port,
-        metrics_bind=metrics_bind,
-        liveness_endpoint=liveness_endpoint,
-        webhooks=webhooks,
-    )
+    configure_logging(settings.log_format, getattr(logging, settings.log_level.upper()))
+    options = ProcessOptions(settings.resolved(), in_cluster=in_cluster(), webhooks=webhook_settings(settings))
     try:
         asyncio.run(main(options))
     except (PreflightError, Startup) as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(1)
+
+
+def webhook_settings(settings: OperatorSettings) -> WebhookSettings | None:
+    """The webhooks' settings (None: --webhook-port 0, no webhooks); their TLS Secret is in the operator's
+    namespace."""
+    given = settings.webhooks
+    if not given.port:
+        return None
+    rotation = Rotation(ca_validity=given.ca_validity, cert_validity=given.cert_validity)
+    return WebhookSettings(
+        port=given.port,
+        bind=given.bind,
+        url=given.url,
+        namespace=settings.operator_namespace,
+        default_image=given.default_image,
+        rotation=rotation,
+    )
 
 
 async def main(options: ProcessOptions) -> None:
@@ -68,9 +63,9 @@ async def main(options: ProcessOptions) -> None:
         await k8s_config.load_kube_config()
     config = options.config
     async with named(client.ApiClient(), OPERATOR) as api:
-        if config.lease_namespace is not None or options.progress_port:
+        if config.lease_namespace is not None or options.settings.progress_port:
             lease = config.lease_name if config.lease_namespace is not None else None
-            await check_operator_namespace(api, options.operator_namespace, lease)
+            await check_operator_namespace(api, options.settings.operator_namespace, lease)
         # The gang scheduling APIs the cluster serves (scheduling/discovery.py), read once before watching starts.
         gang_apis = await served_gang_apis(api_client_fetch(api))
     await run(dataclasses.replace(options, gang_apis=gang_apis))

@@ -25,6 +25,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from trainingjob import certs
+from trainingjob.config import CA_VALIDITY, CERT_VALIDITY
 
 SECRET_NAME = "trainingjob-webhook-tls"
 CA_NAME = "trainingjob-webhook-ca"
@@ -32,8 +33,8 @@ CA_NAME = "trainingjob-webhook-ca"
 
 @dataclass(frozen=True)
 class Rotation:
-    ca_validity: datetime.timedelta = datetime.timedelta(days=5 * 365)
-    cert_validity: datetime.timedelta = datetime.timedelta(days=90)
+    ca_validity: datetime.timedelta = CA_VALIDITY
+    cert_validity: datetime.timedelta = CERT_VALIDITY
     # Renew when less than this fraction of a certificate's lifetime remains.
     renew_fraction: float = 1 / 3
 
