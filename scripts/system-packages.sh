@@ -33,6 +33,8 @@ if [ "$set_name" = test ]; then
   # The MPI example's image (examples/mpi, tests/integration/test_roles_mpi.py) is Debian's Open MPI with mpi4py.
   need openmpi-bin command -v mpirun
   need python3-mpi4py /usr/bin/python3 -c 'import mpi4py'
+  # Seed 002's launch script waits for rank 0 with `nc -z` (examples/seed-guide, tests/integration/test_seed_guide.py).
+  need netcat-openbsd command -v nc
 fi
 
 [ ${#missing[@]} -eq 0 ] && exit 0
