@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import aiohttp
+from kubernetes_asyncio import client
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -251,8 +252,38 @@ def start_telemetry(
         on_failure=failure_logger(config.gpu_metrics_service),
     )
     telemetry = GpuTelemetry(slices, cached_workers(indexes), enqueue, config.gpu_metrics_interval_seconds)
-    tasks = [
-        asyncio.create_task(reflector.run(), name="gpu-exporters"),
-        asyncio.create_task(telemetry.run(), name="gpu-telemetry"),
-    ]
-    return telemetry, tasks
+    task = asyncio.create_task(watch_when_allowed(api, namespace, reflector, telemetry), name="gpu-telemetry")
+    return telemetry, [task]
+
+
+async def watch_when_allowed(api: Any, namespace: str, reflector: Reflector, telemetry: GpuTelemetry) -> None:
+    """Run telemetry only where this operator may watch the exporters: a namespaced install is not granted the
+    exporters' namespace, and retrying a refused watch forever would fill its log with 403s for an extra."""
+    if not await may_watch_endpoint_slices(api, namespace):
+        logger.info(
+            "GPU telemetry is off: this operator may not watch EndpointSlices in namespace %s "
+            "(grant list and watch there to turn it on; --gpu-metrics-service '' says so explicitly)",
+            namespace,
+        )
+        return
+    await asyncio.gather(reflector.run(), telemetry.run())
+
+
+async def may_watch_endpoint_slices(api: Any, namespace: str) -> bool:
+    """Ask the API server (SelfSubjectAccessReview, open to every authenticated user) whether this operator may
+    list and watch EndpointSlices in the namespace; if the question itself fails, assume yes and let the
+    reflector's retries say why."""
+    reviews = client.AuthorizationV1Api(api)
+    try:
+        for verb in ("list", "watch"):
+            attributes = client.V1ResourceAttributes(
+                namespace=namespace, verb=verb, group="discovery.k8s.io", resource="endpointslices"
+            )
+            spec = client.V1SelfSubjectAccessReviewSpec(resource_attributes=attributes)
+            body = client.V1SelfSubjectAccessReview(spec=spec)
+            answer = await reviews.create_self_subject_access_review(body)
+            if not answer.status.allowed:
+                return False
+    except Exception as error:  # an unanswered question must not turn telemetry off
+        logger.debug("could not ask whether EndpointSlices in %s may be watched: %s", namespace, error)
+    return True
