@@ -71,6 +71,10 @@ LABEL_GANG = f"{GROUP}/gang"
 # Seed 001's (the Go lab's) worker label, value the job's name, on every pod a job runs: its checks
 # `kubectl get pods -l trainingjob.ml.example.com/worker` and `kubectl logs -l …` find the workers as written.
 LAB_LABEL_PREFIX = f"trainingjob.{GROUP}/"
+# Metric names (comma-separated) whose value per epoch a job keeps in status.progress.history (progress/history.py).
+ANNOTATION_METRIC_HISTORY = f"{GROUP}/metric-history"
+HISTORY_METRICS = 4  # at most this many names; status.progress.history's maxProperties
+HISTORY_POINTS = 128  # at most this many epochs each; its arrays' maxItems
 LABEL_LAB_WORKER = f"{LAB_LABEL_PREFIX}worker"
 CONFIG_MOUNT_PATH = CONFIG_DIR
 SHM_MOUNT_PATH = "/dev/shm"

@@ -192,7 +192,24 @@ def _progress() -> Schema:
                 },
             ),
             "lastUpdateTime": _timestamp("When the operator accepted the newest report."),
+            "history": _metric_history(),
         },
+    )
+
+
+def _metric_history() -> Schema:
+    point = obj(
+        "The metric's value at the end of one epoch (the newest report of that epoch).",
+        {"epoch": integer("The epoch.", minimum=0), "value": node("number", "The metric's value.")},
+        required=["epoch", "value"],
+    )
+    return string_map(
+        f"Per-epoch values of the metrics the job names in its {c.ANNOTATION_METRIC_HISTORY} annotation "
+        f"(comma-separated, at most {c.HISTORY_METRICS}), by metric name, oldest epoch first: what a sweep's pruner "
+        f"compares trials by (docs/sweeps.md). At most {c.HISTORY_POINTS} epochs each; beyond that the older half is "
+        "thinned. An epoch the worker sent no report for is missing.",
+        array("The metric's values by epoch.", point, max_items=c.HISTORY_POINTS),
+        max_properties=c.HISTORY_METRICS,
     )
 
 

@@ -330,6 +330,7 @@ class TrainingJob:
     finalizers: tuple[str, ...] = ()
     deletion_timestamp: str | None = None
     creation_timestamp: str | None = None
+    annotations: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def deleting(self) -> bool:
@@ -356,4 +357,5 @@ class TrainingJob:
             finalizers=tuple(metadata.get("finalizers") or ()),
             deletion_timestamp=metadata.get("deletionTimestamp"),
             creation_timestamp=metadata.get("creationTimestamp"),
+            annotations=dict(metadata.get("annotations") or {}),
         )

@@ -12,12 +12,13 @@ from __future__ import annotations
 import datetime
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from trainingjob.api.times import format_time, parse_time
 from trainingjob.http_bodies import MalformedBody, parse_json
+from trainingjob.progress.history import Point, recorded
 
 MAX_BODY_BYTES = 16 * 1024
 MAX_METRICS = 32  # status.progress.metrics' maxProperties
@@ -26,6 +27,7 @@ MAX_COUNT = 2**63 - 1
 METRIC_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,62}$")
 REPORT_DEPTH = 8  # a report nests 2 levels (its metrics, its checkpoint); room for fields it ignores
 COUNTS = ("epoch", "totalEpochs", "step", "totalSteps", "worker")
+MAX_EARLIER = 32  # epochs kept from merged reports between two status writes (one write every few seconds)
 
 
 class ReportError(ValueError):
@@ -49,6 +51,14 @@ class Report:
     metrics: dict[str, float] = field(default_factory=dict)
     checkpoint: dict[str, Any] | None = None
     received: str = ""
+    # (epoch, metrics) of the reports merged into this one before a status write, oldest first, at most
+    # MAX_EARLIER: what status.progress.history (progress/history.py) records besides this report's own epoch.
+    earlier: tuple[Point, ...] = ()
+
+    def points(self) -> tuple[Point, ...]:
+        """Every (epoch, metrics) this report stands for, its own last."""
+        own = ((self.epoch, self.metrics),) if self.epoch is not None and self.metrics else ()
+        return (*self.earlier, *own)
 
 
 def _count(body: Mapping[str, Any], key: str) -> int | None:
@@ -144,6 +154,7 @@ def merge_reports(older: Report, newer: Report) -> Report:
         metrics=newest_metrics(older.metrics, newer.metrics),
         checkpoint=pick("checkpoint"),
         received=newer.received,
+        earlier=(*older.points(), *newer.earlier)[-MAX_EARLIER:],
     )
 
 
@@ -199,8 +210,11 @@ def estimated_remaining(percent: float | None, baseline: Mapping[str, Any] | Non
     return max(int((now - begun).total_seconds() * (100 - percent) / done), 0)
 
 
-def progress_status(report: Report, previous: Mapping[str, Any], since: str | None) -> dict[str, Any]:
-    """status.progress: the newest report over the previous one, with an ETA from the attempt's pace so far."""
+def progress_status(
+    report: Report, previous: Mapping[str, Any], since: str | None, history: Sequence[str] = ()
+) -> dict[str, Any]:
+    """status.progress: the newest report over the previous one, with an ETA from the attempt's pace so far, and
+    the per-epoch values of the `history` metrics (progress/history.py)."""
     progress = {key: value for key, value in previous.items() if key != "estimatedRemainingSeconds"}
     fields = {
         "epoch": report.epoch,
@@ -221,6 +235,9 @@ def progress_status(report: Report, previous: Mapping[str, Any], since: str | No
     remaining = estimated_remaining(percent, baseline, report.received)
     if remaining is not None:
         progress["estimatedRemainingSeconds"] = remaining
+    series = recorded(previous.get("history"), report.points(), history) if history else None
+    if series is not None:
+        progress["history"] = series
     return progress
 
 

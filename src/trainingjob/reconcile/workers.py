@@ -27,6 +27,7 @@ from trainingjob.api.types import TrainingJob
 from trainingjob.builders.pod import desired_worker_pod, has_mpi_launcher
 from trainingjob.builders.secret import desired_mpi_key_secret
 from trainingjob.config import OperatorConfig
+from trainingjob.progress.history import history_names
 from trainingjob.progress.report import checkpoint_status, progress_status
 from trainingjob.reconcile import blockers, gangs, policies
 from trainingjob.reconcile.actions import CreateChild, DeleteChild, Event, Plan
@@ -128,7 +129,8 @@ def progress_changes(job: TrainingJob, observed: ObservedChildren) -> Changes:
         return Changes()
     since = job.status.attempt_start_time or job.status.start_time
     previous = job.status.progress or {}
-    fields: dict[str, Any] = {"progress": progress_status(report, previous, since and format_time(since))}
+    history = history_names(job.annotations)
+    fields: dict[str, Any] = {"progress": progress_status(report, previous, since and format_time(since), history)}
     checkpoint = checkpoint_status(report)
     if checkpoint is not None:
         fields["last_checkpoint"] = checkpoint
