@@ -16,6 +16,7 @@ from trainingjob.builders.common import spec_hash
 from trainingjob.builders.configmap import desired_config_data
 from trainingjob.config import OperatorConfig
 from trainingjob.reconcile.actions import AddFinalizer, CreateChild, DeleteChild, Plan, RemoveFinalizer, ReplaceChild
+from trainingjob.reconcile.inputs import PlanInputs
 from trainingjob.reconcile.observed import ObservedChildren, PodView
 from trainingjob.reconcile.planner import plan
 
@@ -212,14 +213,16 @@ def test_terminal_job_ignores_spec_changes(phase: str) -> None:
 
 
 def test_a_finished_job_still_takes_the_report_that_was_pending_when_it_finished() -> None:
-    """The last report (100 %, the final checkpoint) is the one worth keeping once the job is over."""
+    """The last report (100 %, the final checkpoint) is the one worth keeping once the job is over: the operator
+    holds it (PlanInputs.latest_progress), due or not."""
     from trainingjob.progress.report import Report
 
     status = {"phase": "Succeeded", "completionTime": NOW_TEXT, "progress": {"epoch": 1, "totalEpochs": 6}}
     job = make_job(status)
     checkpoint = {"path": "/checkpoints/ckpt-6.pt", "epoch": 6}
     report = Report(epoch=6, total_epochs=6, checkpoint=checkpoint, received=NOW_TEXT)
-    result = plan(job, children(job, progress=report), NOW, CONFIG)
+    result = plan(job, children(job), NOW, CONFIG, PlanInputs(latest_progress=report))
+    assert result.report is report
     assert (stored(result)["phase"], stored(result)["progress"]["percent"]) == ("Succeeded", 100.0)
     assert stored(result)["lastCheckpoint"] == {**checkpoint, "time": NOW_TEXT}
 

@@ -11,8 +11,8 @@ from tests.unit.fake_api import FakeApiServer, fake_applier
 from tests.unit.test_apply import CONFIG, KEY, NS, FakeClock, job_body, settle
 from tests.unit.test_planner import NOW
 from trainingjob.api.status import JobStatus
-from trainingjob.operator.trainingjob.reconciler import DETAIL_WRITE_DELAY, Reconciler
-from trainingjob.reconcile.status import only_details_changed
+from trainingjob.operator.trainingjob.reconciler import Reconciler
+from trainingjob.reconcile.status import DETAIL_WRITE_DELAY, hold_details, only_details_changed
 
 PENDING = {
     "phase": "Pending",
@@ -101,3 +101,16 @@ def test_details_alone_are_written_once_the_delay_is_over() -> None:
         assert reconciler.memory[KEY].details_since is None
 
     asyncio.run(scenario())
+
+
+def test_the_planner_holds_back_a_change_of_details_alone_for_the_operator() -> None:
+    """What the reconciler used to do to a finished plan is the planner's decision: it is told for how long such a
+    change has waited."""
+    status = JobStatus.from_dict(PENDING)
+    new = JobStatus.from_dict(changed(message="1/2 workers running"))
+    assert hold_details(status, new, 0.0) == (status, DETAIL_WRITE_DELAY)
+    assert hold_details(status, new, DETAIL_WRITE_DELAY - 1) == (status, 1.0)
+    assert hold_details(status, new, DETAIL_WRITE_DELAY) == (new, None)
+    assert hold_details(status, new, None) == (new, None), "a plan made outside the operator holds nothing back"
+    phase = JobStatus.from_dict(changed(phase="Running"))
+    assert hold_details(status, phase, 0.0) == (phase, None)

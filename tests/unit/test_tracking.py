@@ -14,10 +14,16 @@ from trainingjob.api.schema import crd_manifest
 from trainingjob.api.status import JobStatus, Phase
 from trainingjob.api.types import TrainingJob
 from trainingjob.builders.env import worker_env
-from trainingjob.builders.tracking import tracking_settings, tracking_status
+from trainingjob.builders.tracking import (
+    LOOKUP_INTERVAL,
+    TRACKING_GRACE,
+    link_run,
+    still_looking,
+    tracking_settings,
+    tracking_status,
+)
 from trainingjob.config import OperatorConfig
-from trainingjob.operator.trainingjob.mlflow import TRACKING_GRACE, MlflowRuns, RunLookup, still_looking
-from trainingjob.reconcile.actions import Plan
+from trainingjob.operator.trainingjob.mlflow import MlflowRuns, RunLookup
 
 TRACKING = {"enabled": True, "mlflowTrackingUri": "http://mlflow.mlops:5000/", "experimentName": "digits"}
 
@@ -93,14 +99,12 @@ def test_the_operator_looks_for_a_run_while_the_job_runs_and_briefly_after() -> 
 
 
 def test_an_untracked_job_gets_no_tracking_status_and_no_lookup() -> None:
-    plan = Plan(status=JobStatus(phase=Phase.RUNNING))
-    linked, again = asyncio.run(MlflowRuns(None).link(RunLookup(), job(), plan, datetime.datetime.now(datetime.UTC)))
-    assert linked is plan and again is None
-    pending = Plan(status=JobStatus(phase=Phase.PENDING))
-    linked, again = asyncio.run(
-        MlflowRuns("http://default:5000").link(RunLookup(), job(), pending, datetime.datetime.now(datetime.UTC))
-    )
-    assert linked.status.to_dict()["tracking"] == {
+    now = datetime.datetime.now(datetime.UTC)
+    running = JobStatus(phase=Phase.RUNNING)
+    linked, again = link_run(job(), running, None, None, now)
+    assert linked is running and again is None
+    linked, again = link_run(job(), JobStatus(phase=Phase.PENDING), None, "http://default:5000", now)
+    assert linked.tracking == {
         "trackingUri": "http://default:5000",
         "experimentName": "ml/mnist",
         "runName": "mnist-01234567",
@@ -109,7 +113,8 @@ def test_an_untracked_job_gets_no_tracking_status_and_no_lookup() -> None:
 
 
 def test_a_prefetched_run_is_linked_without_asking_the_server_again(monkeypatch) -> None:
-    """The reconciler prefetches before a quota turn: `link` inside the turn must not call MLflow."""
+    """The reconciler prefetches before a quota turn: the plan inside the turn links what was found, and MLflow is
+    not asked again."""
     lookups: list[str] = []
 
     async def lookup(session: Any, settings: Any) -> dict[str, str]:
@@ -121,11 +126,16 @@ def test_a_prefetched_run_is_linked_without_asking_the_server_again(monkeypatch)
     running = dataclasses.replace(running, status=JobStatus(phase=Phase.RUNNING))
     asyncio.run(runs.prefetch(found, running))
     assert lookups == ["mnist-01234567"]
-    linked, again = asyncio.run(
-        runs.link(found, running, Plan(status=JobStatus(phase=Phase.RUNNING)), datetime.datetime.now(datetime.UTC))
-    )
-    assert lookups == ["mnist-01234567"], "link answered from what the prefetch found"
-    assert linked.status.to_dict()["tracking"]["runId"] == "abc" and again is None
+    now = datetime.datetime.now(datetime.UTC)
+    linked, again = link_run(running, running.status, found.found, "http://default:5000", now)
+    assert lookups == ["mnist-01234567"], "the plan linked what the prefetch found"
+    assert linked.tracking["runId"] == "abc" and again is None
     pending = job()
     asyncio.run(runs.prefetch(RunLookup(), pending))
     assert len(lookups) == 1, "a job that runs nothing yet has no run to look for"
+
+
+def test_a_running_job_whose_run_is_not_found_yet_is_looked_at_again() -> None:
+    now = datetime.datetime.now(datetime.UTC)
+    linked, again = link_run(job(), JobStatus(phase=Phase.RUNNING), None, "http://default:5000", now)
+    assert again == LOOKUP_INTERVAL and "runId" not in linked.tracking

@@ -7,7 +7,11 @@ from decimal import Decimal
 
 import pytest
 
-from trainingjob.scheduling.quota import format_quantity, pod_demand, quota_applies
+from trainingjob.api.replicas import role_counts
+from trainingjob.api.types import TrainingJob
+from trainingjob.builders.pod import desired_worker_pod
+from trainingjob.config import OperatorConfig
+from trainingjob.scheduling.quota import format_quantity, pod_demand, quota_applies, role_demand
 
 
 @pytest.mark.parametrize(
@@ -69,3 +73,32 @@ def test_limit_range_defaults_fill_what_a_container_leaves_out() -> None:
 def test_scoped_quotas_apply_as_the_quota_controller_applies_them(scope: dict, applies: bool) -> None:
     demand = pod_demand({"spec": {"containers": [{"resources": {"requests": {"cpu": "1"}}}]}})
     assert quota_applies({"spec": {"hard": {}, **scope}}, demand) is applies
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"resources": {"requests": {"cpu": "1"}, "limits": {"memory": "1Gi"}}, "gpuPerWorker": 2},
+        {"resources": {"limits": {"cpu": "500m"}}, "scheduling": {"priorityClassName": "high"}},
+        {"roles": {"ps": {"replicas": 1, "resources": {"requests": {"memory": "2Gi"}}}}, "framework": "tensorflow"},
+        {},
+    ],
+)
+def test_a_roles_demand_read_from_the_job_is_what_its_pod_counts(spec: dict) -> None:
+    """One reading of what a pod asks for (role_demand), the same as counting the pod the builder makes."""
+    body = {
+        "metadata": {"name": "j", "namespace": "ns", "uid": "u"},
+        "spec": {"framework": "pytorch", "image": "i", "command": ["t"], "workers": 2, **spec},
+    }
+    job = TrainingJob.from_body(body)
+    defaults = [{"type": "Container", "default": {"memory": "512Mi"}, "defaultRequest": {"cpu": "100m"}}]
+    for role in role_counts(job.spec):
+        pod = desired_worker_pod(job, 0, 0, OperatorConfig(), role=role)
+        assert role_demand(job, role).pod(defaults) == pod_demand(pod, defaults)
+        assert role_demand(job, role).pod() == pod_demand(pod)
+
+
+def test_a_quantity_that_does_not_parse_is_noted_not_raised() -> None:
+    body = {"metadata": {"name": "j"}, "spec": {"framework": "pytorch", "resources": {"requests": {"cpu": "lots"}}}}
+    demand = role_demand(TrainingJob.from_body(body), "worker")
+    assert demand.unparsed and demand.requests == {}

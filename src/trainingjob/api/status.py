@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from trainingjob.api.times import format_time, parse_time, whole_seconds
+from trainingjob.api.times import format_time, parse_time
 
 
 class Phase(StrEnum):
@@ -42,10 +42,6 @@ class Phase(StrEnum):
 def phase_of(value: Any) -> Phase | None:
     """The phase a stored value names; None for none (or one this operator does not know)."""
     return next((phase for phase in Phase if phase.value == value), None)
-
-
-def finished(phase: Phase | None) -> bool:
-    return phase is not None and phase.finished
 
 
 @dataclass(frozen=True)
@@ -194,11 +190,13 @@ class JobStatus:
 
     def __post_init__(self) -> None:
         for name in TIMES:  # as written: what was planned compares equal to what is read back
-            object.__setattr__(self, name, whole_seconds(getattr(self, name)))
+            moment = getattr(self, name)
+            if moment is not None and (moment.microsecond or moment.tzinfo is not datetime.UTC):
+                object.__setattr__(self, name, moment.astimezone(datetime.UTC).replace(microsecond=0))
 
     @property
     def finished(self) -> bool:
-        return finished(self.phase)
+        return self.phase is not None and self.phase.finished
 
     @property
     def moved(self) -> Counters:

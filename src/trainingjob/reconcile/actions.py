@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from trainingjob.api.status import JobStatus
 
@@ -70,12 +71,29 @@ class Event:
 Action = CreateChild | DeleteChild | ReplaceChild | AddFinalizer | RemoveFinalizer | DeleteJob
 
 
+class Deletable(Protocol):
+    """A pod as the caches show it (its name, and its uid to delete no newer namesake)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def uid(self) -> str: ...
+
+
+def delete_pods(pods: Iterable[Deletable], force: bool = False) -> list[DeleteChild]:
+    return [DeleteChild("Pod", p.name, p.uid or None, force) for p in pods]
+
+
 @dataclass
 class Plan:
-    """The planner's answer: actions to apply, the status the job should have, events to record."""
+    """The planner's answer: actions to apply, the status the job should have, events to record, when to look
+    again; for a TrainingJob also the progress report its status now carries and whether a change of worker
+    details alone is held back (reconcile/status.py: hold_details)."""
 
     actions: list[Action] = field(default_factory=list)
     # A TrainingJob's JobStatus; an LLMModel's status in its stored shape.
     status: Any = field(default_factory=JobStatus)
     events: list[Event] = field(default_factory=list)
     requeue_after: float | None = None
+    report: Any = None
+    details_held: bool = False

@@ -14,18 +14,16 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
 
 from trainingjob.api.replicas import Replica, replica_order
 from trainingjob.api.status import GangRecord
 from trainingjob.api.types import TrainingJob
-from trainingjob.builders.pod import Membership, worker_resources
-from trainingjob.kube.quantity import QuantityError, parse_quantity
+from trainingjob.builders.pod import Membership
 from trainingjob.reconcile.actions import CreateChild, DeleteChild, Event
 from trainingjob.reconcile.blockers import Blocker
 from trainingjob.reconcile.observed import ObservedChildren, PodView
 from trainingjob.scheduling.gang import GangChoice, GangView, choose, gang_members, gang_name
-from trainingjob.scheduling.quota import describe, gang_shortfalls, pod_demand
+from trainingjob.scheduling.quota import describe, gang_shortfalls, role_demand
 
 UNAVAILABLE = "GangSchedulingUnavailable"
 QUOTA = "QuotaExceeded"
@@ -73,12 +71,8 @@ def gang_requests(job: TrainingJob) -> dict[str, str]:
     Volcano's minResources."""
     total: dict[str, Decimal] = {}
     for role, count in gang_members(job.spec).items():
-        for resource, value in (worker_resources(job, role).get("requests") or {}).items():
-            try:
-                amount = parse_quantity(value) * count
-            except QuantityError:
-                continue  # the API server refuses such a pod anyway, and says why
-            total[resource] = total.get(resource, Decimal(0)) + amount
+        for resource, amount in role_demand(job, role).requests.items():
+            total[resource] = total.get(resource, Decimal(0)) + amount * count
     return {
         resource: format(amount.normalize() if amount != amount.to_integral() else Decimal(int(amount)), "f")
         for resource, amount in total.items()
@@ -113,21 +107,18 @@ def quota_blocker(job: TrainingJob, observed: ObservedChildren, missing: Sequenc
     if not observed.quotas.quotas:
         return None
     counts = Counter(replica.role for replica in missing)
-    try:
-        demands = [(pod_demand(_quota_pod(job, role), observed.quotas.defaults), n) for role, n in counts.items()]
-    except (ValueError, KeyError, TypeError):
+    asked = {role: role_demand(job, role) for role in counts}
+    if any(demand.unparsed for demand in asked.values()):
         return None  # a quantity the API server refuses anyway, and says why
+    try:
+        demands = [(asked[role].pod(observed.quotas.defaults), n) for role, n in counts.items()]
+    except (ValueError, KeyError, TypeError):
+        return None  # a LimitRange default the API server would not apply either
     found = gang_shortfalls(observed.quotas.quotas, demands)
     if not found:
         return None
     unit = _unit(job)
     return Blocker(QUOTA, f"creating the {unit}", f"waits for quota: {describe(found[0], len(missing), unit)}")
-
-
-def _quota_pod(job: TrainingJob, role: str) -> dict[str, Any]:
-    """What quota admission reads of a pod of `role`: its container's resources and its priority class."""
-    container = {"name": "trainer", "resources": worker_resources(job, role)}
-    return {"spec": {"containers": [container], "priorityClassName": job.spec.scheduling.priority_class_name}}
 
 
 def release_gangs(job: TrainingJob, observed: ObservedChildren, keep: Iterable[str | None] = ()) -> list[DeleteChild]:

@@ -1,8 +1,12 @@
-"""The pure planner: (job, observed children, now) -> Plan(actions, status, events, requeue_after).
+"""The pure planner: (job, observed children, now, what the operator remembers) -> Plan(actions, status, events,
+requeue_after).
 
 Level-triggered: it looks only at what is (the job, the cached children, the clock) and never at what happened,
-so calling it twice, late, or after an operator restart gives the same answer. This module handles the job-level
-states (deleting, finished, invalid, suspended) and the shared children; `workers.py` plans the worker gang.
+so calling it twice, late, or after an operator restart gives the same answer. Each step returns a Decision
+(reconcile/decision.py); plan() adds them up, builds the status once, and makes the last decisions about the
+whole status: which progress report it carries, whether a change of worker details alone waits, the MLflow link.
+This module handles the job-level states (deleting, finished, invalid, suspended) and the shared children;
+`workers.py` plans the worker gang.
 """
 
 from __future__ import annotations
@@ -11,12 +15,14 @@ import datetime
 
 from trainingjob.api import constants as k
 from trainingjob.api.names import config_map_name
-from trainingjob.api.status import Phase
+from trainingjob.api.status import JobStatus, Phase
 from trainingjob.api.types import TrainingJob
 from trainingjob.builders.configmap import desired_config_data, desired_config_map
 from trainingjob.builders.pvc import desired_checkpoint_pvc
 from trainingjob.builders.service import desired_service, service_ports
+from trainingjob.builders.tracking import link_run
 from trainingjob.config import OperatorConfig
+from trainingjob.progress.fold import progress_fields
 from trainingjob.reconcile.actions import (
     AddFinalizer,
     CreateChild,
@@ -26,57 +32,85 @@ from trainingjob.reconcile.actions import (
     Plan,
     RemoveFinalizer,
     ReplaceChild,
+    delete_pods,
 )
+from trainingjob.reconcile.decision import Changes, Decision, Summary
 from trainingjob.reconcile.endpoints import plan_endpoints
 from trainingjob.reconcile.finished import finished_worker_details
 from trainingjob.reconcile.gangs import release_gangs
+from trainingjob.reconcile.inputs import PlanInputs
 from trainingjob.reconcile.observed import ObservedChildren, PodView
 from trainingjob.reconcile.resources import plan_resources
-from trainingjob.reconcile.status import Outcome, build_status
+from trainingjob.reconcile.status import Outcome, hold_details
 from trainingjob.reconcile.validation import spec_errors
-from trainingjob.reconcile.workers import counters, delete_pods, plan_workers, progress_changes
+from trainingjob.reconcile.workers import plan_workers
+
+NOTHING_REMEMBERED = PlanInputs()
 
 
-def plan(job: TrainingJob, observed: ObservedChildren, now: datetime.datetime, config: OperatorConfig) -> Plan:
+def plan(
+    job: TrainingJob,
+    observed: ObservedChildren,
+    now: datetime.datetime,
+    config: OperatorConfig,
+    inputs: PlanInputs = NOTHING_REMEMBERED,
+) -> Plan:
+    decision, status = plan_job(job, observed, now, config, inputs)
+    # A job that finishes consumes the newest report even when it is not due yet (its last progress).
+    report = inputs.latest_progress if status.finished else observed.progress
+    status, held = hold_details(job.status, status, inputs.details_held_for)
+    status, look_again = link_run(job, status, inputs.mlflow_run, config.mlflow_tracking_uri, now)
+    return Plan(
+        actions=list(decision.actions),
+        status=status,
+        events=list(decision.events),
+        requeue_after=Decision.soonest(Decision.soonest(decision.requeue_after, held), look_again),
+        report=report,
+        details_held=held is not None,
+    )
+
+
+def plan_job(
+    job: TrainingJob, observed: ObservedChildren, now: datetime.datetime, config: OperatorConfig, inputs: PlanInputs
+) -> tuple[Decision, JobStatus]:
+    """The decisions of the job's state, added up, and the status they give it."""
     if job.deleting:
-        return plan_deletion(job, observed)
-    result = Plan()
-    if k.FINALIZER not in job.finalizers:
-        result.actions.append(AddFinalizer())
+        return plan_deletion(job, observed), job.status
+    decision = Decision() if k.FINALIZER in job.finalizers else Decision(actions=(AddFinalizer(),))
     if job.status.finished:
-        plan_finished(job, observed, now, result)
-        return result
+        decision += Decision(changes=Changes(progress_fields(job, inputs.latest_progress)))
+        cleanup, status = plan_finished(job, observed, decision.status_of(job, now), now, decision)
+        return decision + cleanup, status
     problems = spec_errors(job.spec) + list(observed.rejections)
     if problems:
-        return fail_invalid(job, observed, result, "; ".join(problems), now)
-    result.actions += repair_shared_children(job, observed, config, result.events)
+        decision += plan_invalid(job, observed, "; ".join(problems))
+        return decision, decision.status_of(job, now)
+    decision += repair_shared_children(job, observed, config)
     if job.spec.suspend:
-        plan_suspended(job, observed, now, result)
-        plan_resources(job, observed, now, config, result)
-        return result
-    plan_workers(job, observed, now, config, result)
-    plan_resources(job, observed, now, config, result)
-    if result.status.finished:
-        plan_finished(job, observed, now, result, just_finished=True)
-    else:
-        publish_endpoints(job, observed, now, result)
-    return result
+        decision = plan_resources(job, observed, now, config, decision + plan_suspended(job, observed, now))
+        return decision, decision.status_of(job, now)
+    decision += plan_workers(job, observed, now, config)
+    finishing = decision.summary is not None and decision.summary.outcome.phase.finished
+    report = inputs.latest_progress if finishing else observed.progress
+    decision += Decision(changes=Changes(progress_fields(job, report)))
+    decision = plan_resources(job, observed, now, config, decision)
+    status = decision.status_of(job, now)
+    if status.finished:
+        cleanup, status = plan_finished(job, observed, status, now, decision)
+        return decision + cleanup, status
+    return decision + publish_endpoints(job, observed, now), status
 
 
-def publish_endpoints(job: TrainingJob, observed: ObservedChildren, now: datetime.datetime, result: Plan) -> None:
+def publish_endpoints(job: TrainingJob, observed: ObservedChildren, now: datetime.datetime) -> Decision:
     """The Service's EndpointSlices (reconcile/endpoints.py), and a look again when a partial write waits."""
     writes, wait = plan_endpoints(job, observed, now)
-    result.actions += writes
-    if wait is not None:
-        result.requeue_after = wait if result.requeue_after is None else min(result.requeue_after, wait)
+    return Decision(actions=tuple(writes), requeue_after=wait)
 
 
-def plan_deletion(job: TrainingJob, observed: ObservedChildren) -> Plan:
+def plan_deletion(job: TrainingJob, observed: ObservedChildren) -> Decision:
     """Delete the workers now (don't leave training running until GC gets there), then let the job go."""
-    actions: list = delete_pods(p for p in observed.pods if p.live)
-    if k.FINALIZER in job.finalizers:
-        actions.append(RemoveFinalizer())
-    return Plan(actions=actions, status=job.status)
+    finalizer = (RemoveFinalizer(),) if k.FINALIZER in job.finalizers else ()
+    return Decision(actions=(*delete_pods(p for p in observed.pods if p.live), *finalizer))
 
 
 def pods_to_clean(job: TrainingJob, pods: list[PodView], succeeded: bool) -> list[PodView]:
@@ -95,53 +129,46 @@ def pods_to_clean(job: TrainingJob, pods: list[PodView], succeeded: bool) -> lis
 
 
 def plan_finished(
-    job: TrainingJob, observed: ObservedChildren, now: datetime.datetime, result: Plan, just_finished: bool = False
-) -> None:
-    """A finished job ignores spec changes; it only cleans up its pods and, with a TTL, itself.
+    job: TrainingJob, observed: ObservedChildren, status: JobStatus, now: datetime.datetime, so_far: Decision
+) -> tuple[Decision, JobStatus]:
+    """A finished job ignores spec changes; it only cleans up its pods (those `so_far` does not delete already)
+    and, with a TTL, itself; its status's worker entries follow the pods cleanup removes (reconcile/finished.py).
 
-    A progress report still pending is folded in: the last one (100 %, the final checkpoint) often arrives within
-    the progress write interval of the previous write, and is the one worth keeping in the finished job's status.
+    The newest progress report is in its status (plan_job): the last one (100 %, the final checkpoint) often
+    arrives within the progress write interval of the previous write, and is the one worth keeping.
     """
-    status = result.status if just_finished else job.status
-    if not just_finished and observed.progress is not None:
-        status = status.replace(**progress_changes(job, observed).fields)
     live = [p for p in observed.pods if p.live and p.uid not in observed.released_pods]
-    succeeded = status.phase is Phase.SUCCEEDED
-    already = {a.name for a in result.actions if isinstance(a, DeleteChild)}
-    result.actions += delete_pods(p for p in pods_to_clean(job, live, succeeded) if p.name not in already)
-    result.actions += [a for a in release_gangs(job, observed) if a.name not in already]
-    deleting = {a.name for a in result.actions if isinstance(a, DeleteChild) and a.kind == "Pod"}
+    already = {a.name for a in so_far.actions if isinstance(a, DeleteChild)}
+    cleanup = [
+        *delete_pods(p for p in pods_to_clean(job, live, status.phase is Phase.SUCCEEDED) if p.name not in already),
+        *(a for a in release_gangs(job, observed) if a.name not in already),
+    ]
+    deleting = {a.name for a in (*so_far.actions, *cleanup) if isinstance(a, DeleteChild) and a.kind == "Pod"}
     deleting |= {p.name for p in observed.pods if p.uid in observed.released_pods}
-    status = result.status = status.replace(**finished_worker_details(status, observed.pods, deleting))
-    ttl = job.spec.ttl_seconds_after_finished
-    finished_at = status.completion_time
+    status = status.replace(**finished_worker_details(status, observed.pods, deleting))
+    ttl, finished_at = job.spec.ttl_seconds_after_finished, status.completion_time
     if ttl is None or finished_at is None:
-        return
+        return Decision(actions=tuple(cleanup)), status
     left = (finished_at + datetime.timedelta(seconds=ttl) - now).total_seconds()
-    if left <= 0:
-        result.actions.append(DeleteJob())
-        result.events.append(Event("Normal", "TTLExpired", f"deleting the job {ttl}s after it finished"))
-    else:
-        result.requeue_after = left
+    if left > 0:
+        return Decision(actions=tuple(cleanup), requeue_after=left), status
+    expired = Event("Normal", "TTLExpired", f"deleting the job {ttl}s after it finished")
+    return Decision(actions=(*cleanup, DeleteJob()), events=(expired,)), status
 
 
-def fail_invalid(
-    job: TrainingJob, observed: ObservedChildren, result: Plan, message: str, now: datetime.datetime
-) -> Plan:
-    outcome = Outcome(Phase.FAILED, "InvalidSpec", message)
-    result.actions += delete_pods(p for p in observed.pods if p.live)
-    result.actions += release_gangs(job, observed)
-    result.status = build_status(job, outcome, {}, counters(job), now)
-    result.events.append(Event("Warning", "InvalidSpec", message))
-    return result
+def plan_invalid(job: TrainingJob, observed: ObservedChildren, message: str) -> Decision:
+    return Decision(
+        actions=(*delete_pods(p for p in observed.pods if p.live), *release_gangs(job, observed)),
+        events=(Event("Warning", "InvalidSpec", message),),
+        summary=Summary(Outcome(Phase.FAILED, "InvalidSpec", message)),
+    )
 
 
-def repair_shared_children(
-    job: TrainingJob, observed: ObservedChildren, config: OperatorConfig, events: list[Event]
-) -> list:
+def repair_shared_children(job: TrainingJob, observed: ObservedChildren, config: OperatorConfig) -> Decision:
     """Create the Service, ConfigMap and checkpoint PVC when missing; bring the Service's ports and the ConfigMap's
     data in line with the spec when they differ."""
     actions: list = []
+    events: list[Event] = []
     service = desired_service(job)
     if not observed.service_exists:
         actions.append(CreateChild(service))
@@ -156,23 +183,24 @@ def repair_shared_children(
     claim = desired_checkpoint_pvc(job)
     if claim is not None and claim["metadata"]["name"] not in observed.claims:
         actions.append(CreateChild(claim))
-    return actions
+    return Decision(actions=tuple(actions), events=tuple(events))
 
 
-def plan_suspended(job: TrainingJob, observed: ObservedChildren, now: datetime.datetime, result: Plan) -> None:
+def plan_suspended(job: TrainingJob, observed: ObservedChildren, now: datetime.datetime) -> Decision:
     """No workers while suspended; everything else stays. The deadline clock stops (suspendTime)."""
-    result.actions += delete_pods(p for p in observed.pods if p.live)
-    result.actions += release_gangs(job, observed)
-    outcome = Outcome(Phase.SUSPENDED, "JobSuspended", "the job is suspended (spec.suspend)")
     changes = {
         "suspend_time": job.status.suspend_time or now,
         "next_restart_time": None,
         "attempt_start_time": None,
         "gang": None,
     }
-    result.status = build_status(job, outcome, {}, counters(job), now, changes)
-    if job.status.phase is not Phase.SUSPENDED:
-        result.events.append(Event("Normal", "Suspended", "workers deleted; set spec.suspend=false to resume"))
+    news = job.status.phase is not Phase.SUSPENDED
+    return Decision(
+        actions=(*delete_pods(p for p in observed.pods if p.live), *release_gangs(job, observed)),
+        events=(Event("Normal", "Suspended", "workers deleted; set spec.suspend=false to resume"),) if news else (),
+        changes=Changes(changes),
+        summary=Summary(Outcome(Phase.SUSPENDED, "JobSuspended", "the job is suspended (spec.suspend)")),
+    )
 
 
 def config_event(job: TrainingJob) -> Event:

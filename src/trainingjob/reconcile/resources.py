@@ -20,10 +20,10 @@ from trainingjob.api.status import Phase
 from trainingjob.api.times import format_time, parse_time
 from trainingjob.api.types import TrainingJob
 from trainingjob.config import OperatorConfig
-from trainingjob.reconcile.actions import Event, Plan
+from trainingjob.reconcile.actions import Event
+from trainingjob.reconcile.decision import Changes, Decision, Summary
 from trainingjob.reconcile.observed import ObservedChildren, PodView
-from trainingjob.reconcile.status import Outcome, build_status
-from trainingjob.reconcile.workers import counters, requeue
+from trainingjob.reconcile.status import Outcome
 
 GPU_UTILIZATION_STEP = 5.0
 
@@ -81,31 +81,34 @@ def idle_seconds_left(resources: Mapping[str, Any] | None, now: datetime.datetim
 
 
 def plan_resources(
-    job: TrainingJob, observed: ObservedChildren, now: datetime.datetime, config: OperatorConfig, result: Plan
-) -> None:
-    """status.resources of a job that still runs; with the idle-GPU policy on, a job idle past it fails (GPUsIdle).
-    A job that has just finished holds nothing any more (its last utilization stays, for the record)."""
-    if result.status.finished:
-        last = result.status.resources
-        if last is not None:
-            kept = {"gpuUtilization": last["gpuUtilization"]} if "gpuUtilization" in last else {}
-            result.status = result.status.replace(resources={"allocatedGPUs": 0, "allocatedNodes": 0, **kept})
-        return
+    job: TrainingJob, observed: ObservedChildren, now: datetime.datetime, config: OperatorConfig, decided: Decision
+) -> Decision:
+    """`decided` with status.resources of a job that still runs; with the idle-GPU policy on, a job idle past it
+    fails (GPUsIdle): its status then says only that (what `decided` changed in the status is dropped, its actions
+    and events stay). A job that has just finished holds nothing any more (its last utilization stays, for the
+    record)."""
+    if decided.summary is not None and decided.summary.outcome.phase.finished:
+        last = decided.changes.fields.get("resources", job.status.resources)
+        if last is None:
+            return decided
+        kept = {"gpuUtilization": last["gpuUtilization"]} if "gpuUtilization" in last else {}
+        return decided + Decision(changes=Changes({"resources": {"allocatedGPUs": 0, "allocatedNodes": 0, **kept}}))
     resources = resources_status(job, list(observed.pods), observed.gpu_utilization, now, config.idle_gpu_threshold)
     if resources is not None:
-        result.status = result.status.replace(resources=resources)
+        decided += Decision(changes=Changes({"resources": resources}))
     left = idle_seconds_left(resources, now, config.idle_gpu_seconds)
     if left is None:
-        return
+        return decided
     if left > 0:
-        requeue(result, left)
-        return
+        return decided + Decision(requeue_after=left)
     message = (
         f"every GPU of the job stayed below {config.idle_gpu_threshold:g}% utilization for "
         f"{config.idle_gpu_seconds}s (the operator's --idle-gpu-timeout)"
     )
     current = {p.replica: p for p in observed.pods if p.live}
-    result.status = build_status(
-        job, Outcome(Phase.FAILED, "GPUsIdle", message), current, counters(job), now, {"resources": resources}
+    idle = Decision(
+        events=(Event("Warning", "GPUsIdle", message),),
+        changes=Changes({"resources": resources}),
+        summary=Summary(Outcome(Phase.FAILED, "GPUsIdle", message), current),
     )
-    result.events.append(Event("Warning", "GPUsIdle", message))
+    return Decision(decided.actions, decided.events, requeue_after=decided.requeue_after) + idle

@@ -1,6 +1,8 @@
-"""Whether a running gang restarts, and why: worker failures (by policy), disruptions, and spec changes.
+"""Whether a running gang restarts, and why: worker failures (by policy), disruptions, and spec changes; and what
+a decided restart or failure records.
 
-Pure decisions over the gang as the caches show it; workers.py records a decided restart and deletes its pods.
+Pure decisions over the gang as the caches show it: a restart deletes the pods it replaces and records why in the
+same status write (workers.py adds it to the plan).
 """
 
 from __future__ import annotations
@@ -8,6 +10,7 @@ from __future__ import annotations
 import datetime
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from trainingjob.api import constants as k
 from trainingjob.api.replicas import Replica, is_desired, replica_order
@@ -15,7 +18,8 @@ from trainingjob.api.status import Counters, Phase, WorkerSpec
 from trainingjob.api.times import format_time
 from trainingjob.api.types import TrainingJob
 from trainingjob.reconcile import policies
-from trainingjob.reconcile.actions import Event
+from trainingjob.reconcile.actions import Event, delete_pods
+from trainingjob.reconcile.decision import Changes, Decision, Summary
 from trainingjob.reconcile.observed import PodView
 from trainingjob.reconcile.roles import restarts_alone, tolerated
 from trainingjob.reconcile.status import Outcome, failure_message
@@ -34,6 +38,11 @@ class Gang:
     # Pods being deleted or gone marked DisruptionTarget, by name: how a worker that went last looked (e.g. preempted
     # by the scheduler).
     leaving: dict[str, PodView] = field(default_factory=dict)
+
+    @property
+    def ignored(self) -> set[Replica]:
+        """Current pods that failed and stay so (their failure ignored by policy, or one the job outlives)."""
+        return {r for r, p in self.current.items() if p.phase == "Failed" and not p.disrupted}
 
 
 @dataclass
@@ -170,3 +179,36 @@ def worker_failed_events(pods: Iterable[PodView]) -> list[Event]:
     the job), so each failure gives one event, not one per reconcile.
     """
     return [Event("Warning", "WorkerFailed", failure_message(pod)) for pod in pods]
+
+
+def restarting(gang: Gang, restart: Restart, now: datetime.datetime, so_far: Decision) -> Decision:
+    """Record the restart and delete the pods it replaces; new pods come once names are free and the delay is over."""
+    next_time = now + datetime.timedelta(seconds=restart.delay_seconds) if restart.delay_seconds else None
+    fields: dict[str, Any] = {"next_restart_time": next_time, "attempt_start_time": None}
+    if restart.failure is not None:
+        fields["last_failure"] = failure_record(restart.failure, now)
+    replaced_uids = (*(so_far.changes.fields.get("replaced_pods") or ()), *(p.uid for p in restart.replace if p.uid))
+    fields["replaced_pods"] = replaced_uids or None
+    replaced = {p.name for p in restart.replace}
+    survivors = {i: p for i, p in gang.current.items() if p.name not in replaced}
+    announced = Event("Normal" if restart.reason == "SpecChanged" else "Warning", "Restarting", restart.message)
+    return Decision(
+        actions=tuple(delete_pods(restart.replace)),
+        events=(*worker_failed_events(restart.failed), announced),
+        changes=Changes(fields, restart.counter_changes),
+        requeue_after=restart.delay_seconds or None,
+        summary=Summary(Outcome(Phase.RESTARTING, restart.reason, restart.message), survivors),
+    )
+
+
+def failed(job: TrainingJob, gang: Gang, outcome: Outcome, now: datetime.datetime) -> Decision:
+    """The job fails: say which worker failed and how, unless time ran out."""
+    fields: dict[str, Any] = {"next_restart_time": None}
+    events: list[Event] = []
+    worker = next((p for p in gang.current.values() if p.phase == "Failed" and not p.disrupted), None)
+    if worker is not None and outcome.reason not in ("DeadlineExceeded", "StartupTimeout"):
+        fields["last_failure"] = failure_record(worker, now)
+        if outcome.reason != "WorkerFailed":  # e.g. BackoffLimitExceeded: still say which worker failed, and how
+            events += worker_failed_events([worker])
+    events.append(Event("Warning", outcome.reason, outcome.message))
+    return Decision(events=tuple(events), changes=Changes(fields), summary=Summary(outcome, gang.current))

@@ -254,3 +254,21 @@ def status_summary(status: JobStatus) -> JobStatus:
 def only_details_changed(old: JobStatus, new: JobStatus) -> bool:
     """True when a new status differs from the old one in worker details alone (never for a first status)."""
     return old != JobStatus() and old != new and status_summary(old) == status_summary(new)
+
+
+# A status change in worker details alone waits this long for the next significant change to carry it.
+DETAIL_WRITE_DELAY = 3.0
+
+
+def hold_details(previous: JobStatus, status: JobStatus, held_for: float | None) -> tuple[JobStatus, float | None]:
+    """The status to write, and in how many seconds to look again when a change of worker details alone is held
+    back (it has been for `held_for` seconds, 0 when it would be news; None: nothing is held back).
+
+    While a gang starts or finishes, its pods change one by one and each change would be a status write of its
+    own; the phase change that follows within a second or two carries them all in one write instead. A job whose
+    details change alone (one worker of many restarted) gets them written once the delay is over.
+    """
+    if held_for is None or not only_details_changed(previous, status):
+        return status, None
+    wait = DETAIL_WRITE_DELAY - held_for
+    return (status, None) if wait <= 0 else (previous, wait)

@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from trainingjob.kube.quantity import parse_quantity
+from trainingjob.api.types import TrainingJob
+from trainingjob.builders.pod import worker_resources
+from trainingjob.kube.quantity import QuantityError, parse_quantity
 
 COMPUTE = ("cpu", "memory", "ephemeral-storage")
 POD_COUNTS = ("pods", "count/pods")
@@ -56,8 +58,6 @@ def _container_amounts(container: Mapping[str, Any]) -> tuple[dict[str, Decimal]
     resources = container.get("resources") or {}
     limits = {name: parse_quantity(v) for name, v in (resources.get("limits") or {}).items()}
     requests = {name: parse_quantity(v) for name, v in (resources.get("requests") or {}).items()}
-    for name, amount in limits.items():
-        requests.setdefault(name, amount)  # a limit alone is also the request, as the API server defaults it
     return requests, limits
 
 
@@ -71,6 +71,54 @@ def _at_least(total: dict[str, Decimal], amounts: Mapping[str, Decimal]) -> None
         total[name] = max(total.get(name, Decimal(0)), amount)
 
 
+def _with_defaults(
+    requests: dict[str, Decimal], limits: dict[str, Decimal], defaults: Iterable[Mapping[str, Any]]
+) -> tuple[dict[str, Decimal], dict[str, Decimal]]:
+    """A container's amounts as admission completes them: a limit alone is also the request, and `defaults`
+    (LimitRange items of type Container) fill what it leaves out."""
+    for name, amount in limits.items():
+        requests.setdefault(name, amount)
+    for item in defaults:
+        for name, value in (item.get("default") or {}).items():
+            limits.setdefault(name, parse_quantity(value))
+        for name, value in (item.get("defaultRequest") or {}).items():
+            requests.setdefault(name, parse_quantity(value))
+        for name, amount in limits.items():
+            requests.setdefault(name, amount)
+    return requests, limits
+
+
+@dataclass(frozen=True)
+class RoleDemand:
+    """What a pod of one role of a job asks for, read once from the job (builders/pod.py: worker_resources): its
+    requests and limits as declared, and its priority class. A quantity that does not parse is left out and
+    noted: the API server refuses such a pod anyway, and says why."""
+
+    requests: Mapping[str, Decimal]
+    limits: Mapping[str, Decimal]
+    priority_class: str | None = None
+    unparsed: bool = False
+
+    def pod(self, defaults: Iterable[Mapping[str, Any]] = ()) -> PodDemand:
+        """As quota admission counts such a pod (`defaults`: LimitRange items of type Container)."""
+        requests, limits = _with_defaults(dict(self.requests), dict(self.limits), list(defaults))
+        return PodDemand(requests, limits, self.priority_class, terminating=False)
+
+
+def role_demand(job: TrainingJob, role: str) -> RoleDemand:
+    """The demand of a pod of `role`: the gang's minResources (reconcile/gangs.py) and the quota check both read it."""
+    resources = worker_resources(job, role)
+    parsed: dict[str, dict[str, Decimal]] = {"requests": {}, "limits": {}}
+    unparsed = False
+    for kind, amounts in parsed.items():
+        for name, value in (resources.get(kind) or {}).items():
+            try:
+                amounts[name] = parse_quantity(value)
+            except QuantityError:
+                unparsed = True
+    return RoleDemand(parsed["requests"], parsed["limits"], job.spec.scheduling.priority_class_name, unparsed)
+
+
 def pod_demand(pod: Mapping[str, Any], defaults: Iterable[Mapping[str, Any]] = ()) -> PodDemand:
     """Requests and limits of a pod as quota counts them: containers summed, init containers as a floor, with
     `defaults` (LimitRange items of type Container) filling what a container leaves out."""
@@ -78,15 +126,7 @@ def pod_demand(pod: Mapping[str, Any], defaults: Iterable[Mapping[str, Any]] = (
     defaults = list(defaults)
 
     def amounts(container: Mapping[str, Any]) -> tuple[dict[str, Decimal], dict[str, Decimal]]:
-        requests, limits = _container_amounts(container)
-        for item in defaults:
-            for name, value in (item.get("default") or {}).items():
-                limits.setdefault(name, parse_quantity(value))
-            for name, value in (item.get("defaultRequest") or {}).items():
-                requests.setdefault(name, parse_quantity(value))
-            for name, amount in limits.items():
-                requests.setdefault(name, amount)
-        return requests, limits
+        return _with_defaults(*_container_amounts(container), defaults)
 
     requests: dict[str, Decimal] = {}
     limits: dict[str, Decimal] = {}

@@ -25,9 +25,8 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from trainingjob.api.replicas import role_counts
 from trainingjob.api.types import TrainingJob
-from trainingjob.builders.pod import desired_worker_pod
 from trainingjob.config import OperatorConfig
-from trainingjob.scheduling.quota import container_defaults, describe, gang_shortfalls, pod_demand
+from trainingjob.scheduling.quota import container_defaults, describe, gang_shortfalls, role_demand
 from trainingjob.webhooks.admission import AdmissionRequest, Verdict
 from trainingjob.webhooks.defaulting import derive_image
 
@@ -109,9 +108,7 @@ async def _check_service_account(view: ClusterView, verdict: Verdict, job: Train
         )
 
 
-async def _check_quotas(
-    view: ClusterView, verdict: Verdict, job: TrainingJob, request: AdmissionRequest, config: OperatorConfig
-) -> None:
+async def _check_quotas(view: ClusterView, verdict: Verdict, job: TrainingJob, request: AdmissionRequest) -> None:
     if request.old_object is not None and not any(
         _changed(request, *path)
         for path in (("resources",), ("workers",), ("gpuPerWorker",), ("scheduling",), ("roles",))
@@ -124,11 +121,11 @@ async def _check_quotas(
         return
     defaults = container_defaults(await view.limit_ranges(job.namespace))
     counts = role_counts(job.spec)
+    asked = {role: role_demand(job, role) for role in counts}
     try:
-        demands = [
-            (pod_demand(desired_worker_pod(job, 0, 0, config, role=role), defaults), count)
-            for role, count in counts.items()
-        ]
+        if any(demand.unparsed for demand in asked.values()):
+            raise ValueError("a resource quantity does not parse")
+        demands = [(asked[role].pod(defaults), count) for role, count in counts.items()]
     except (ValueError, KeyError, TypeError) as error:
         logger.info("no quota check for %s/%s: %s", job.namespace, job.name, error)
         return
@@ -173,7 +170,7 @@ async def validate(
         lambda: _check_claims(view, verdict, job, internal_request),
         lambda: _check_priority_class(view, verdict, job, internal_request),
         lambda: _check_service_account(view, verdict, job, internal_request),
-        lambda: _check_quotas(view, verdict, job, internal_request, config),
+        lambda: _check_quotas(view, verdict, job, internal_request),
     )
     for check in checks:  # one after the other, so messages come in the same order every time
         try:

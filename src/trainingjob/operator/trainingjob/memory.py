@@ -25,7 +25,7 @@ class JobMemory:
     rejections: list[str] = field(default_factory=list)
     # Creates admission refused in the latest applies, until a create succeeds (see AdmissionDenial).
     denial: AdmissionDenial | None = None
-    # Since when (monotonic) the job's status has differed from ours in worker details only (see defer_details).
+    # Since when (monotonic) a status change of worker details alone has been held back (reconcile/status.py).
     details_since: float | None = None
     # The newest progress report not yet in status, and when progress was last written.
     progress: PendingProgress = field(default_factory=PendingProgress)

@@ -1,4 +1,5 @@
-"""Find a job's MLflow run, so status.tracking can link it: the chief's SDK creates the run, the operator only reads.
+"""Find a job's MLflow run, so status.tracking can link it (builders/tracking.py): the chief's SDK creates the
+run, the operator only reads.
 
 Two calls of MLflow's REST API (experiments/get-by-name, runs/search by run name). A server that is down or slow
 costs one short timeout and is asked again later; it never fails a reconcile.
@@ -6,8 +7,6 @@ costs one short timeout and is asked again later; it never fails a reconcile.
 
 from __future__ import annotations
 
-import dataclasses
-import datetime
 import json
 import logging
 import time
@@ -15,16 +14,11 @@ from dataclasses import dataclass
 
 import aiohttp
 
-from trainingjob.api.status import JobStatus, Phase
 from trainingjob.api.types import TrainingJob
-from trainingjob.builders.tracking import TrackingSettings, tracking_settings, tracking_status
-from trainingjob.reconcile.actions import Plan
+from trainingjob.builders.tracking import LOOKUP_INTERVAL, NO_RUN_YET, TrackingSettings, tracking_settings
 
 logger = logging.getLogger(__name__)
 TIMEOUT = aiohttp.ClientTimeout(total=3)
-LOOKUP_INTERVAL = 5.0  # seconds between two lookups of the same job's run
-TRACKING_GRACE = 300.0  # how long after a job finished its run is still looked for
-NO_RUN_YET = (None, Phase.PENDING, Phase.SUSPENDED)  # phases in which no chief has run, so there is no run to look for
 
 
 @dataclass(slots=True)
@@ -41,29 +35,10 @@ class MlflowRuns:
     def __init__(self, default_uri: str | None) -> None:
         self.default_uri = default_uri
 
-    async def link(
-        self, lookup: RunLookup, job: TrainingJob, result: Plan, now: datetime.datetime
-    ) -> tuple[Plan, float | None]:
-        """`result` with status.tracking of a tracked job (its server, experiment and run name, and once the chief
-        has created the run its ids and link), and in how many seconds to look for the run again (None: don't)."""
-        settings = tracking_settings(job, self.default_uri)
-        if settings is None:
-            return result, None
-        known = job.status.tracking or {}
-        run, again = (known if known.get("runId") else None), None
-        if run is None and result.status.phase not in NO_RUN_YET:
-            run = await self.find(lookup, settings)
-            if run is None and still_looking(result.status, now):
-                again = LOOKUP_INTERVAL
-        status = tracking_status(settings, run)
-        if result.status.tracking != status:
-            result = dataclasses.replace(result, status=result.status.replace(tracking=status))
-        return result, again
-
     async def prefetch(self, lookup: RunLookup, job: TrainingJob) -> None:
         """Look for a running job's run now, before its reconcile may take a quota turn (operator/quota_gate.py):
-        `link` inside the turn then answers from memory (or "asked too recently"), so a slow MLflow server never
-        holds the turn other jobs of the namespace wait for."""
+        the plan inside the turn links what was found, so a slow MLflow server never holds the turn other jobs of
+        the namespace wait for."""
         settings = tracking_settings(job, self.default_uri)
         if settings is None or (job.status.tracking or {}).get("runId"):
             return
@@ -112,12 +87,3 @@ class MlflowRuns:
         if not runs:
             return None
         return {"experimentId": str(experiment_id), "runId": str(runs[0]["info"]["run_id"])}
-
-
-def still_looking(status: JobStatus, now: datetime.datetime) -> bool:
-    """Look for a job's run while it runs and for TRACKING_GRACE seconds after it finished (the chief may create
-    it late), then only when something else reconciles the job."""
-    if not status.finished:
-        return True
-    finished = status.completion_time
-    return finished is None or (now - finished).total_seconds() < TRACKING_GRACE

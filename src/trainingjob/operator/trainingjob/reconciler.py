@@ -39,19 +39,16 @@ from trainingjob.operator.trainingjob.watches import (
     registration,
 )
 from trainingjob.progress.report import Report
-from trainingjob.reconcile.actions import Plan
 from trainingjob.reconcile.blockers import stuck_pods
+from trainingjob.reconcile.inputs import PlanInputs
 from trainingjob.reconcile.observed import ObservedChildren, PodView
 from trainingjob.reconcile.planner import plan
-from trainingjob.reconcile.status import only_details_changed
 from trainingjob.reconcile.surroundings import AdmissionDenial, is_pod_security_denial
 from trainingjob.scheduling.gang import GangApi, GangView, watched
 from trainingjob.scheduling.quota import NamespaceQuotas
 
 logger = logging.getLogger(__name__)
 JobKey = tuple[str, str]
-# A status change in worker details alone waits this long for the next significant change to carry it.
-DETAIL_WRITE_DELAY = 3.0
 
 
 class Reconciler:
@@ -196,25 +193,16 @@ class Reconciler:
         job = TrainingJob.from_body(body)
         now = self.clock()
         finished = job.status.finished
-        pending = memory.progress.report
-        observed = self.observed(key, job.uid, pending if finished else self.due_progress(key, memory))
+        # A finished job carries whatever report is pending (PlanInputs.latest_progress), due or not.
+        observed = self.observed(key, job.uid, None if finished else self.due_progress(key, memory))
         await self.mlflow_runs.prefetch(memory.tracking, job)  # network, so not inside a quota turn
         async with self.quota_gate.turn(job.namespace, creates_workers(job, observed)):
             observed = await self.surroundings(memory, job, observed, now)
-            planned = plan(job, observed, now, self.config)
-            if planned.status.finished and observed.progress is not pending:
-                # The job ends now: a report held back by the write interval is its last one (the final
-                # progress and checkpoint); it goes into the finishing write instead of being lost.
-                observed = dataclasses.replace(observed, progress=pending)
-                planned = plan(job, observed, now, self.config)
-            result = self.defer_details(key, memory, job, planned)
-            result, look_again = await self.mlflow_runs.link(memory.tracking, job, result, self.clock())
-            if look_again is not None:
-                self.queue.add_after(key, look_again)
+            result = plan(job, observed, now, self.config, self.plan_inputs(memory))
             try:
                 outcome = await self.applier.apply(job, body, result)
             except ApiException as error:
-                if error.status != 422 or observed.progress is None:
+                if error.status != 422 or result.report is None:
                     raise  # a report refused with the status it made must not fail every reconcile for good
                 await self.applier.record_event(job, memory.progress.drop(api_message(error)))
                 if self.metrics is not None:
@@ -222,6 +210,7 @@ class Reconciler:
                 self.queue.add(key)
                 return
         self.remember(key, resource_version, outcome)
+        self.remember_details(memory, result.details_held)
         if (recheck := await self.namesakes.settle(memory.names, job, outcome)) is not None:
             self.queue.add_after(key, recheck)
         self.remember_admission(key, job, observed, outcome, now)
@@ -234,8 +223,8 @@ class Reconciler:
                 outcome.writes,
                 result.status.phase,
             )
-        if observed.progress is not None and not outcome.stale:
-            memory.progress.written_out(observed.progress, outcome.job_changed, self.monotonic())
+        if result.report is not None and not outcome.stale:
+            memory.progress.written_out(result.report, outcome.job_changed, self.monotonic())
         if result.requeue_after is not None:
             self.queue.add_after(key, result.requeue_after)
 
@@ -284,24 +273,21 @@ class Reconciler:
             self.lookups.learn_restricted(job.namespace)
             memory.rejections = [r for r in memory.rejections if not is_pod_security_denial(r)]
 
-    def defer_details(self, key: JobKey, memory: JobMemory, job: TrainingJob, result: Plan) -> Plan:
-        """Hold back a status change that only refreshes worker details for up to DETAIL_WRITE_DELAY.
+    def plan_inputs(self, memory: JobMemory) -> PlanInputs:
+        """What the planner needs of the job's memory."""
+        since = memory.details_since
+        return PlanInputs(
+            latest_progress=memory.progress.report,
+            details_held_for=0.0 if since is None else self.monotonic() - since,
+            mlflow_run=memory.tracking.found,
+        )
 
-        While a gang starts or finishes, its pods change one by one and each change would be a status write of its
-        own; the phase change that follows within a second or two carries them all in one write instead. A job
-        whose details change alone (one worker of many restarted) gets them written once the delay is over.
-        """
-        if not only_details_changed(job.status, result.status):
+    def remember_details(self, memory: JobMemory, held: bool) -> None:
+        """Since when a change of worker details alone has been held back (reconcile/status.py: hold_details)."""
+        if not held:
             memory.details_since = None
-            return result
-        if memory.details_since is None:
+        elif memory.details_since is None:
             memory.details_since = self.monotonic()
-        wait = DETAIL_WRITE_DELAY - (self.monotonic() - memory.details_since)
-        if wait <= 0:
-            memory.details_since = None
-            return result
-        self.queue.add_after(key, wait)
-        return dataclasses.replace(result, status=job.status)
 
     def remember(self, key: JobKey, resource_version: str | None, outcome: ApplyResult) -> None:
         memory = self.remembered(key)
