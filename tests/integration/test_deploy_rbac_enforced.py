@@ -135,7 +135,7 @@ def test_the_api_server_allows_the_operator_exactly_the_calls_its_code_makes(
         lease = ("coordination.k8s.io", "leases", verb) in used
         assert allowed(kube, user, verb, "leases", "coordination.k8s.io", OPERATOR_NAMESPACE) == lease, verb
         assert not allowed(kube, user, verb, "leases", "coordination.k8s.io", namespace), f"leases {verb} elsewhere"
-        # In a job's namespace only create: an MPI job's key (builders/secret.py), never read back.
+        # In a job's namespace only create: an MPI job's key (frameworks/mpi.py), never read back.
         creates = verb == "create" and ("", "secrets", "create") in used
         assert allowed(kube, user, verb, "secrets", namespace=namespace) == creates, f"secrets {verb} in a job's ns"
     for verb in ("list", "watch", "update", "patch", "delete", "deletecollection"):  # get: its own Secret, by name

@@ -88,7 +88,7 @@ def test_a_verb_added_to_the_cluster_role_is_caught() -> None:
 
 def test_no_wildcards_and_secrets_only_by_name_in_the_operators_namespace() -> None:
     """Secrets are read only by name in the operator's own namespace; across namespaces the operator may only create
-    them (an MPI job's key, builders/secret.py), never read, list or watch one."""
+    them (an MPI job's key, frameworks/mpi.py), never read, list or watch one."""
     for doc in rbac_documents():
         for rule in doc.get("rules", []):
             assert "*" not in rule["apiGroups"] + rule["resources"] + rule["verbs"], doc["metadata"]["name"]

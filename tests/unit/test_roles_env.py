@@ -9,6 +9,7 @@ the Service selects every role; fingerprints ignore an elastic job's worker coun
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
@@ -19,8 +20,7 @@ from trainingjob.api.replicas import Replica, chief_replica, desired_replicas
 from trainingjob.api.types import TrainingJob
 from trainingjob.builders.common import spec_hash
 from trainingjob.builders.configmap import desired_config_data
-from trainingjob.builders.pod import desired_worker_pod
-from trainingjob.builders.secret import desired_mpi_key_secret
+from trainingjob.builders.pod import desired_worker_pod, framework_children
 from trainingjob.builders.service import service_selector
 from trainingjob.config import OperatorConfig
 from trainingjob.frameworks import mpi
@@ -158,9 +158,12 @@ def test_an_mpi_launcher_job_starts_ranks_through_the_agent() -> None:
         volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
         assert volumes["tj-mpi-key"]["secret"]["secretName"] == "j-mpi-key"
     assert "resources" not in launcher["spec"]["containers"][0]  # the launcher needs no GPU
-    secret = desired_mpi_key_secret(job, b"\x01" * 32)
-    assert secret["metadata"]["name"] == "j-mpi-key" and secret["metadata"]["ownerReferences"][0]["uid"] == "u"
-    assert desired_mpi_key_secret(job)["data"] != desired_mpi_key_secret(job)["data"]  # a fresh key each time
+    [secret] = framework_children(job)  # the framework's child, made the job's
+    assert secret["kind"] == "Secret" and secret["metadata"]["name"] == "j-mpi-key"
+    assert secret["metadata"]["ownerReferences"][0]["uid"] == "u"
+    assert framework_children(job)[0]["data"] != secret["data"]  # a fresh key each time
+    fixed = mpi.key_secret("j", b"\x01" * 32)
+    assert base64.b64decode(fixed["data"][mpi.KEY_FILE]).decode() == "01" * 32  # hex, as the agent reads it
 
 
 def test_an_mpi_job_without_a_launcher_keeps_its_old_contract() -> None:

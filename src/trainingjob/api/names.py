@@ -22,11 +22,6 @@ def config_map_name(job_name: str) -> str:
     return f"{job_name}-config"
 
 
-def mpi_key_secret_name(job_name: str) -> str:
-    """The Secret with the key the MPI launcher's remote-start agent and the workers' agents share."""
-    return f"{job_name}-mpi-key"
-
-
 def pod_host(job_name: str, namespace: str, role: str, index: int) -> str:
     """DNS name of a pod of any role through the headless Service (pod hostname + subdomain)."""
     return f"{pod_name(job_name, role, index)}.{service_name(job_name)}.{namespace}.svc"

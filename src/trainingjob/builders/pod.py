@@ -12,13 +12,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainingjob.api import constants as k
-from trainingjob.api.names import config_map_name, mpi_key_secret_name, pod_name, service_name
+from trainingjob.api.names import config_map_name, pod_name, service_name
 from trainingjob.api.types import TrainingJob
 from trainingjob.builders.common import child_metadata, spec_hash
-from trainingjob.builders.env import worker_env
+from trainingjob.builders.env import worker_context, worker_env
 from trainingjob.builders.pvc import checkpoint_claim_name
 from trainingjob.config import OperatorConfig
-from trainingjob.frameworks import mpi
+from trainingjob.frameworks.base import PodChanges
+from trainingjob.frameworks.registry import framework_for
 
 # What PodSecurity `restricted` asks of a container that stock images (which often run as root) also tolerate.
 BASE_CONTAINER_SECURITY = {
@@ -43,6 +44,9 @@ class Membership:
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
     spec: Mapping[str, Any] = field(default_factory=dict)
+
+
+NO_CHANGES = PodChanges()
 
 
 def default_security(restricted: bool) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -88,9 +92,10 @@ def progress_token_volume(config: OperatorConfig) -> tuple[dict[str, Any], dict[
 
 
 def worker_volumes(
-    job: TrainingJob, config: OperatorConfig | None = None
+    job: TrainingJob, config: OperatorConfig | None = None, changes: PodChanges = NO_CHANGES
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(volumes, mounts): shared memory for dataloaders/NCCL, the job's ConfigMap, data, checkpoints, the user's."""
+    """(volumes, mounts): shared memory for dataloaders/NCCL, the job's ConfigMap, data, checkpoints, what the
+    framework adds (`changes`), the user's."""
     volumes: list[dict[str, Any]] = [
         {"name": "dshm", "emptyDir": {"medium": "Memory"}},
         {"name": "tj-config", "configMap": {"name": config_map_name(job.name)}},
@@ -113,23 +118,17 @@ def worker_volumes(
     if claim is not None:
         volumes.append({"name": "checkpoints", "persistentVolumeClaim": {"claimName": claim}})
         mounts.append({"name": "checkpoints", "mountPath": job.spec.checkpoint_path})
-    if has_mpi_launcher(job):
-        secret = {"secretName": mpi_key_secret_name(job.name), "defaultMode": 0o444}
-        volumes.append({"name": "tj-mpi-key", "secret": secret})
-        mounts.append({"name": "tj-mpi-key", "mountPath": mpi.KEY_DIR, "readOnly": True})
+    volumes += [dict(volume) for volume in changes.volumes]
+    mounts += [dict(mount) for mount in changes.mounts]
     return volumes + job.spec.volumes, mounts + job.spec.volume_mounts
 
 
-def has_mpi_launcher(job: TrainingJob) -> bool:
-    return job.spec.framework == "mpi" and job.spec.replicas_of(k.LAUNCHER) > 0
-
-
-def container_command(job: TrainingJob, role: str) -> tuple[list[str], list[str]]:
-    """(command, args) of a pod of `role`: the role's own, else the workers'; the workers of an MPI job with a
-    launcher run the remote-start agent (frameworks/mpi.py) instead."""
+def container_command(job: TrainingJob, role: str, changes: PodChanges = NO_CHANGES) -> tuple[list[str], list[str]]:
+    """(command, args) of a pod of `role`: the framework's when it replaces it (`changes`), else the role's own,
+    else the workers'."""
     spec = job.spec
-    if role == k.WORKER and has_mpi_launcher(job):
-        return list(mpi.AGENT_COMMAND), []
+    if changes.command is not None:
+        return list(changes.command), list(changes.args)
     role_spec = spec.roles.get(role)
     if role_spec is None or (role_spec.command is None and role_spec.args is None):
         return list(spec.command), list(spec.args)
@@ -175,7 +174,8 @@ def desired_worker_pod(
     label besides what its scheduler reads (a label, an annotation or spec.workloadRef; the job's own schedulerName
     wins)."""
     spec = job.spec
-    volumes, mounts = worker_volumes(job, config)
+    changes = framework_for(spec.framework).pod_changes(worker_context(job, index, role))
+    volumes, mounts = worker_volumes(job, config, changes)
     labels = worker_labels(job, index, attempt, spec_label or spec_hash(job), role)
     if gang is not None:
         labels.update({**gang.labels, k.LABEL_GANG: gang.gang})
@@ -183,7 +183,7 @@ def desired_worker_pod(
     metadata = child_metadata(job, name, labels)
     metadata["annotations"] = {**spec.pod_annotations, **(gang.annotations if gang is not None else {})}
     pod_security, container_security = default_security(restricted)
-    command, args = container_command(job, role)
+    command, args = container_command(job, role, changes)
     container: dict[str, Any] = {
         "name": k.TRAINER_CONTAINER,
         "image": spec.image,
@@ -218,3 +218,10 @@ def desired_worker_pod(
             **worker_placement(job, config, role),
         },
     }
+
+
+def framework_children(job: TrainingJob) -> list[dict[str, Any]]:
+    """The children the job's framework adds with its workers (e.g. MPI's key Secret), made the job's: our labels
+    and the controller ownerReference, so garbage collection takes them with the job."""
+    children = framework_for(job.spec.framework).children(worker_context(job, 0))
+    return [{**child, "metadata": child_metadata(job, child["metadata"]["name"])} for child in children]

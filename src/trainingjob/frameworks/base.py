@@ -1,7 +1,11 @@
-"""The one small interface every ML framework implements: the environment (and files) its launcher expects.
+"""The one small interface every ML framework implements: the environment (and files) its launcher expects, and
+hooks where it differs from a gang of equal workers: children it adds, what it changes in a pod, whose success is
+the job's, which roles the training can do without.
 
 Adding a framework means adding a module with a class like these and registering it in `registry.py`; no other
-framework, builder or the planner changes (Kubeflow Trainer's plugin idea, without the plugin machinery).
+framework, builder or the planner changes (Kubeflow Trainer v2's idea of plugins for MLPolicy, component builders
+and terminal conditions, without its machinery). Builders call worker_env, config_files, children and pod_changes
+(builders/env.py, configmap.py, pod.py); the planner asks success_rule and optional_roles (reconcile/roles.py).
 
 The frameworks are the lowest layer above the ground floor: they import nothing else of trainingjob, and the API
 (api/constants.py) takes their role names and reserved environment variables from them.
@@ -11,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 WORKER = "worker"
 # Where every pod mounts the job's ConfigMap, with each framework's config_files().
@@ -58,24 +62,75 @@ class WorkerContext:
         return tuple(self.role_hosts.get(role, ()))
 
 
+@dataclass(frozen=True)
+class PodChanges:
+    """What a framework changes in a pod the builder makes: volumes and mounts it adds (after the operator's own,
+    before the user's), and a command that replaces the pod's own (None: the role's command stays)."""
+
+    volumes: tuple[Mapping[str, Any], ...] = ()
+    mounts: tuple[Mapping[str, Any], ...] = ()
+    command: tuple[str, ...] | None = None
+    args: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SuccessRule:
+    """The pod whose success is the job's (by role and index), and the Succeeded condition's reason and message."""
+
+    role: str
+    index: int
+    reason: str
+    message: str
+
+
 class Framework(Protocol):
-    """An ML framework's distributed contract."""
+    """An ML framework's distributed contract, and the hooks where it differs from a gang of equal workers."""
 
     name: str
     # The roles other than worker this framework's jobs may have (spec.roles), e.g. MPI's launcher.
     roles: tuple[str, ...]
+    # Roles the training can do without: not needed for the job to be Running, their failure never fails the job
+    # and never restarts the gang (TensorFlow's evaluator).
+    optional_roles: frozenset[str]
 
     def worker_env(self, context: WorkerContext) -> dict[str, str]:
         """Environment variables for one worker, in the order they should appear."""
         ...
 
     def config_files(self, context: WorkerContext) -> dict[str, str]:
-        """Extra files for the job's ConfigMap (mounted at /etc/trainingjob); the same for every worker."""
+        """Extra files for the job's ConfigMap (mounted at CONFIG_DIR); the same for every worker."""
+        ...
+
+    def children(self, context: WorkerContext) -> list[dict[str, Any]]:
+        """Children the job gets with its workers, created when workers are (AlreadyExists keeps the first): whole
+        manifests whose metadata holds only a name; the builder makes them the job's (labels, ownerReference)."""
+        ...
+
+    def pod_changes(self, context: WorkerContext) -> PodChanges:
+        """What this framework changes in the pod of `context`."""
+        ...
+
+    def success_rule(self, replicas: Mapping[str, int]) -> SuccessRule | None:
+        """Whose success is the job's, given how many pods of each of this framework's roles the job has; None: the
+        workers' (or the spec's successPolicy) decide."""
         ...
 
 
-class NoConfigFiles:
-    """Mixin for frameworks whose contract is environment only."""
+class Plugin:
+    """What every hook does for a framework that does not override it: a gang of equal workers, environment
+    only."""
+
+    roles: tuple[str, ...] = ()
+    optional_roles: frozenset[str] = frozenset()
 
     def config_files(self, context: WorkerContext) -> dict[str, str]:
         return {}
+
+    def children(self, context: WorkerContext) -> list[dict[str, Any]]:
+        return []
+
+    def pod_changes(self, context: WorkerContext) -> PodChanges:
+        return PodChanges()
+
+    def success_rule(self, replicas: Mapping[str, int]) -> SuccessRule | None:
+        return None

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from trainingjob.frameworks.base import NoConfigFiles, WorkerContext
+from trainingjob.frameworks.base import Plugin, WorkerContext
 
 
-class Jax(NoConfigFiles):
+class Jax(Plugin):
     name = "jax"
-    roles: tuple[str, ...] = ()
 
     def worker_env(self, context: WorkerContext) -> dict[str, str]:
         return {

@@ -7,16 +7,24 @@ With spec.roles.launcher, the operator makes it work: the launcher pod runs the 
 workers run the remote-start agent from the job's ConfigMap (trainingjob/sdk/mpi_agent.py, Python's standard library
 only), and Open MPI's rsh launcher (`OMPI_MCA_plm_rsh_agent`) starts its daemons on the workers through that agent
 instead of ssh: no sshd, no keys in the image. Every request carries an HMAC of a per-connection challenge made
-with a key only this job's pods mount (the Secret `<job>-mpi-key`, created by the operator), so nothing else can
-run commands in the workers. The hostfile lists the workers only: the launcher runs no ranks.
+with a key only this job's pods mount (the Secret `<job>-mpi-key`, one of this framework's children), so nothing
+else can run commands in the workers. The hostfile lists the workers only: the launcher runs no ranks, and the
+launcher's mpirun judges the job's success.
+
+All of it lives here, behind the hooks of frameworks/base.py: the Secret (children), the key's volume and the
+workers' agent command (pod_changes), the launcher's verdict (success_rule).
 """
 
 from __future__ import annotations
 
+import base64
 import functools
+import secrets
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-from trainingjob.frameworks.base import CONFIG_DIR, WorkerContext
+from trainingjob.frameworks.base import CONFIG_DIR, WORKER, Plugin, PodChanges, SuccessRule, WorkerContext
 
 LAUNCHER = "launcher"
 HOSTFILE = "hostfile"
@@ -25,6 +33,8 @@ AGENT_FILE = "mpi-agent.py"
 AGENT_PATH = f"{CONFIG_DIR}/{AGENT_FILE}"
 KEY_DIR = "/var/run/secrets/trainingjob/mpi"
 KEY_FILE = "key"
+KEY_BYTES = 32
+KEY_VOLUME = "tj-mpi-key"
 # What the workers of a launcher job run: the agent, serving the launcher's requests until the job ends.
 AGENT_COMMAND = ("python3", AGENT_PATH, "serve")
 
@@ -39,7 +49,26 @@ def has_launcher(context: WorkerContext) -> bool:
     return bool(context.hosts_of(LAUNCHER))
 
 
-class Mpi:
+def key_secret_name(job_name: str) -> str:
+    """The Secret with the key the launcher's remote-start agent and the workers' agents share."""
+    return f"{job_name}-mpi-key"
+
+
+def key_secret(job_name: str, key: bytes | None = None) -> dict[str, Any]:
+    """`<job>-mpi-key` with `key` (hex, as the agent reads it), a fresh random one unless given. Asked for whenever
+    workers are created: the first create wins and AlreadyExists keeps that key, so the operator never needs to
+    read (or watch) Secrets; owned by the job, garbage collection removes it with the job."""
+    material = (key if key is not None else secrets.token_bytes(KEY_BYTES)).hex().encode()
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": key_secret_name(job_name)},
+        "type": "Opaque",
+        "data": {KEY_FILE: base64.b64encode(material).decode()},
+    }
+
+
+class Mpi(Plugin):
     name = "mpi"
     roles = (LAUNCHER,)
 
@@ -67,3 +96,20 @@ class Mpi:
         if has_launcher(context):
             files[AGENT_FILE] = agent_source()
         return files
+
+    def children(self, context: WorkerContext) -> list[dict[str, Any]]:
+        return [key_secret(context.job_name)] if has_launcher(context) else []
+
+    def pod_changes(self, context: WorkerContext) -> PodChanges:
+        """Every pod of a launcher job mounts the key; its workers run the agent instead of the user's command."""
+        if not has_launcher(context):
+            return PodChanges()
+        volume = {"name": KEY_VOLUME, "secret": {"secretName": key_secret_name(context.job_name), "defaultMode": 0o444}}
+        mount = {"name": KEY_VOLUME, "mountPath": KEY_DIR, "readOnly": True}
+        command = AGENT_COMMAND if context.role == WORKER else None
+        return PodChanges(volumes=(volume,), mounts=(mount,), command=command)
+
+    def success_rule(self, replicas: Mapping[str, int]) -> SuccessRule | None:
+        if replicas.get(LAUNCHER, 0) > 0:
+            return SuccessRule(LAUNCHER, 0, "LauncherSucceeded", "launcher 0 (mpirun) succeeded")
+        return None

@@ -16,7 +16,7 @@ sharing, rank 0 writes MASTER_ADDR/MASTER_PORT in every round and its training p
 
 from __future__ import annotations
 
-from trainingjob.frameworks.base import ElasticRendezvous, NoConfigFiles, WorkerContext
+from trainingjob.frameworks.base import ElasticRendezvous, Plugin, WorkerContext
 
 
 def elastic_env(context: WorkerContext, elastic: ElasticRendezvous) -> dict[str, str]:
@@ -31,9 +31,8 @@ def elastic_env(context: WorkerContext, elastic: ElasticRendezvous) -> dict[str,
     }
 
 
-class PyTorch(NoConfigFiles):
+class PyTorch(Plugin):
     name = "pytorch"
-    roles: tuple[str, ...] = ()
 
     def worker_env(self, context: WorkerContext) -> dict[str, str]:
         if context.elastic is not None:

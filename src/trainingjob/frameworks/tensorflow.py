@@ -6,13 +6,18 @@ pod reachable at its own DNS name on the job's port. An `evaluator` is not part 
 allows at most one; it evaluates the checkpoints the chief writes, as tf.keras.utils.SidecarEvaluator does): its
 TF_CONFIG carries the training cluster with task type evaluator, and no other task's cluster lists it, so nobody
 waits for it.
+
+What the roles mean to the job lives here too (the hooks of frameworks/base.py): chief 0's success is the job's
+(success_rule), and the evaluator is optional (optional_roles): its failure is never a gang restart and never
+fails the job; it is replaced alone while the restart policy allows, else left Failed.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
-from trainingjob.frameworks.base import WORKER, NoConfigFiles, WorkerContext
+from trainingjob.frameworks.base import WORKER, Plugin, SuccessRule, WorkerContext
 
 CHIEF, PS, EVALUATOR = "chief", "ps", "evaluator"
 # The task types of the training cluster, in the order TensorFlow's own examples list them.
@@ -28,9 +33,11 @@ def cluster_spec(context: WorkerContext) -> dict[str, list[str]]:
     }
 
 
-class TensorFlow(NoConfigFiles):
+class TensorFlow(Plugin):
     name = "tensorflow"
     roles = (CHIEF, PS, EVALUATOR)
+    # The evaluator is not part of the training: its failure is never a gang restart and never fails the job.
+    optional_roles = frozenset({EVALUATOR})
 
     def worker_env(self, context: WorkerContext) -> dict[str, str]:
         tf_config = {
@@ -39,3 +46,10 @@ class TensorFlow(NoConfigFiles):
             "environment": "cloud",
         }
         return {"TF_CONFIG": json.dumps(tf_config, separators=(",", ":"))}
+
+    def success_rule(self, replicas: Mapping[str, int]) -> SuccessRule | None:
+        """With a chief, chief 0 judges success (as Kubeflow's TFJob does); parameter servers and the evaluator
+        never count for it."""
+        if replicas.get(CHIEF, 0) > 0:
+            return SuccessRule(CHIEF, 0, "ChiefSucceeded", "chief 0 succeeded")
+        return None

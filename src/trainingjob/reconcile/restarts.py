@@ -69,7 +69,7 @@ def decide(job: TrainingJob, gang: Gang, started: bool) -> Restart | Outcome | N
     restart_for_failure: list[PodView] = []
     for pod in failed:
         decision = policies.decide_failure(job.spec, pod)
-        if decision.action == "Fail" and not tolerated(pod):
+        if decision.action == "Fail" and not tolerated(job.spec, pod):
             return Outcome(Phase.FAILED, decision.reason, failure_message(pod))
         if decision.action == "Restart":
             restart_for_failure.append(pod)
@@ -91,9 +91,9 @@ def failure_restart(job: TrainingJob, gang: Gang, failed: list[PodView]) -> Rest
     """The restart for these failures; BackoffLimitExceeded once the limit is reached (None when every failure is
     one the job outlives: those pods stay Failed)."""
     restarts = job.status.moved.restart_count
-    first = next((p for p in failed if not tolerated(p)), failed[0])
+    first = next((p for p in failed if not tolerated(job.spec, p)), failed[0])
     if policies.backoff_limit_reached(job.spec, restarts):
-        if all(tolerated(p) for p in failed):
+        if all(tolerated(job.spec, p) for p in failed):
             return None
         return Outcome(
             Phase.FAILED,

@@ -1,13 +1,12 @@
 """What a pod's role means to the planner: who judges success, whose failure replaces whom, whose failure is
 tolerated. Pure functions of the spec and the pod, beside the restart policies they refine.
 
-- TensorFlow: with a chief, chief 0 judges success (Kubeflow's TFJob does the same); parameter servers and the
-  evaluator never count for it. The evaluator is not part of the training: its failure is never a gang restart
-  and never fails the job (it is replaced alone while the policy allows, else left Failed).
-- MPI with a launcher: the launcher's mpirun judges success; any failure restarts the gang (mpirun cannot lose a
-  rank and go on).
+What a role means to its framework is the framework's to say (frameworks/base.py): whose success is the job's
+(TensorFlow's chief, MPI's launcher: `success_rule`) and which roles the training can do without (TensorFlow's
+evaluator: `optional_roles`). On top of that:
 - Elastic PyTorch: worker 0 hosts the c10d rendezvous, so it judges success and losing it restarts every worker;
   any other worker is replaced alone while torchrun's agents re-rendezvous without it.
+- successPolicy Rank0: worker 0 judges success.
 """
 
 from __future__ import annotations
@@ -15,18 +14,28 @@ from __future__ import annotations
 from trainingjob.api import constants as k
 from trainingjob.api.replicas import Replica
 from trainingjob.api.types import JobSpec
+from trainingjob.frameworks.base import Framework, Plugin
+from trainingjob.frameworks.registry import FRAMEWORKS
 from trainingjob.reconcile.observed import PodView
 
-# Roles the training can do without: not needed for the job to be Running, their failure never fails the job.
-OPTIONAL_ROLES = frozenset({k.EVALUATOR})
+UNKNOWN_FRAMEWORK = Plugin()  # what a spec the planner rejects (InvalidSpec) would get: no special role
+
+
+def framework_of(spec: JobSpec) -> Framework | Plugin:
+    return FRAMEWORKS.get(spec.framework, UNKNOWN_FRAMEWORK)
+
+
+def optional_roles(spec: JobSpec) -> frozenset[str]:
+    """Roles the training can do without: not needed for the job to be Running, their failure never fails the job."""
+    return framework_of(spec).optional_roles
 
 
 def success_judge(spec: JobSpec) -> tuple[Replica, str, str] | None:
     """(the pod whose success is the job's, condition reason, message); None: every worker must succeed."""
-    if spec.replicas_of(k.CHIEF) > 0:
-        return Replica(k.CHIEF, 0), "ChiefSucceeded", "chief 0 succeeded"
-    if spec.replicas_of(k.LAUNCHER) > 0:
-        return Replica(k.LAUNCHER, 0), "LauncherSucceeded", "launcher 0 (mpirun) succeeded"
+    framework = framework_of(spec)
+    rule = framework.success_rule({role: spec.replicas_of(role) for role in framework.roles})
+    if rule is not None:
+        return Replica(rule.role, rule.index), rule.reason, rule.message
     if spec.elastic is not None:
         return Replica(k.WORKER, 0), "Rank0Succeeded", "worker 0 succeeded (elastic: it hosts the rendezvous)"
     if spec.success_policy == "Rank0":
@@ -36,16 +45,16 @@ def success_judge(spec: JobSpec) -> tuple[Replica, str, str] | None:
 
 def restarts_alone(spec: JobSpec, pod: PodView) -> bool:
     """Whether a failure or disruption of `pod` replaces only that pod (else, by restartStrategy, the gang)."""
-    if pod.role in OPTIONAL_ROLES:
+    if pod.role in optional_roles(spec):
         return True
     if spec.elastic is not None and pod.role == k.WORKER:
         return pod.index != 0
     return spec.failure_policy.restart_strategy == "Worker"
 
 
-def tolerated(pod: PodView) -> bool:
+def tolerated(spec: JobSpec, pod: PodView) -> bool:
     """A failure the job outlives: the pod is left Failed (or replaced alone) and the training goes on."""
-    return pod.role in OPTIONAL_ROLES
+    return pod.role in optional_roles(spec)
 
 
 def restart_policy_of(spec: JobSpec, role: str) -> str:

@@ -15,7 +15,7 @@ from trainingjob.api.times import format_time
 from trainingjob.api.types import TrainingJob
 from trainingjob.reconcile.conditions import DesiredCondition, merge_conditions
 from trainingjob.reconcile.observed import PodView
-from trainingjob.reconcile.roles import OPTIONAL_ROLES, success_judge
+from trainingjob.reconcile.roles import optional_roles, success_judge
 
 # Status fields that persist from one write to the next unless a plan changes them (None removes one).
 CARRIED_FIELDS = (
@@ -115,7 +115,8 @@ def pods_outcome(
     workers = [r for r in phases if r.role == k.WORKER]
     if judge is None and all(phases[r] == "Succeeded" for r in workers):
         return Outcome(Phase.SUCCEEDED, "AllWorkersSucceeded", f"all {len(workers)} workers succeeded")
-    required = [r for r in phases if r.role not in OPTIONAL_ROLES]
+    optional = optional_roles(spec)
+    required = [r for r in phases if r.role not in optional]
     running = sum(phases[r] in ("Running", "Succeeded") for r in required)
     message = _running_message(job, running, required)
     if spec.elastic is not None:

@@ -22,8 +22,7 @@ from trainingjob.api.replicas import Replica, desired_replicas, is_desired
 from trainingjob.api.status import Counters, Phase
 from trainingjob.api.times import whole_seconds
 from trainingjob.api.types import TrainingJob
-from trainingjob.builders.pod import desired_worker_pod, has_mpi_launcher
-from trainingjob.builders.secret import desired_mpi_key_secret
+from trainingjob.builders.pod import desired_worker_pod, framework_children
 from trainingjob.config import OperatorConfig
 from trainingjob.reconcile import blockers, gangs, policies
 from trainingjob.reconcile.actions import CreateChild, Event, delete_pods
@@ -219,7 +218,8 @@ def create_missing(
     team: gangs.GangPlan,
 ) -> Decision:
     """Create workers whose names are free, unless a restart's backoff delay or an admission retry is pending; a
-    gang's object comes first, and its workers once the cache shows it (`team`, see gangs.py)."""
+    gang's object comes first, and its workers once the cache shows it (`team`, see gangs.py); the children the
+    job's framework adds (frameworks/base.py) come with them."""
     waits = [t for t in (job.status.next_restart_time, retry_at) if t is not None and t > now]
     if waits:
         return Decision(requeue_after=(max(waits) - now).total_seconds())
@@ -236,9 +236,7 @@ def create_missing(
         desired_worker_pod(job, r.index, attempt, config, gang.spec.pod_hash, restricted, r.role, team.membership)
         for r in missing
     ]
-    children = (
-        [desired_mpi_key_secret(job)] if missing and has_mpi_launcher(job) else []
-    )  # AlreadyExists keeps the first key
+    children = framework_children(job) if missing else []  # AlreadyExists keeps the first ones
     return Decision(actions=tuple(CreateChild(manifest) for manifest in [*children, *pods]), changes=started)
 
 

@@ -54,7 +54,7 @@ CREATES: dict[str, Callable[[Writer], Method]] = {
     "Service": lambda w: w.core.create_namespaced_service,
     "ConfigMap": lambda w: w.core.create_namespaced_config_map,
     "PersistentVolumeClaim": lambda w: w.core.create_namespaced_persistent_volume_claim,
-    "Secret": lambda w: w.core.create_namespaced_secret,  # the MPI launcher's key (builders/secret.py)
+    "Secret": lambda w: w.core.create_namespaced_secret,  # a framework's child, e.g. MPI's key (frameworks/mpi.py)
     "EndpointSlice": lambda w: w.discovery.create_namespaced_endpoint_slice,
     "Deployment": lambda w: w.apps.create_namespaced_deployment,
     "HorizontalPodAutoscaler": lambda w: w.autoscaling.create_namespaced_horizontal_pod_autoscaler,
