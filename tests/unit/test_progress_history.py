@@ -83,3 +83,22 @@ def test_the_planner_reads_the_names_from_the_jobs_annotation() -> None:
         "spec": {"framework": "xgboost", "image": "i", "command": ["c"]},
     }
     assert history_names(TrainingJob.from_body(body).annotations) == ("accuracy",)
+
+
+def test_the_planner_records_the_history_of_the_metrics_the_job_names() -> None:
+    """The planner folds a report through progress/fold.py, which reads the names from the job it is given."""
+    from trainingjob.config import OperatorConfig
+    from trainingjob.reconcile.inputs import PlanInputs
+    from trainingjob.reconcile.observed import ObservedChildren
+    from trainingjob.reconcile.planner import plan
+
+    body = {
+        "apiVersion": c.API_VERSION,
+        "kind": c.KIND,
+        "metadata": {"name": "j", "namespace": "ns", "annotations": {c.ANNOTATION_METRIC_HISTORY: "accuracy"}},
+        "spec": {"framework": "xgboost", "image": "i", "command": ["c"]},
+        "status": {"phase": "Succeeded", "completionTime": "2026-11-22T12:00:00Z"},
+    }
+    report = Report(epoch=3, total_epochs=3, metrics={"accuracy": 0.9, "loss": 0.1}, received="2026-11-22T12:00:00Z")
+    result = plan(TrainingJob.from_body(body), ObservedChildren(), NOW, OperatorConfig(), PlanInputs(report))
+    assert result.status.to_dict()["progress"]["history"] == {"accuracy": [{"epoch": 3, "value": 0.9}]}
