@@ -62,6 +62,7 @@ def install_crd(kube: Kube, manifest: dict[str, Any] | None = None) -> None:
         kube.extensions.replace_custom_resource_definition(name, manifest)
     install_webhook_configurations(kube)
     install_llmmodel_crd(kube)
+    install_sweep_crd(kube)
     wait_until(lambda: _established(kube, name), 60, f"CRD {name} to be Established")
     # Established can precede the first successful create, and after a replace the API server may still serve
     # the previous schema for a moment: wait until a probe comes back defaulted exactly as this schema says.
@@ -72,7 +73,19 @@ def install_llmmodel_crd(kube: Kube) -> None:
     """The LLMModel CRD from its schema module, created or replaced (the operator watches it beside TrainingJob)."""
     from trainingjob.api.schema_llmmodel import llmmodel_crd_manifest
 
-    manifest = saved_config(llmmodel_crd_manifest())
+    install_other_crd(kube, llmmodel_crd_manifest())
+
+
+def install_sweep_crd(kube: Kube) -> None:
+    """The TrainingSweep CRD from its schema module (docs/sweeps.md), created or replaced."""
+    from trainingjob.api.schema_sweep import sweep_crd_manifest
+
+    install_other_crd(kube, sweep_crd_manifest())
+
+
+def install_other_crd(kube: Kube, crd: dict[str, Any]) -> None:
+    """A CRD without conversion webhook, created or replaced, and waited for until Established."""
+    manifest = saved_config(crd)
     name = manifest["metadata"]["name"]
     try:
         kube.extensions.create_custom_resource_definition(manifest)

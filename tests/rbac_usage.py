@@ -65,6 +65,8 @@ OWN_KIND_WRITES = {
     "patch_status": ("patch", "/status"),
     "patch_metadata": ("patch", ""),
     "delete_object": ("delete", ""),
+    "create_object": ("create", ""),
+    "patch_object": ("patch", ""),
 }
 
 
@@ -137,8 +139,9 @@ def watch_grants() -> set[Grant]:
     from trainingjob.operator.llmmodel.watches import REGISTRATION as MODELS
     from trainingjob.operator.runtime.manager import all_watches
     from trainingjob.operator.trainingjob.watches import registration
+    from trainingjob.operator.trainingsweep.watches import REGISTRATION as SWEEPS
 
-    watches = all_watches([registration(), MODELS])
+    watches = all_watches([registration(), MODELS, SWEEPS])
     return {(w.resource.group, w.resource.plural, verb) for w in watches for verb in WATCH_VERBS}
 
 

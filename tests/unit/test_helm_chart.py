@@ -24,6 +24,7 @@ from tests.helm_support import (
 from trainingjob.api import generate
 from trainingjob.api.schema import crd_manifest
 from trainingjob.api.schema_llmmodel import llmmodel_crd_manifest
+from trainingjob.api.schema_sweep import sweep_crd_manifest
 
 NAMESPACED = ("--set", "watchNamespaces={ml-team-a}")
 MONITORING = (
@@ -92,7 +93,8 @@ def test_helm_reports_the_pinned_version(tmp_path: Path) -> None:
 def test_the_rendered_crd_is_the_generated_one(tmp_path: Path) -> None:
     rendered = [d for d in yaml.safe_load_all(helm_template(tmp_path)) if d and d["kind"] == "CustomResourceDefinition"]
     by_name = sorted(rendered, key=lambda d: d["metadata"]["name"])
-    assert by_name == [llmmodel_crd_manifest(), crd_manifest()]  # LLMModel's too (docs/serving.md)
+    # LLMModel's (docs/serving.md) and TrainingSweep's (docs/sweeps.md) too.
+    assert by_name == [llmmodel_crd_manifest(), crd_manifest(), sweep_crd_manifest()]
 
 
 def test_the_charts_copies_are_deploys_files_and_no_links() -> None:
@@ -109,7 +111,8 @@ def test_the_charts_copies_are_deploys_files_and_no_links() -> None:
         assert not copy.is_symlink(), f"{copy} is a link: Helm warns about it on every command"
         assert copy.read_text() == source.read_text(), f"{copy} differs from {source}: run `make generate`"
     assert yaml.safe_load((CHART / "crds" / "trainingjobs.ml.example.com.yaml").read_text()) == crd_manifest()
-    assert sorted(p.name for p in (CHART / "crds").iterdir()) == [generate.MODEL_CRD_FILE, generate.CRD_FILE]
+    chart_crds = sorted(p.name for p in (CHART / "crds").iterdir())
+    assert chart_crds == [generate.MODEL_CRD_FILE, generate.CRD_FILE, generate.SWEEP_CRD_FILE]
 
 
 def test_the_chart_targets_the_operators_namespace_by_default() -> None:

@@ -28,7 +28,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
         {"ui"},  # the web UI
         {"operator"},  # the controllers: watches, queues, the writer, one planner call per object
         {"webhooks"},  # admission and conversion, served by the operator
-        {"serving"},  # the LLMModel planner
+        {"serving", "sweeps"},  # the LLMModel planner; the TrainingSweep planner
         {"reconcile"},  # the TrainingJob planner
         {"progress", "scheduling"},  # progress reports and their folding into status; gang APIs and quotas
         {"builders"},  # the children's manifests

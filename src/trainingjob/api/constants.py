@@ -141,3 +141,30 @@ DEFAULT_SERVING_PORT = 8080
 DEFAULT_SERVING_IMAGE = "registry.example/trainingjob-serving/model-server:0.1"
 # Where a serving pod finds the model a TrainingJob or a claim holds (spec.source), read-only.
 MODEL_MOUNT_PATH = "/model"
+
+# TrainingSweep (docs/sweeps.md): a hyperparameter search whose trials are TrainingJobs it owns.
+SWEEP_VERSION = V1
+SWEEP_API_VERSION = f"{GROUP}/{SWEEP_VERSION}"
+SWEEP_KIND = "TrainingSweep"
+SWEEP_PLURAL = "trainingsweeps"
+SWEEP_SINGULAR = "trainingsweep"
+SWEEP_SHORT_NAMES = ("tsw", "sweep")
+SWEEP_CRD_NAME = f"{SWEEP_PLURAL}.{GROUP}"
+SWEEP_ALGORITHMS = ("random", "grid", "tpe", "cmaes")
+SWEEP_PRUNERS = ("none", "median", "successiveHalving", "hyperband")
+SWEEP_PARAMETER_TYPES = ("float", "int", "categorical")
+SWEEP_DIRECTIONS = ("maximize", "minimize")
+MAX_SWEEP_TRIALS = 1000
+MAX_SWEEP_PARAMETERS = 16
+MAX_CATEGORICAL_VALUES = 64
+# Trials are named <sweep>-trial-<index>, index < MAX_SWEEP_TRIALS: the suffix takes at most 10 characters.
+TRIAL_SUFFIX = "-trial-"
+MAX_SWEEP_NAME_LENGTH = MAX_JOB_NAME_LENGTH - len(TRIAL_SUFFIX) - len(str(MAX_SWEEP_TRIALS - 1))
+LABEL_SWEEP = f"{GROUP}/sweep"
+LABEL_TRIAL_INDEX = f"{GROUP}/trial-index"
+# Set by the sweep controller on a trial it stopped: Pruned (early stopping) or Stopped (the sweep ended first).
+ANNOTATION_TRIAL_STOPPED = f"{GROUP}/trial-stopped"
+# The Optuna sampler's attributes of the trial at its creation (JSON), so a restarted controller's study has them.
+ANNOTATION_SAMPLER_STATE = f"{GROUP}/sampler-state"
+# The queue a sweep's trials are admitted through: copied from the sweep to each trial.
+LABEL_KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"

@@ -1,12 +1,12 @@
 """Write deploy/crd/ from the Python sources, and the Helm chart's copies; or check that they are up to date.
 
-deploy/crd/ holds the TrainingJob CRD (from schema.py), the LLMModel CRD (from schema_llmmodel.py) and the admission
-webhook configurations (from webhook_config.py): everything `kubectl apply -f deploy/crd/` registers
-with the API server.
+deploy/crd/ holds the TrainingJob CRD (from schema.py), the LLMModel CRD (from schema_llmmodel.py), the
+TrainingSweep CRD (from schema_sweep.py) and the admission webhook configurations (from webhook_config.py):
+everything `kubectl apply -f deploy/crd/` registers with the API server.
 `python -m trainingjob.api.generate` (or `make generate`) rewrites the files; `--check` exits 1 when one differs,
 so CI catches a change that was not regenerated.
 
-The chart (charts/trainingjob-operator) carries copies of the two CRDs and of deploy/monitoring's alerts and
+The chart (charts/trainingjob-operator) carries copies of the CRDs and of deploy/monitoring's alerts and
 dashboard, written here too. They were symbolic links once, and Helm warns about every link on every command it
 runs (`found symbolic link in path`, 12 lines per `helm install`); copies that this module writes and checks keep one
 source without the noise.
@@ -23,9 +23,10 @@ from typing import Any
 import yaml
 
 from trainingjob.api import webhook_config
-from trainingjob.api.constants import CRD_NAME, MODEL_CRD_NAME
+from trainingjob.api.constants import CRD_NAME, MODEL_CRD_NAME, SWEEP_CRD_NAME
 from trainingjob.api.schema import crd_manifest
 from trainingjob.api.schema_llmmodel import llmmodel_crd_manifest
+from trainingjob.api.schema_sweep import sweep_crd_manifest
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 CRD_DIRECTORY = REPO_ROOT / "deploy" / "crd"
@@ -34,11 +35,13 @@ MONITORING_DIRECTORY = REPO_ROOT / "deploy" / "monitoring"
 MONITORING_FILES = ("prometheus-rule.yaml", "grafana-dashboard.json")
 CRD_FILE = f"{CRD_NAME}.yaml"
 MODEL_CRD_FILE = f"{MODEL_CRD_NAME}.yaml"
+SWEEP_CRD_FILE = f"{SWEEP_CRD_NAME}.yaml"
 WEBHOOKS_FILE = "webhook-configurations.yaml"
 CRD_PATH = CRD_DIRECTORY / CRD_FILE
 WEBHOOKS_PATH = CRD_DIRECTORY / WEBHOOKS_FILE
 HEADER = "# generated from src/trainingjob/api/schema.py by `make generate`; do not edit\n"
 MODEL_HEADER = "# generated from src/trainingjob/api/schema_llmmodel.py by `make generate`; do not edit\n"
+SWEEP_HEADER = "# generated from src/trainingjob/api/schema_sweep.py by `make generate`; do not edit\n"
 WEBHOOKS_HEADER = (
     "# generated from src/trainingjob/api/webhook_config.py by `make generate`; do not edit\n"
     "# The operator injects its CA (caBundle) and, outside the cluster, points these at itself.\n"
@@ -60,6 +63,11 @@ def render_llmmodel() -> str:
     return MODEL_HEADER + _dump(llmmodel_crd_manifest())
 
 
+def render_sweep() -> str:
+    """The TrainingSweep CRD as YAML text."""
+    return SWEEP_HEADER + _dump(sweep_crd_manifest())
+
+
 def render_webhooks() -> str:
     """The Mutating- and ValidatingWebhookConfiguration, as one YAML stream."""
     documents = [webhook_config.mutating_configuration(), webhook_config.validating_configuration()]
@@ -69,6 +77,7 @@ def render_webhooks() -> str:
 OUTPUTS: dict[str, Callable[[], str]] = {
     CRD_FILE: render,
     MODEL_CRD_FILE: render_llmmodel,
+    SWEEP_CRD_FILE: render_sweep,
     WEBHOOKS_FILE: render_webhooks,
 }
 
@@ -78,6 +87,7 @@ def chart_outputs(chart: Path) -> dict[Path, Callable[[], str]]:
     outputs: dict[Path, Callable[[], str]] = {
         chart / "crds" / CRD_FILE: render,
         chart / "crds" / MODEL_CRD_FILE: render_llmmodel,
+        chart / "crds" / SWEEP_CRD_FILE: render_sweep,
     }
     for name in MONITORING_FILES:
         outputs[chart / "files" / name] = (MONITORING_DIRECTORY / name).read_text

@@ -37,6 +37,10 @@ from trainingjob.operator.runtime.writer import Writer
 from trainingjob.operator.trainingjob.apply import Applier
 from trainingjob.operator.trainingjob.reconciler import Reconciler
 from trainingjob.operator.trainingjob.watches import TRAININGJOB_BODIES, WORKER_PODS, registration
+from trainingjob.operator.trainingsweep.apply import SweepApplier
+from trainingjob.operator.trainingsweep.engine import load_engine
+from trainingjob.operator.trainingsweep.reconciler import SweepReconciler
+from trainingjob.operator.trainingsweep.watches import REGISTRATION as SWEEPS
 from trainingjob.progress.server import ProgressEndpoint, serve
 from trainingjob.progress.tls import ensure_tls, url_ips
 from trainingjob.scheduling.gang import GangApi, watched
@@ -154,7 +158,7 @@ async def _serve(
         material = await ensure_tls(api, given.operator_namespace, SERVICE_NAME, url_ips(config.progress_url))
         config = dataclasses.replace(config, progress_ca_pem=material.ca_pem)
     job_registration = registration(watched(options.gang_apis))
-    registrations = (job_registration, MODELS)
+    registrations = (job_registration, MODELS, SWEEPS)
     caches = Caches(
         watch_api,
         all_watches(registrations),
@@ -174,7 +178,10 @@ async def _serve(
     models = ServingReconciler(
         caches.indexes, ServingApplier(writer), config.serving, resync_seconds=config.resync_seconds, metrics=metrics
     )
-    manager = Manager(caches, [jobs.controller, models.controller])
+    sweeps = SweepReconciler(
+        caches.indexes, SweepApplier(writer), load_engine(), resync_seconds=config.resync_seconds, metrics=metrics
+    )
+    manager = Manager(caches, [jobs.controller, models.controller, sweeps.controller])
     metrics.register_cache(cache_collector(manager))
     caches.start()
     cleanup.append(caches.stop)

@@ -86,6 +86,26 @@ def is_admission_denial(error: ApiException) -> bool:
     return error.status == 400 and "admission webhook" in str(error.body or "")
 
 
+def refused_creation(error: ApiException, kind: str, name: str) -> Written:
+    """What a create's refusal means for the controller; raises what it cannot plan around."""
+    if error.status == 409:
+        return EXISTED  # the name is deterministic: ours, or a namesake that is not
+    if is_invalid_child(error):
+        return Written(Outcome.REJECTED, f"{kind} {name} was rejected: {api_message(error)}")
+    if is_admission_denial(error):
+        return Written(Outcome.DENIED, api_message(error))
+    raise error
+
+
+def refused_change(error: ApiException, kind: str, name: str) -> Written:
+    """What a patch's or replace's refusal means: gone (or a newer namesake), or the spec refused; else raises."""
+    if error.status in (404, 409):
+        return GONE
+    if is_invalid_child(error):
+        return Written(Outcome.REJECTED, f"{kind} {name} was rejected: {api_message(error)}")
+    raise error
+
+
 def status_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
     """A JSON merge patch from old to new status: changed keys, and null for keys that went away.
 
@@ -135,13 +155,7 @@ class Writer:
                 else:
                     await unread(CREATES[kind](self), namespace, manifest)
         except ApiException as error:
-            if error.status == 409:
-                return EXISTED  # the name is deterministic: ours, or a namesake that is not
-            if is_invalid_child(error):
-                return Written(Outcome.REJECTED, f"{kind} {name} was rejected: {api_message(error)}")
-            if is_admission_denial(error):
-                return Written(Outcome.DENIED, api_message(error))
-            raise
+            return refused_creation(error, kind, name)
         return DONE
 
     async def patch(self, namespace: str, kind: str, name: str, patch: Mapping[str, Any]) -> Written:
@@ -160,11 +174,7 @@ class Writer:
             async with self.write_slots:
                 await unread(call, *args, **kwargs)
         except ApiException as error:
-            if error.status in (404, 409):
-                return GONE
-            if is_invalid_child(error):
-                return Written(Outcome.REJECTED, f"{kind} {name} was rejected: {api_message(error)}")
-            raise
+            return refused_change(error, kind, name)
         return DONE
 
     async def delete(
@@ -196,6 +206,40 @@ class Writer:
             if error.status in (404, 409):
                 return GONE  # gone already, or a newer namesake (uid precondition failed)
             raise
+        return DONE
+
+    # Children that are custom objects of another controller (a sweep's TrainingJobs): the same Outcomes.
+
+    async def create_object(self, resource: Resource, namespace: str, manifest: Mapping[str, Any]) -> Written:
+        """Create a custom object a controller owns (a TrainingSweep's trials are TrainingJobs)."""
+        group, version, plural, name = resource.group, resource.version, resource.plural, manifest["metadata"]["name"]
+        try:
+            async with self.write_slots:
+                await unread(self.custom.create_namespaced_custom_object, group, version, namespace, plural, manifest)
+        except ApiException as error:
+            return refused_creation(error, resource.kind, name)
+        return DONE
+
+    async def patch_object(
+        self, resource: Resource, namespace: str, name: str, uid: str, patch: Mapping[str, Any]
+    ) -> Written:
+        """Merge-patch a custom object a controller owns, only the one with `uid` (a newer namesake is GONE)."""
+        group, version, plural = resource.group, resource.version, resource.plural
+        body = {**patch, "metadata": {**(patch.get("metadata") or {}), "uid": uid}}
+        try:
+            async with self.write_slots:
+                await unread(
+                    self.custom.patch_namespaced_custom_object,
+                    group,
+                    version,
+                    namespace,
+                    plural,
+                    name,
+                    body,
+                    _content_type=MERGE_PATCH,
+                )
+        except ApiException as error:
+            return refused_change(error, resource.kind, name)
         return DONE
 
     # The controllers' own objects: errors raise (a 404 or 409 means the plan was made from a stale object).

@@ -1,0 +1,225 @@
+"""The TrainingSweep planner: (sweep, its trials, what this process remembers, now) -> what to create, stop and
+record. Pure: the Optuna work goes through `engine` (sweeps/study.py, or None when the `[sweeps]` extra is not
+installed), and every write is the applier's (operator/trainingsweep/apply.py).
+
+Order of a plan: judge running trials (prune), decide whether the sweep is over (goal, maxTrials, failures),
+stop what must stop, then sample new trials up to `parallelism`. A new trial is sampled only when no trial this
+process created is still missing from its cache (expectations): a lagging watch must not make it sample the same
+index twice (the name would meet AlreadyExists, but the sample would have been wasted).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from types import ModuleType
+from typing import Any
+
+from trainingjob.api.constants import ANNOTATION_TRIAL_STOPPED
+from trainingjob.reconcile.actions import Event
+from trainingjob.sweeps.builders import attrs_patch, stop_patch, trial_manifest
+from trainingjob.sweeps.status import Outcome, Scored, best, scored, sweep_status, trial_events
+from trainingjob.sweeps.trials import TrialState, TrialView, trial_view
+from trainingjob.sweeps.types import TrainingSweep
+from trainingjob.sweeps.validation import spec_problems
+
+UNAVAILABLE = (
+    "this operator runs without the sweep controller: install the `sweeps` extra (pip install "
+    "'trainingjob-operator[sweeps]', Optuna) where the operator runs and restart it"
+)
+
+
+@dataclass(frozen=True)
+class ObservedSweep:
+    trials: Sequence[TrialView]
+    pending_creations: frozenset[str] = frozenset()
+    judged: Mapping[str, int] = field(default_factory=dict)  # trial name -> newest epoch already judged
+    private: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)  # index -> attributes kept in memory
+    rejection: str = ""  # the API server's refusal of a trial this process tried to create
+
+
+@dataclass(frozen=True)
+class TrialWrite:
+    """A write to one trial: its name and uid (a newer namesake is left alone), the merge patch, and Events to
+    record on the trial and on the sweep."""
+
+    name: str
+    uid: str
+    patch: dict[str, Any]
+    events: tuple[Event, ...] = ()
+
+
+@dataclass
+class SweepPlan:
+    creates: list[dict[str, Any]] = field(default_factory=list)  # trial manifests
+    private: dict[int, dict[str, Any]] = field(default_factory=dict)  # attributes of new trials kept in memory
+    writes: list[TrialWrite] = field(default_factory=list)
+    judged: dict[str, int] = field(default_factory=dict)
+    status: dict[str, Any] = field(default_factory=dict)
+    events: list[Event] = field(default_factory=list)
+
+
+def plan_sweep(sweep: TrainingSweep, observed: ObservedSweep, engine: ModuleType | None, now: str) -> SweepPlan:
+    plan = SweepPlan()
+    trials = [t for t in observed.trials if t.controller_uid == sweep.uid]
+    if engine is None:
+        outcome = Outcome("Pending", "SweepControllerUnavailable", UNAVAILABLE)
+        plan.status = sweep_status(sweep, scored(sweep, trials), outcome, now)
+        plan.events += phase_events(sweep, outcome)
+        return plan
+    if sweep.deleting:
+        return plan
+    plan.writes += prunes(sweep, trials, observed, engine, plan)
+    entries = scored(sweep, apply_writes(trials, plan.writes))
+    outcome = judge_sweep(sweep, entries, observed.rejection)
+    if outcome.finished:
+        plan.writes += stops(entries, outcome)
+    elif not observed.pending_creations:
+        create_trials(sweep, trials, entries, observed, engine, plan)
+        if plan.creates:
+            entries = scored(sweep, [*apply_writes(trials, plan.writes), *(trial_view(m) for m in plan.creates)])
+            outcome = Outcome("Running")
+    plan.status = sweep_status(sweep, entries, outcome, now)
+    plan.events += trial_events(sweep.status, entries) + phase_events(sweep, outcome)
+    return plan
+
+
+def apply_writes(trials: Sequence[TrialView], writes: Sequence[TrialWrite]) -> list[TrialView]:
+    """The trials as they will be once the plan's stop marks are written (the status says so at once)."""
+    marks = {w.name: w.patch["metadata"]["annotations"].get(ANNOTATION_TRIAL_STOPPED) for w in writes}
+    return [replace(t, stopped=marks[t.name]) if marks.get(t.name) else t for t in trials]
+
+
+def running(entries: Sequence[Scored]) -> list[Scored]:
+    return [entry for entry in entries if entry.state is TrialState.RUNNING]
+
+
+def prunes(
+    sweep: TrainingSweep, trials: Sequence[TrialView], observed: ObservedSweep, engine: Any, plan: SweepPlan
+) -> list[TrialWrite]:
+    """Ask the pruner about each running trial that reported an epoch not judged yet; a trial at its last epoch
+    is not judged (there is nothing left to save)."""
+    if sweep.spec.early_stopping.pruner == "none":
+        return []
+    metric, writes = sweep.spec.objective.metric, []
+    for entry in running(scored(sweep, trials)):
+        trial = entry.trial
+        series = trial.series(metric)
+        if not series or trial.deleting:
+            continue
+        epoch = series[-1][0]
+        plan.judged[trial.name] = epoch
+        if observed.judged.get(trial.name, -1) >= epoch or (trial.total_epochs and epoch >= trial.total_epochs):
+            continue
+        judgement = engine.judge(sweep, trials, trial, observed.private)
+        patches: list[dict[str, Any]] = []
+        events: tuple[Event, ...] = ()
+        if judgement.attrs and judgement.attrs != engine.recorded_attrs(trial):
+            patches.append(attrs_patch(judgement.attrs))
+        if judgement.prune:
+            mark = f"Pruned at epoch {epoch}: {metric} {series[-1][1]:.6g} is worse than the other trials'"
+            patches.append(stop_patch(mark))
+            events = (Event("Normal", "TrialPruned", f"trial {trial.name}: {mark}"),)
+        if patches:
+            writes.append(TrialWrite(trial.name, trial.uid, merged_patches(patches), events))
+    return writes
+
+
+def merged_patches(patches: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Merge patches of a trial's annotations and spec into one write."""
+    annotations: dict[str, Any] = {}
+    spec: dict[str, Any] = {}
+    for patch in patches:
+        annotations.update(patch.get("metadata", {}).get("annotations", {}))
+        spec.update(patch.get("spec", {}))
+    return {"metadata": {"annotations": annotations}, **({"spec": spec} if spec else {})}
+
+
+def judge_sweep(sweep: TrainingSweep, entries: Sequence[Scored], rejection: str) -> Outcome:
+    """Whether the sweep is over, and why."""
+    spec = sweep.spec
+    problems = spec_problems(sweep)
+    if problems:
+        return Outcome("Failed", "InvalidSpec", "; ".join(problems)[:1024])
+    if rejection:
+        return Outcome("Failed", "InvalidTemplate", f"the API server refused a trial: {rejection}"[:1024])
+    refused = refused_before(sweep)
+    if refused is not None:
+        return refused
+    failed = [entry for entry in entries if entry.state is TrialState.FAILED]
+    if len(failed) > spec.max_failed_trials:
+        unreported = all(entry.reason.startswith("ObjectiveNotReported") for entry in failed)
+        reasons = "; ".join(f"{entry.trial.name}: {entry.reason}" for entry in failed[-3:])
+        message = f"{len(failed)} trials failed (maxFailedTrials {spec.max_failed_trials}): {reasons}"
+        return Outcome("Failed", "ObjectiveNotReported" if unreported else "TooManyFailedTrials", message[:1024])
+    top = best(sweep, entries)
+    if top is not None and top.value is not None and spec.objective.reached(top.value):
+        message = f"trial {top.trial.name} reached the goal: {spec.objective.metric} {top.value:.6g}"
+        return Outcome("Succeeded", "GoalReached", message)
+    if len(entries) >= spec.max_trials and not running(entries):
+        if top is None:
+            return Outcome("Failed", "NoTrialSucceeded", f"none of the {len(entries)} trials succeeded")
+        message = f"{len(entries)} trials ran; best: {top.trial.name} ({spec.objective.metric} {top.value:.6g})"
+        return Outcome("Succeeded", "MaxTrialsReached", message)
+    return Outcome("Running" if entries else "Pending", "" if entries else "NoTrialYet")
+
+
+def refused_before(sweep: TrainingSweep) -> Outcome | None:
+    """A sweep failed for a refused template stays failed until its spec changes: the refusal was only in the
+    memory of the process that met it, and trying again after a restart would only meet it again."""
+    if sweep.status.get("observedGeneration") != sweep.generation:
+        return None
+    for condition in sweep.status.get("conditions") or ():
+        failed = condition.get("type") == "Failed" and condition.get("status") == "True"
+        if failed and condition.get("reason") == "InvalidTemplate":
+            return Outcome("Failed", "InvalidTemplate", str(condition.get("message") or ""))
+    return None
+
+
+def stops(entries: Sequence[Scored], outcome: Outcome) -> list[TrialWrite]:
+    """Trials still running when the sweep ends are suspended and marked Stopped."""
+    mark = f"Stopped: the sweep ended ({outcome.reason})"
+    return [
+        TrialWrite(entry.trial.name, entry.trial.uid, stop_patch(mark))
+        for entry in running(entries)
+        if not entry.trial.deleting
+    ]
+
+
+def create_trials(
+    sweep: TrainingSweep,
+    trials: list[TrialView],
+    entries: Sequence[Scored],
+    observed: ObservedSweep,
+    engine: Any,
+    plan: SweepPlan,
+) -> None:
+    """Sample and create trials until `parallelism` run or `maxTrials` exist. Each sample sees the ones before."""
+    spec = sweep.spec
+    busy = len(running(entries))
+    number = max((t.index for t in trials), default=-1) + 1
+    known = list(trials)
+    while busy < spec.parallelism and number < spec.max_trials:
+        sample = engine.ask(sweep, known, number, {**observed.private, **plan.private})
+        manifest = trial_manifest(sweep, number, sample.params, sample.attrs)
+        plan.creates.append(manifest)
+        if sample.private:
+            plan.private[number] = sample.private
+        view = trial_view(manifest)
+        assert view is not None
+        known.append(view)
+        busy += 1
+        number += 1
+
+
+def phase_events(sweep: TrainingSweep, outcome: Outcome) -> list[Event]:
+    """An Event when the phase changes: the sweep's start, its end, or the controller missing."""
+    if sweep.status.get("phase") == outcome.phase:
+        return []
+    if outcome.phase == "Succeeded":
+        return [Event("Normal", outcome.reason, outcome.message)]
+    if outcome.phase == "Failed":
+        return [Event("Warning", outcome.reason, outcome.message)]
+    if outcome.reason == "SweepControllerUnavailable":
+        return [Event("Warning", outcome.reason, outcome.message)]
+    return []
