@@ -41,12 +41,15 @@ clean_env = examples_support.clean_env  # autouse: no launcher variable or defau
 SDK_DIR = Path(trainingjob.sdk.__file__).parent
 HEAVY = ("torch", "tensorflow", "keras", "xgboost", "jax", "jaxlib", "numpy")
 # examples/images.yaml is the local nodes' image mapping, not a manifest.
-# LLMModel manifests (examples/llmmodel, examples/serving) are tested by the serving tests.
+# LLMModel manifests (examples/llmmodel, examples/serving) are tested by the serving tests, TrainingSweeps
+# (sweep-*.yaml) by the sweep tests (tests/integration/test_sweeps.py runs examples/xgboost/sweep-local.yaml).
 SERVING_EXAMPLES = ("llmmodel", "serving")
 MANIFESTS = sorted(
     p
     for p in EXAMPLES.rglob("*.yaml")
-    if p.name != "images.yaml" and p.relative_to(EXAMPLES).parts[0] not in SERVING_EXAMPLES
+    if p.name != "images.yaml"
+    and p.relative_to(EXAMPLES).parts[0] not in SERVING_EXAMPLES
+    and not p.name.startswith("sweep-")
 )
 
 

@@ -10,6 +10,7 @@ from trainingjob.cli.cluster import cluster
 from trainingjob.cli.jobs import COMMANDS as JOB_COMMANDS
 from trainingjob.cli.migrate import migrate_storage_command
 from trainingjob.cli.operator import operator
+from trainingjob.cli.sweeps import sweep
 from trainingjob.cli.ui import ui
 
 
@@ -24,5 +25,6 @@ main.add_command(operator)
 main.add_command(migrate_storage_command)
 main.add_command(ui)
 main.add_command(check)
+main.add_command(sweep)
 for job_command in JOB_COMMANDS:
     main.add_command(job_command)

@@ -281,9 +281,12 @@ class Client:
         finally:
             response.release()
 
-    async def job_events(self, namespace: str, name: str, uid: str | None = None) -> list[dict[str, Any]]:
-        """Events about TrainingJob `name` (of this incarnation when `uid` is given), oldest first."""
-        selector = f"involvedObject.name={name},involvedObject.kind={k.KIND}"
+    async def job_events(
+        self, namespace: str, name: str, uid: str | None = None, kind: str = k.KIND
+    ) -> list[dict[str, Any]]:
+        """Events about TrainingJob (or another `kind`) `name`, of this incarnation when `uid` is given, oldest
+        first."""
+        selector = f"involvedObject.name={name},involvedObject.kind={kind}"
         with self.errors(namespace, None, resource="events"):
             events = await self.core.list_namespaced_event(
                 namespace, field_selector=selector, _request_timeout=_timeout()

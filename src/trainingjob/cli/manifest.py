@@ -104,14 +104,20 @@ def manifest_from_flags(
     return {"apiVersion": k.API_VERSION, "kind": k.KIND, "metadata": metadata, "spec": spec}
 
 
-def manifests_from_yaml(text: str, source: str) -> list[dict[str, Any]]:
-    """Every TrainingJob in a YAML stream (empty documents skipped); anything else is a ManifestError."""
+def yaml_documents(text: str, source: str, kind: str = k.KIND) -> list[Any]:
+    """The documents of a YAML stream, empty ones skipped; none at all, or no YAML, is a ManifestError."""
     try:
         documents = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as error:
         raise ManifestError(f"{source}: not valid YAML: {yaml_problem(error)}") from None
     if not documents:
-        raise ManifestError(f"{source}: no TrainingJob in it")
+        raise ManifestError(f"{source}: no {kind} in it")
+    return documents
+
+
+def manifests_from_yaml(text: str, source: str) -> list[dict[str, Any]]:
+    """Every TrainingJob in a YAML stream (empty documents skipped); anything else is a ManifestError."""
+    documents = yaml_documents(text, source)
     for number, document in enumerate(documents, 1):
         check_manifest(document, f"{source} (document {number})" if len(documents) > 1 else source)
     return documents
