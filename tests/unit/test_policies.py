@@ -264,6 +264,26 @@ def test_suspend_deletes_workers_and_resume_starts_a_new_attempt() -> None:
     assert [c.manifest["metadata"]["labels"]["ml.example.com/attempt"] for c in created] == ["1", "1"]
 
 
+def test_a_resume_replaces_workers_the_suspension_did_not_delete() -> None:
+    """The operator SIGKILLed between the suspend's status write and its pod deletes, and the job resumed before the
+    next reconcile (found by tests/integration/test_kill_points.py's reasoning): the resume starts attempt 1, so the
+    attempt-0 pods still running are replaced like a restart's, not kept under the new attempt's number."""
+    job = make_job({"phase": "Running", "startTime": STARTED}, suspend=True)
+    survivors = (pod(job, 0), pod(job, 1))
+    suspended = plan(job, children(job, *survivors), NOW, CONFIG)  # its deletes never ran
+    job = make_job(suspended.status, suspend=False)
+    resumed = plan(job, children(job, *survivors), NOW + datetime.timedelta(seconds=5), CONFIG)
+    assert stored(resumed)["attempt"] == 1
+    assert sorted(d.name for d in kinds(resumed.actions, DeleteChild)) == ["job-worker-0", "job-worker-1"]
+    assert sorted(stored(resumed)["replacedPods"]) == sorted(p.uid for p in survivors)
+    assert not kinds(resumed.actions, CreateChild)
+    job = make_job(resumed.status)
+    gone = plan(job, children(job), NOW + datetime.timedelta(seconds=6), CONFIG)
+    created = [c.manifest for c in kinds(gone.actions, CreateChild) if c.manifest["kind"] == "Pod"]
+    assert [m["metadata"]["labels"]["ml.example.com/attempt"] for m in created] == ["1", "1"]
+    assert stored(gone)["attempt"] == 1 and "replacedPods" not in stored(gone)
+
+
 def test_time_queued_before_the_first_start_does_not_extend_the_deadline() -> None:
     """Created suspended, queued an hour, resumed: the deadline counts from the start, with nothing taken off."""
     queued = plan(make_job({}, suspend=True), ObservedChildren(), NOW, CONFIG).status.to_dict()

@@ -35,6 +35,12 @@ from trainingjob.reconcile.status import Outcome, pods_outcome
 
 def observe_gang(job: TrainingJob, observed: ObservedChildren) -> Gang:
     recorded = set(job.status.replaced_pods or ())
+    if resume_starts_attempt(job):
+        # Workers the suspension did not delete are from the attempt before: replaced like a restart's, never kept
+        # under the new attempt's number. (An operator SIGKILLed between the suspend's status write and its deletes,
+        # or a delete that failed, and spec.suspend set back to false before the next reconcile: the status said
+        # attempt 1, "recreating the workers from the last checkpoint", while the attempt-0 pods ran on.)
+        recorded |= {p.uid for p in observed.pods if p.live and p.uid}
     replaced = [p for p in observed.pods if p.live and p.uid in recorded]
     live = [p for p in observed.pods if p.live and p.uid not in observed.released_pods and p.uid not in recorded]
     spec = current_worker_spec(job, live)
@@ -77,11 +83,17 @@ def resume_changes(job: TrainingJob, now: datetime.datetime) -> Changes:
     suspended_at = job.status.suspend_time
     if suspended_at is None:
         return Changes()
-    if job.status.start_time is None:
+    if not resume_starts_attempt(job):
         return Changes({"suspend_time": None})
     paused = int((whole_seconds(now) - suspended_at).total_seconds())
     fields = {"suspend_time": None, "suspended_seconds": (job.status.suspended_seconds or 0) + paused}
     return Changes(fields, Counters(attempt=1))
+
+
+def resume_starts_attempt(job: TrainingJob) -> bool:
+    """A job whose status says suspended, planned as running: spec.suspend is false again. Only a job whose training
+    had begun starts a new attempt (one created suspended, queued, starts its first)."""
+    return job.status.suspend_time is not None and job.status.start_time is not None
 
 
 def resume_event(job: TrainingJob) -> Event:
