@@ -65,3 +65,17 @@ def test_a_trials_untrusted_history_and_metrics_are_read_defensively() -> None:
     assert view is not None
     assert view.series("accuracy") == ((1, 0.5), (2, 0.6))
     assert "loss" not in view.metrics
+
+
+def test_a_sweep_that_ended_does_not_start_over_when_its_trials_go_until_its_spec_changes() -> None:
+    """Deleting a namespace may delete the trials before their sweep: judged from no trials, it would start over."""
+    first = plan(sweep(maxTrials=2))
+    done = [finished(first.creates[0], [0.5, 0.7]), finished(first.creates[1], [0.4, 0.6])]
+    ended = plan(sweep(maxTrials=2), done)
+    assert ended.status["phase"] == "Succeeded" and ended.creates == []
+    gone = plan(with_status(sweep(maxTrials=2), ended.status), [])
+    assert gone.creates == [] and gone.status["phase"] == "Succeeded" and gone.events == []
+    # A larger maxTrials is a new generation: the sweep goes on with the next index.
+    more = with_status(sweep(maxTrials=4), ended.status)
+    more = type(more)(**{**more.__dict__, "generation": 2})
+    assert [m["metadata"]["name"] for m in plan(more, done).creates] == ["digits-trial-2", "digits-trial-3"]

@@ -143,9 +143,9 @@ def judge_sweep(sweep: TrainingSweep, entries: Sequence[Scored], rejection: str)
         return Outcome("Failed", "InvalidSpec", "; ".join(problems)[:1024])
     if rejection:
         return Outcome("Failed", "InvalidTemplate", f"the API server refused a trial: {rejection}"[:1024])
-    refused = refused_before(sweep)
-    if refused is not None:
-        return refused
+    ended = ended_before(sweep)
+    if ended is not None:
+        return ended
     failed = [entry for entry in entries if entry.state is TrialState.FAILED]
     if len(failed) > spec.max_failed_trials:
         unreported = all(entry.reason.startswith("ObjectiveNotReported") for entry in failed)
@@ -164,15 +164,20 @@ def judge_sweep(sweep: TrainingSweep, entries: Sequence[Scored], rejection: str)
     return Outcome("Running" if entries else "Pending", "" if entries else "NoTrialYet")
 
 
-def refused_before(sweep: TrainingSweep) -> Outcome | None:
-    """A sweep failed for a refused template stays failed until its spec changes: the refusal was only in the
-    memory of the process that met it, and trying again after a restart would only meet it again."""
+def ended_before(sweep: TrainingSweep) -> Outcome | None:
+    """A sweep that ended stays ended until its spec changes (a larger maxTrials goes on from there). Its trials may
+    go after it ended (deleted by hand, or by the deletion of their namespace, which may come before the sweep's):
+    judged from the trials left, it would start over. And a sweep failed for a refused template stays failed: the
+    refusal was only in the memory of the process that met it, and trying again would only meet it again."""
     if sweep.status.get("observedGeneration") != sweep.generation:
         return None
+    phase = sweep.status.get("phase")
+    if phase not in ("Succeeded", "Failed"):
+        return None
+    kind = "Complete" if phase == "Succeeded" else "Failed"
     for condition in sweep.status.get("conditions") or ():
-        failed = condition.get("type") == "Failed" and condition.get("status") == "True"
-        if failed and condition.get("reason") == "InvalidTemplate":
-            return Outcome("Failed", "InvalidTemplate", str(condition.get("message") or ""))
+        if condition.get("type") == kind and condition.get("status") == "True":
+            return Outcome(phase, str(condition.get("reason") or ""), str(condition.get("message") or ""))
     return None
 
 
