@@ -52,8 +52,14 @@ def test_a_digits_sweep_finds_a_clearly_better_trial_prunes_a_bad_one_and_surviv
     assert [t["metadata"]["name"] for t in found] == [f"{name}-trial-{i}" for i in range(max_trials)]
     assert [t["name"] for t in status["trials"]] == [t["metadata"]["name"] for t in found]
     assert status["trialsCreated"] == max_trials and status["trialsRunning"] == 0
-    created = [m for reason, m in events_of(kube, namespace, name) if reason == "TrialCreated"]
-    assert len(created) == max_trials, created
+    # TrialCreated is told by the process that created the trial: one SIGKILLed between a create and its Event
+    # leaves that trial without one, but no trial is ever told (so created) twice.
+    told = [
+        m.split(":")[0].removeprefix("created trial ")
+        for r, m in events_of(kube, namespace, name)
+        if r == "TrialCreated"
+    ]
+    assert len(told) == len(set(told)) and set(told) <= {t["name"] for t in status["trials"]}, told
 
     by_state: dict[str, list[dict[str, Any]]] = {}
     for trial in status["trials"]:
@@ -67,7 +73,7 @@ def test_a_digits_sweep_finds_a_clearly_better_trial_prunes_a_bad_one_and_surviv
         assert job["spec"]["suspend"] is True
         assert job["metadata"]["annotations"][k.ANNOTATION_TRIAL_STOPPED].startswith("Pruned at epoch")
         history = job["status"]["progressDetails"]["history"]["accuracy"]
-        assert [point["epoch"] for point in history][-1] == trial["epochs"]
+        assert [point["epoch"] for point in history][-1] == job["status"]["currentEpoch"] < epochs
 
     best = status["bestTrial"]
     values = [t["value"] for t in status["trials"] if "value" in t]
