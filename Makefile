@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 CLUSTER ?= default
 
-.PHONY: help install ui-assets generate components runtimes tools mlflow-server node-packages test-packages lint test test-unit test-integration gpu-check demo demo-simulated demo-down bench clean
+.PHONY: help install ui-assets generate components runtimes tools mlflow-server node-packages test-packages lint test test-unit test-integration chaos gpu-check demo demo-simulated demo-down bench clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -81,6 +81,12 @@ mlflow-server: $(MLFLOW_STAMP)  ## install MLflow's server into its own cached v
 test: lint test-packages  ## everything CI runs: system packages, tools, runtimes, then lint, unit and integration tests
 	$(MAKE) --no-print-directory -j2 tools runtimes mlflow-server
 	$(BIN)/python -m pytest tests
+
+# The random kill points (tests/integration/test_kill_points.py) run 50 kills in `make test`; this runs more. The seed
+# is printed; TJ_KILL_SEED=N draws the same scenarios and kill instants again.
+KILLS ?= 200
+chaos: components node-packages  ## SIGKILL the operator at KILLS (200) random instants while jobs run on kwok; check nothing is lost
+	TJ_KILL_POINTS=$(KILLS) $(BIN)/python -m pytest tests/integration/test_kill_points.py -s
 
 gpu-check:  ## on a machine with NVIDIA GPUs, PyTorch and JAX: the node's GPU path and the examples over NCCL (scripts/gpu-check.sh)
 	scripts/gpu-check.sh

@@ -276,11 +276,8 @@ def start_operator(
     metrics_port = free_port()
     webhook_port = webhook_port or free_port()
     command = [
-        *(sys.executable, "-m", "trainingjob.cli", "operator", "--all-namespaces", "--log-format", "json"),
-        *("--liveness", health_url, "--progress-port", str(progress_port), "--progress-bind", progress_host),
-        *("--progress-url", f"https://{progress_host}:{progress_port}", "--metrics-port", str(metrics_port)),
-        *("--metrics-bind", "127.0.0.1", "--webhook-port", str(webhook_port), *BOUND_FLAGS, *SERVING_FLAGS),
-        *extra_args,
+        *(sys.executable, "-m", "trainingjob.cli"),
+        *operator_arguments(health_url, progress_host, progress_port, metrics_port, webhook_port, extra_args),
     ]
     env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
     with log_path.open("ab") as log:
@@ -289,13 +286,37 @@ def start_operator(
     running = RunningOperator(
         process, log_path, kubeconfig, health_url, progress_port, metrics_port, webhook_port, progress_host, extra_args
     )
+    return wait_healthy(running)
+
+
+def operator_arguments(
+    health_url: str,
+    progress_host: str,
+    progress_port: int,
+    metrics_port: int,
+    webhook_port: int,
+    extra_args: tuple[str, ...],
+) -> list[str]:
+    """`tj operator` with the test operator's endpoints, bounds and `extra_args`."""
+    return [
+        *("operator", "--all-namespaces", "--log-format", "json"),
+        *("--liveness", health_url, "--progress-port", str(progress_port), "--progress-bind", progress_host),
+        *("--progress-url", f"https://{progress_host}:{progress_port}", "--metrics-port", str(metrics_port)),
+        *("--metrics-bind", "127.0.0.1", "--webhook-port", str(webhook_port), *BOUND_FLAGS, *SERVING_FLAGS),
+        *extra_args,
+    ]
+
+
+def wait_healthy(running: RunningOperator) -> RunningOperator:
+    """`running` once its /healthz answers (it failed if it exits or stays silent for 60 s)."""
+    process = running.process
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise AssertionError(f"operator exited with {process.returncode}:\n{running.log_tail()}")
-        if healthy(health_url):
+        if healthy(running.health_url):
             return running
-        time.sleep(0.2)
+        time.sleep(0.1)
     running.stop()
     raise AssertionError(f"operator not healthy within 60s:\n{running.log_tail()}")
 
