@@ -9,8 +9,9 @@ ENV PIP_NO_CACHE_DIR=1 \
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY src ./src
+# The image is the whole operator: the sweeps extra (Optuna) too, or every TrainingSweep would wait for it.
 RUN pip wheel --no-deps --wheel-dir /wheels . \
-    && pip wheel --wheel-dir /wheels /wheels/trainingjob_operator-*.whl
+    && pip wheel --wheel-dir /wheels "$(ls /wheels/trainingjob_operator-*.whl)[sweeps]"
 
 # ---- runtime: only the installed wheels; no compilers, no pip cache, no wheels left in any layer, no pip
 FROM python:3.11-slim
@@ -22,7 +23,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     HOME=/tmp
 # The wheels are bind-mounted from the builder for this one step, so they never become part of the image.
 RUN --mount=type=bind,from=builder,source=/wheels,target=/wheels \
-    pip install --no-cache-dir --no-index --find-links=/wheels trainingjob-operator \
+    pip install --no-cache-dir --no-index --find-links=/wheels 'trainingjob-operator[sweeps]' \
     && pip uninstall --yes pip setuptools wheel \
     && rm -rf /root/.cache
 USER 65532:65532

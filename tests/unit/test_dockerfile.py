@@ -59,11 +59,13 @@ def test_a_builder_stage_makes_wheels_and_the_runtime_stage_installs_only_them()
     assert runtime.image == "python:3.11-slim"
     builds = " && ".join(builder.arguments("RUN"))
     assert "pip wheel --no-deps --wheel-dir /wheels ." in builds
-    assert re.search(r"pip wheel --wheel-dir /wheels \S+\.whl", builds), "the dependencies' wheels"
+    dependencies = 'pip wheel --wheel-dir /wheels "$(ls /wheels/trainingjob_operator-*.whl)[sweeps]"'
+    assert dependencies in builds, "the dependencies' wheels, the sweeps extra's included"
     installs = runtime.arguments("RUN")
     assert len(installs) == 1
     assert "from=builder,source=/wheels" in installs[0], "wheels come from the builder, not from a layer"
-    assert "pip install --no-cache-dir --no-index --find-links=/wheels trainingjob-operator" in installs[0]
+    # Every extra a controller needs at run time is in the image (the sweep controller imports Optuna).
+    assert "pip install --no-cache-dir --no-index --find-links=/wheels 'trainingjob-operator[sweeps]'" in installs[0]
     assert not runtime.arguments("COPY"), "the runtime stage copies nothing but through the wheel mount"
 
 
