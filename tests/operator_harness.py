@@ -63,6 +63,7 @@ def install_crd(kube: Kube, manifest: dict[str, Any] | None = None) -> None:
     install_webhook_configurations(kube)
     install_llmmodel_crd(kube)
     install_sweep_crd(kube)
+    install_runtime_crds(kube)
     wait_until(lambda: _established(kube, name), 60, f"CRD {name} to be Established")
     # Established can precede the first successful create, and after a replace the API server may still serve
     # the previous schema for a moment: wait until a probe comes back defaulted exactly as this schema says.
@@ -81,6 +82,15 @@ def install_sweep_crd(kube: Kube) -> None:
     from trainingjob.api.schema_sweep import sweep_crd_manifest
 
     install_other_crd(kube, sweep_crd_manifest())
+
+
+def install_runtime_crds(kube: Kube) -> None:
+    """The ClusterTrainingRuntime and TrainingRuntime CRDs (docs/runtimes.md), created or replaced."""
+    from trainingjob.api.constants import RUNTIME_KINDS
+    from trainingjob.api.schema_runtime import runtime_crd_manifest
+
+    for kind in RUNTIME_KINDS:
+        install_other_crd(kube, runtime_crd_manifest(kind))
 
 
 def install_other_crd(kube: Kube, crd: dict[str, Any]) -> None:

@@ -53,7 +53,9 @@ KINDS = {
     "mutating_webhook_configuration": ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", False),
     "validating_webhook_configuration": ("admissionregistration.k8s.io", "validatingwebhookconfigurations", False),
 }
-CLUSTER_SCOPED = {(group, resource) for group, resource, namespaced in KINDS.values() if not namespaced}
+CLUSTER_SCOPED = {(group, resource) for group, resource, namespaced in KINDS.values() if not namespaced} | {
+    (constants.GROUP, constants.CLUSTER_RUNTIME_PLURAL)
+}
 METHOD = re.compile(
     r"^(?P<verb>create|read|list|patch|replace|delete)_(?P<namespaced>namespaced_)?(?P<kind>[a-z_]+?)"
     r"(?P<status>_status)?(?:_for_all_namespaces)?$"

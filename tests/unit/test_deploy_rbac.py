@@ -112,9 +112,13 @@ def test_the_namespaced_role_is_the_cluster_roles_namespaced_rules() -> None:
         assert expand(role["rules"]) == namespaced, role["metadata"]["namespace"]
 
 
-# The only cluster-wide rights of the namespaced overlay: TokenReview (a cluster-scoped API) and reading a node.
+# The only cluster-wide rights of the namespaced overlay: TokenReview (a cluster-scoped API), reading a node and
+# reading ClusterTrainingRuntimes.
 OVERLAY_CLUSTER_ROLES = {
     "trainingjob-operator-nodes": {("", "nodes", "get")},
+    "trainingjob-operator-runtimes": {
+        ("ml.example.com", "clustertrainingruntimes", verb) for verb in ("get", "list", "watch")
+    },
     "trainingjob-operator-tokenreview": {("authentication.k8s.io", "tokenreviews", "create")},
 }
 

@@ -22,8 +22,10 @@ from tests.helm_support import (
     run,
 )
 from trainingjob.api import generate
+from trainingjob.api.constants import CLUSTER_RUNTIME_KIND, NAMESPACED_RUNTIME_KIND
 from trainingjob.api.schema import crd_manifest
 from trainingjob.api.schema_llmmodel import llmmodel_crd_manifest
+from trainingjob.api.schema_runtime import runtime_crd_manifest
 from trainingjob.api.schema_sweep import sweep_crd_manifest
 
 NAMESPACED = ("--set", "watchNamespaces={ml-team-a}")
@@ -93,8 +95,9 @@ def test_helm_reports_the_pinned_version(tmp_path: Path) -> None:
 def test_the_rendered_crd_is_the_generated_one(tmp_path: Path) -> None:
     rendered = [d for d in yaml.safe_load_all(helm_template(tmp_path)) if d and d["kind"] == "CustomResourceDefinition"]
     by_name = sorted(rendered, key=lambda d: d["metadata"]["name"])
-    # LLMModel's (docs/serving.md) and TrainingSweep's (docs/sweeps.md) too.
-    assert by_name == [llmmodel_crd_manifest(), crd_manifest(), sweep_crd_manifest()]
+    # LLMModel's (docs/serving.md), TrainingSweep's (docs/sweeps.md) and the runtimes' (docs/runtimes.md) too.
+    runtimes = [runtime_crd_manifest(kind) for kind in (CLUSTER_RUNTIME_KIND, NAMESPACED_RUNTIME_KIND)]
+    assert by_name == [runtimes[0], llmmodel_crd_manifest(), crd_manifest(), runtimes[1], sweep_crd_manifest()]
 
 
 def test_the_charts_copies_are_deploys_files_and_no_links() -> None:
@@ -111,8 +114,8 @@ def test_the_charts_copies_are_deploys_files_and_no_links() -> None:
         assert not copy.is_symlink(), f"{copy} is a link: Helm warns about it on every command"
         assert copy.read_text() == source.read_text(), f"{copy} differs from {source}: run `make generate`"
     assert yaml.safe_load((CHART / "crds" / "trainingjobs.ml.example.com.yaml").read_text()) == crd_manifest()
-    chart_crds = sorted(p.name for p in (CHART / "crds").iterdir())
-    assert chart_crds == [generate.MODEL_CRD_FILE, generate.CRD_FILE, generate.SWEEP_CRD_FILE]
+    crds = [name for name in generate.OUTPUTS if "webhook" not in name]
+    assert sorted(p.name for p in (CHART / "crds").iterdir()) == sorted(crds)
 
 
 def test_the_chart_targets_the_operators_namespace_by_default() -> None:

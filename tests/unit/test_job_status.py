@@ -30,6 +30,13 @@ WRITTEN = {
     "suspendTime": "2026-11-22T11:10:00Z",
     "suspendedSeconds": 60,
     "lastCheckpoint": {"epoch": 2, "path": "/c/2", "time": "2026-11-22T11:40:00Z"},
+    "runtime": {
+        "kind": "ClusterTrainingRuntime",
+        "name": "torch",
+        "generation": 2,
+        "framework": "pytorch",
+        "template": {},
+    },
     "progress": {"percent": 50.0, "epoch": 2},
     "gang": {"name": "j-gang-3", "state": "Scheduled", "reason": "GangScheduled", "message": "2 placed", "placed": 2},
     "tracking": {"trackingUri": "http://m", "runName": "j"},

@@ -102,12 +102,19 @@ def test_printer_columns() -> None:
         ("Restarts", "integer", ".status.restartCount", 1),
         ("Progress", "number", ".status.progress.percent", 0),
         ("ETA", "integer", ".status.progress.estimatedRemainingSeconds", 0),
+        ("Runtime", "string", ".spec.runtimeRef.name", 1),
         ("Age", "date", ".metadata.creationTimestamp", 0),
     ]
 
 
 def test_spec_requires_framework_image_and_command() -> None:
-    assert sorted(field("spec")["required"]) == ["command", "framework", "image"]
+    """Framework always; image and command unless a runtime may give them (a rule the API server reports as a
+    missing field, since the schema cannot require a field conditionally)."""
+    spec = field("spec")
+    assert spec["required"] == ["framework"]
+    required = {r["fieldPath"]: r for r in spec["x-kubernetes-validations"] if r.get("reason") == "FieldValueRequired"}
+    assert sorted(required) == [".command", ".image"]
+    assert all(r["rule"].endswith("|| has(self.runtimeRef)") for r in required.values())
 
 
 @pytest.mark.parametrize(

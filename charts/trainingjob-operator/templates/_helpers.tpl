@@ -42,6 +42,9 @@ deploy/overlays/namespaced repeats per namespace): used by the ClusterRole and b
 - apiGroups: ["ml.example.com"]
   resources: ["trainingsweeps/status"]
   verbs: ["patch"]
+- apiGroups: ["ml.example.com"]
+  resources: ["trainingruntimes"]
+  verbs: ["get", "list", "watch"]
 - apiGroups: ["ai.example.com"]
   resources: ["llmmodels"]
   verbs: ["get", "list", "watch"]
@@ -97,6 +100,13 @@ deploy/overlays/namespaced repeats per namespace): used by the ClusterRole and b
 - apiGroups: [""]
   resources: ["nodes"]
   verbs: ["get"]
+{{- end }}
+
+{{/* ClusterTrainingRuntimes: cluster-scoped, read wherever jobs are watched (docs/runtimes.md). */}}
+{{- define "tj.clusterRuntimeRule" -}}
+- apiGroups: ["ml.example.com"]
+  resources: ["clustertrainingruntimes"]
+  verbs: ["get", "list", "watch"]
 {{- end }}
 
 {{- define "tj.tokenReviewRule" -}}

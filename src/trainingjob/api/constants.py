@@ -125,6 +125,16 @@ RESERVED_ENV_PREFIXES = ("HYPERPARAM_", "TRAININGJOB_")
 # Volumes and mount paths the operator adds to every worker; user volumes may not reuse these names.
 RESERVED_VOLUME_NAMES = ("dshm", "tj-config", "tj-hostfile", "data", "checkpoints", "tj-progress-token", "tj-mpi-key")
 
+# Runtimes (docs/runtimes.md): what an admin gives every job that names one in spec.runtimeRef, cluster-wide or in
+# one namespace; served in ml.example.com/v1 only.
+RUNTIME_VERSION = V1
+RUNTIME_API_VERSION = f"{GROUP}/{RUNTIME_VERSION}"
+CLUSTER_RUNTIME_KIND = "ClusterTrainingRuntime"
+CLUSTER_RUNTIME_PLURAL = "clustertrainingruntimes"
+NAMESPACED_RUNTIME_KIND = "TrainingRuntime"
+NAMESPACED_RUNTIME_PLURAL = "trainingruntimes"
+RUNTIME_KINDS = (CLUSTER_RUNTIME_KIND, NAMESPACED_RUNTIME_KIND)
+
 # LLMModel (docs/serving.md): a served model, its own API group, reconciled by the same operator.
 MODEL_GROUP = "ai.example.com"
 MODEL_VERSION = "v1"

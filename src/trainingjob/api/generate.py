@@ -1,8 +1,9 @@
 """Write deploy/crd/ from the Python sources, and the Helm chart's copies; or check that they are up to date.
 
 deploy/crd/ holds the TrainingJob CRD (from schema.py), the LLMModel CRD (from schema_llmmodel.py), the
-TrainingSweep CRD (from schema_sweep.py) and the admission webhook configurations (from webhook_config.py):
-everything `kubectl apply -f deploy/crd/` registers with the API server.
+TrainingSweep CRD (from schema_sweep.py), the runtime CRDs (ClusterTrainingRuntime and TrainingRuntime, from
+schema_runtime.py) and the admission webhook configurations (from webhook_config.py): everything
+`kubectl apply -f deploy/crd/` registers with the API server.
 `python -m trainingjob.api.generate` (or `make generate`) rewrites the files; `--check` exits 1 when one differs,
 so CI catches a change that was not regenerated.
 
@@ -23,9 +24,10 @@ from typing import Any
 import yaml
 
 from trainingjob.api import webhook_config
-from trainingjob.api.constants import CRD_NAME, MODEL_CRD_NAME, SWEEP_CRD_NAME
+from trainingjob.api.constants import CRD_NAME, MODEL_CRD_NAME, RUNTIME_KINDS, SWEEP_CRD_NAME
 from trainingjob.api.schema import crd_manifest
 from trainingjob.api.schema_llmmodel import llmmodel_crd_manifest
+from trainingjob.api.schema_runtime import runtime_crd_manifest
 from trainingjob.api.schema_sweep import sweep_crd_manifest
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -42,6 +44,7 @@ WEBHOOKS_PATH = CRD_DIRECTORY / WEBHOOKS_FILE
 HEADER = "# generated from src/trainingjob/api/schema.py by `make generate`; do not edit\n"
 MODEL_HEADER = "# generated from src/trainingjob/api/schema_llmmodel.py by `make generate`; do not edit\n"
 SWEEP_HEADER = "# generated from src/trainingjob/api/schema_sweep.py by `make generate`; do not edit\n"
+RUNTIME_HEADER = "# generated from src/trainingjob/api/schema_runtime.py by `make generate`; do not edit\n"
 WEBHOOKS_HEADER = (
     "# generated from src/trainingjob/api/webhook_config.py by `make generate`; do not edit\n"
     "# The operator injects its CA (caBundle) and, outside the cluster, points these at itself.\n"
@@ -68,6 +71,15 @@ def render_sweep() -> str:
     return SWEEP_HEADER + _dump(sweep_crd_manifest())
 
 
+def runtime_crd_file(kind: str) -> str:
+    return f"{runtime_crd_manifest(kind)['metadata']['name']}.yaml"
+
+
+def render_runtime(kind: str) -> Callable[[], str]:
+    """The CRD of one runtime kind as YAML text."""
+    return lambda: RUNTIME_HEADER + _dump(runtime_crd_manifest(kind))
+
+
 def render_webhooks() -> str:
     """The Mutating- and ValidatingWebhookConfiguration, as one YAML stream."""
     documents = [webhook_config.mutating_configuration(), webhook_config.validating_configuration()]
@@ -78,6 +90,7 @@ OUTPUTS: dict[str, Callable[[], str]] = {
     CRD_FILE: render,
     MODEL_CRD_FILE: render_llmmodel,
     SWEEP_CRD_FILE: render_sweep,
+    **{runtime_crd_file(kind): render_runtime(kind) for kind in RUNTIME_KINDS},
     WEBHOOKS_FILE: render_webhooks,
 }
 
@@ -88,6 +101,7 @@ def chart_outputs(chart: Path) -> dict[Path, Callable[[], str]]:
         chart / "crds" / CRD_FILE: render,
         chart / "crds" / MODEL_CRD_FILE: render_llmmodel,
         chart / "crds" / SWEEP_CRD_FILE: render_sweep,
+        **{chart / "crds" / runtime_crd_file(kind): render_runtime(kind) for kind in RUNTIME_KINDS},
     }
     for name in MONITORING_FILES:
         outputs[chart / "files" / name] = (MONITORING_DIRECTORY / name).read_text

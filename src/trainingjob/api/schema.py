@@ -76,6 +76,7 @@ def _column(name: str, type_: str, path: str, description: str, priority: int = 
 
 
 AGE_COLUMN = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
+RUNTIME_COLUMN = _column("Runtime", "string", ".spec.runtimeRef.name", "Runtime the job starts from", priority=1)
 
 
 def _printer_columns_v1alpha1() -> list[Schema]:
@@ -91,6 +92,7 @@ def _printer_columns_v1alpha1() -> list[Schema]:
             "Training progress in percent, reported by the chief worker",
         ),
         _column("ETA", "integer", ".status.progress.estimatedRemainingSeconds", "Estimated seconds left"),
+        RUNTIME_COLUMN,
         AGE_COLUMN,
     ]
 
@@ -107,6 +109,7 @@ def _printer_columns_v1() -> list[Schema]:
         _column(
             "ETA", "integer", ".status.progressDetails.estimatedRemainingSeconds", "Estimated seconds left", priority=1
         ),
+        RUNTIME_COLUMN,
         AGE_COLUMN,
     ]
 

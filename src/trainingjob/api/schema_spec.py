@@ -12,6 +12,7 @@ from trainingjob.api.schema_builders import Schema, array, boolean, cel_list, in
 from trainingjob.api.schema_lifecycle import immutability_rules, lifecycle_fields, lifecycle_rules
 from trainingjob.api.schema_pod import ABSOLUTE_PATH, MAX_PATH_LENGTH, OPERATOR_MOUNTS, pod_fields
 from trainingjob.api.schema_roles import role_fields, role_rules, role_transition_rules
+from trainingjob.api.schema_runtime_ref import runtime_ref_rules, runtime_ref_schema
 from trainingjob.api.schema_tracking import tracking_spec
 from trainingjob.api.versions import VersionShape
 
@@ -36,16 +37,20 @@ def _framework(shape: VersionShape) -> Schema:
 def _image(shape: VersionShape) -> Schema:
     derived = (
         " If unset, the operator's admission webhook derives it from model with its --default-image pattern "
-        f"({c.DEFAULT_IMAGE_PATTERN} unless the operator is told otherwise) and says so in a warning."
+        f"({c.DEFAULT_IMAGE_PATTERN} unless the operator is told otherwise) and says so in a warning; a job naming "
+        "a runtime (runtimeRef) gets the runtime's instead."
         if "image" not in shape.required
-        else ""
+        else " Required, unless runtimeRef names a runtime that sets it."
     )
     return string(f"Container image every worker runs, e.g. registry.example/train:1.{derived}", min_length=1)
 
 
 def _command(shape: VersionShape) -> Schema:
     if "command" in shape.required:
-        text = "Entrypoint of every worker's container (the image's ENTRYPOINT is not used). At least one element."
+        text = (
+            "Entrypoint of every worker's container (the image's ENTRYPOINT is not used). At least one element. "
+            "Required, unless runtimeRef names a runtime, which may set it."
+        )
     else:
         text = "Entrypoint of every worker's container; unset, the image's own ENTRYPOINT runs (as in a Pod)."
     return array(text, string("One element of the command."), min_items=1)
@@ -62,11 +67,12 @@ def _training_fields(shape: VersionShape) -> dict[str, Schema]:
         ),
         "model": string("Free-form name or URI of the model to train; passed to workers as MODEL."),
         "dataset": string("Free-form name or URI of the dataset; passed to workers as DATASET."),
-        "hyperparameters": _hyperparameters(),
+        "hyperparameters": hyperparameters_schema(),
+        "runtimeRef": runtime_ref_schema(),
     }
 
 
-def _hyperparameters() -> Schema:
+def hyperparameters_schema() -> Schema:
     value = node(
         None,
         "A hyperparameter value: a string, a number or a boolean, stored with its JSON type (objects and lists are "
@@ -209,8 +215,8 @@ def _mount_rules() -> list[Schema]:
     )
     return [
         rule(
-            f"!has(self.volumeMounts) || self.volumeMounts.all(m, {known})",
-            "every volumeMounts[].name must name an entry of spec.volumes",
+            f"has(self.runtimeRef) || !has(self.volumeMounts) || self.volumeMounts.all(m, {known})",
+            "every volumeMounts[].name must name an entry of spec.volumes (or of the runtime's, with runtimeRef)",
             field_path=".volumeMounts",
         ),
         rule(
@@ -227,12 +233,27 @@ def _image_rule() -> Schema:
     """Where the image may be left out, it is required after admission: this rule runs after the mutating webhook,
     so it only fails when nothing derived an image, and its message says how to get one."""
     return rule(
-        "has(self.image)",
+        "has(self.image) || has(self.runtimeRef)",
         "spec.image is required: set it, or set spec.model and run the operator, whose admission webhook derives "
         f"the image from spec.model with its --default-image pattern (e.g. {c.DEFAULT_IMAGE_PATTERN}); the webhook "
-        "was not reachable, has no pattern, or spec.model is unset",
+        "was not reachable, has no pattern, or spec.model is unset (or name a runtime that sets one: runtimeRef)",
         field_path=".image",
     )
+
+
+def _required_rules(shape: VersionShape) -> list[Schema]:
+    """What a version requires of a job (its shape's `required`), unless a runtime may give it: the API server
+    cannot see the runtime, so a job naming one is checked when it is admitted and planned (api/runtimes.py)."""
+    return [
+        rule(
+            f"has(self.{field}) || has(self.runtimeRef)",
+            f"spec.{field} is required unless runtimeRef names a runtime that sets it",
+            field_path=f".{field}",
+            reason="FieldValueRequired",
+        )
+        for field in shape.required
+        if field != "framework"
+    ]
 
 
 def _cross_field_rules(shape: VersionShape) -> list[Schema]:
@@ -255,7 +276,9 @@ def _cross_field_rules(shape: VersionShape) -> list[Schema]:
         *role_rules(shape),
         *immutability_rules(),
         *role_transition_rules(),
+        *runtime_ref_rules(),
         *([] if "image" in shape.required else [_image_rule()]),
+        *_required_rules(shape),
     ]
 
 
@@ -275,6 +298,6 @@ def spec_schema(shape: VersionShape) -> Schema:
             **pod_fields(shape),
             **role_fields(shape),
         },
-        required=list(shape.required) or None,
+        required=[field for field in shape.required if field == "framework"] or None,
         rules=_cross_field_rules(shape),
     )

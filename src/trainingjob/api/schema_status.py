@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from trainingjob.api import constants as c
 from trainingjob.api.schema_builders import Schema, array, integer, node, obj, string, string_map
+from trainingjob.api.schema_runtime_ref import runtime_record_schema
 from trainingjob.api.schema_tracking import tracking_status
 
 # metav1.Condition's own limits, so conditions written with the standard helpers always fit.
@@ -336,6 +337,7 @@ def status_schema() -> Schema:
             **_lifecycle(),
             "message": string("Human-readable summary of the current phase, e.g. why the job failed."),
             "tracking": tracking_status(),
+            "runtime": runtime_record_schema(),
         },
     )
 
