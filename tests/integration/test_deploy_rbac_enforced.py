@@ -123,8 +123,9 @@ def test_the_api_server_allows_the_operator_exactly_the_calls_its_code_makes(
     resources = {(group, resource) for group, resource, _ in used} - own_namespace
     # 17, plus the gang objects (Workloads, three kinds of PodGroup), plus LLMModels: llmmodels, llmmodels/status,
     # deployments, horizontalpodautoscalers, plus the job Service's EndpointSlices, plus TrainingSweeps:
-    # trainingsweeps, trainingsweeps/status (their trials are TrainingJobs, already counted).
-    assert len(resources) == 28
+    # trainingsweeps, trainingsweeps/status (their trials are TrainingJobs, already counted), plus the runtimes a
+    # job names: clustertrainingruntimes and trainingruntimes (read only).
+    assert len(resources) == 30
     for group, resource in sorted(resources):
         scope = "" if (group, resource) in CLUSTER_SCOPED else namespace
         name = BY_NAME.get((group, resource), "")

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.integration
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 # examples/images.yaml is the local nodes' image mapping, not a manifest; LLMModel manifests (examples/llmmodel,
 # examples/serving) are applied by tests/integration/test_serving_*.py.
-SERVING_EXAMPLES = ("llmmodel", "serving")
+SERVING_EXAMPLES = ("llmmodel", "serving", "runtimes")  # runtimes: tests/unit/test_example_runtimes.py
 MANIFESTS = sorted(
     p
     for p in EXAMPLES.rglob("*.yaml")

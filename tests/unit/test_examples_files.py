@@ -43,7 +43,7 @@ HEAVY = ("torch", "tensorflow", "keras", "xgboost", "jax", "jaxlib", "numpy")
 # examples/images.yaml is the local nodes' image mapping, not a manifest.
 # LLMModel manifests (examples/llmmodel, examples/serving) are tested by the serving tests, TrainingSweeps
 # (sweep-*.yaml) by the sweep tests (tests/integration/test_sweeps.py runs examples/xgboost/sweep-local.yaml).
-SERVING_EXAMPLES = ("llmmodel", "serving")
+SERVING_EXAMPLES = ("llmmodel", "serving", "runtimes")  # runtimes: tests/unit/test_example_runtimes.py
 MANIFESTS = sorted(
     p
     for p in EXAMPLES.rglob("*.yaml")

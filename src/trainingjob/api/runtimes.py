@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainingjob.api import constants as k
+from trainingjob.api.status import JobStatus
 from trainingjob.api.types import JobSpec, TrainingJob
 
 # The TrainingJob.spec fields a runtime's spec.template may give (api/schema_runtime.py builds its schema from them).
@@ -174,10 +175,10 @@ def runtime_problems(snapshot: RuntimeSnapshot, framework: str, effective: Mappi
 def effective_job(job: TrainingJob, snapshot: RuntimeSnapshot) -> TrainingJob:
     """`job` as it runs from `snapshot`: its effective spec, and the snapshot recorded in its status."""
     spec = effective_spec(snapshot.template, job.raw_spec)
-    status = {**job.status, "runtime": snapshot.to_status()}
+    status = job.status.replace(runtime=snapshot.to_status())
     return dataclasses.replace(job, spec=JobSpec.from_dict(spec), raw_spec=spec, status=status)
 
 
-def recorded(status: Mapping[str, Any]) -> RuntimeSnapshot | None:
+def recorded(status: JobStatus) -> RuntimeSnapshot | None:
     """The runtime a job started from (status.runtime), if it names one."""
-    return RuntimeSnapshot.from_status(status.get("runtime"))
+    return RuntimeSnapshot.from_status(status.runtime)

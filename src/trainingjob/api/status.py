@@ -149,6 +149,7 @@ AS_STORED = {
     "progress": "progress",
     "tracking": "tracking",
     "resources": "resources",
+    "runtime": "runtime",
 }
 TIMES = {
     "start_time": "startTime",
@@ -187,6 +188,8 @@ class JobStatus:
     gang: GangRecord | None = None
     tracking: Record | None = None
     resources: Record | None = None
+    # The runtime the job started from (api/runtimes.py's RuntimeSnapshot as stored).
+    runtime: Record | None = None
 
     def __post_init__(self) -> None:
         for name in TIMES:  # as written: what was planned compares equal to what is read back

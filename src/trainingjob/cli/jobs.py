@@ -70,6 +70,20 @@ class SubmitCommand(click.Command):
 @click.option("--dataset", default=None, help="Dataset name or URI (passed to workers as DATASET).")
 @click.option("--restart-policy", type=click.Choice(k.RESTART_POLICIES), default=None, help="[default: OnFailure]")
 @click.option("--suspend", is_flag=True, help="Create the job suspended (no workers until `tj resume`).")
+@click.option(
+    "--runtime",
+    metavar="NAME",
+    default=None,
+    help="Start from this runtime (docs/runtimes.md): its image, command, resources, env… unless given here; "
+    "--framework defaults to the runtime's.",
+)
+@click.option(
+    "--runtime-kind",
+    type=click.Choice(k.RUNTIME_KINDS),
+    default=k.CLUSTER_RUNTIME_KIND,
+    show_default=True,
+    help="A cluster-wide runtime, or one of the job's namespace.",
+)
 @click.option("--dry-run", is_flag=True, help="Print the manifest instead of creating it (YAML, or -o json).")
 @output_option()
 @connection_options
@@ -88,6 +102,8 @@ def submit(
     dataset: str | None,
     restart_policy: str | None,
     suspend: bool,
+    runtime: str | None,
+    runtime_kind: str,
     dry_run: bool,
     output: str,
 ) -> None:
@@ -97,6 +113,7 @@ def submit(
       tj submit -f job.yaml [-f more.yaml]
       tj submit NAME --framework pytorch --image IMG --workers 4 --gpus 1 \\
           [--hp lr=0.1 ...] [--env K=V ...] [--annotation K=V ...] -- python train.py --lr 0.1
+      tj submit NAME --runtime pytorch-local --workers 2 [--hp epochs=3] [-- COMMAND ...]
 
     Everything after `--` is the command (first word) and its arguments. --hp values are JSON numbers or booleans
     when they parse as one (0.1, 3, true), else strings ('"3"' forces the string "3"). An existing job is not
@@ -106,23 +123,27 @@ def submit(
     command: list[str] = ctx.meta.get(TRAINING_COMMAND, [])
     flags_used = any(
         (name, framework, image, workers, gpus, hyperparameters, env, annotation, model, dataset, restart_policy)
-    )
+    ) or bool(runtime)
     try:
         if files:
             if flags_used or command or suspend:
                 raise click.UsageError("use either -f FILE or NAME with flags, not both")
             manifests = [m for path in files for m in manifests_from_yaml(_read(path), path)]
         else:
-            required = (("NAME", name), ("--framework", framework), ("--image", image))
+            required = (("NAME", name), ("--framework", framework or runtime), ("--image", image or runtime))
             missing = [flag for flag, value in required if not value]
             if missing:
-                raise click.UsageError(f"missing {', '.join(missing)} (or give -f FILE)")
-            assert name and framework and image
+                raise click.UsageError(f"missing {', '.join(missing)} (or give -f FILE, or --runtime)")
+            if dry_run and not framework:
+                raise click.UsageError("--dry-run with --runtime needs --framework (the runtime is not read)")
+            assert name
             manifests = [
                 manifest_from_flags(
                     name,
-                    framework=framework,
+                    framework=framework or "",
                     image=image,
+                    runtime=runtime,
+                    runtime_kind=runtime_kind,
                     command=command,
                     workers=workers or 1,
                     gpus=gpus or 0,
@@ -173,6 +194,7 @@ async def _submit(target: Target, manifests: list[dict[str, Any]], output: str) 
             namespace = place(manifest, target.namespace, kube.namespace)
             manifest["metadata"]["namespace"] = namespace
             try:
+                await kube.frame_from_runtime(namespace, manifest)
                 job = await kube.create_job(namespace, manifest)
             except CliError as error:
                 click.echo(f"error: {error}", err=True)

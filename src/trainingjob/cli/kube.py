@@ -245,6 +245,46 @@ class Client:
                 if name and not listing.get("items"):
                     yield "DELETED", {"metadata": {"name": name, "namespace": namespace}}
 
+    # Runtimes (docs/runtimes.md) ------------------------------------------------------------------------------
+
+    async def get_runtime(self, kind: str, namespace: str, name: str) -> dict[str, Any]:
+        """A ClusterTrainingRuntime, or a TrainingRuntime of `namespace`."""
+        cluster = kind == k.CLUSTER_RUNTIME_KIND
+        plural = k.CLUSTER_RUNTIME_PLURAL if cluster else k.NAMESPACED_RUNTIME_PLURAL
+        with self.errors(None if cluster else namespace, name, resource=plural):
+            if cluster:
+                found = await self.custom.get_cluster_custom_object(
+                    k.GROUP, k.RUNTIME_VERSION, plural, name, _request_timeout=_timeout()
+                )
+            else:
+                found = await self.custom.get_namespaced_custom_object(
+                    k.GROUP, k.RUNTIME_VERSION, namespace, plural, name, _request_timeout=_timeout()
+                )
+        return {**found, "kind": kind}
+
+    async def frame_from_runtime(self, namespace: str, manifest: dict[str, Any]) -> None:
+        """A job naming a runtime without a framework takes the runtime's (`tj submit --runtime`, the client)."""
+        spec = manifest["spec"]
+        ref = spec.get("runtimeRef")
+        if spec.get("framework") or not ref:
+            return
+        found = await self.get_runtime(ref.get("kind") or k.CLUSTER_RUNTIME_KIND, namespace, ref["name"])
+        spec["framework"] = (found.get("spec") or {}).get("framework", "")
+
+    async def list_runtimes(self, kind: str, namespace: str) -> list[dict[str, Any]]:
+        cluster = kind == k.CLUSTER_RUNTIME_KIND
+        plural = k.CLUSTER_RUNTIME_PLURAL if cluster else k.NAMESPACED_RUNTIME_PLURAL
+        with self.errors(None if cluster else namespace, None, resource=plural):
+            if cluster:
+                listing = await self.custom.list_cluster_custom_object(
+                    k.GROUP, k.RUNTIME_VERSION, plural, _request_timeout=_timeout()
+                )
+            else:
+                listing = await self.custom.list_namespaced_custom_object(
+                    k.GROUP, k.RUNTIME_VERSION, namespace, plural, _request_timeout=_timeout()
+                )
+        return [{**item, "kind": kind} for item in listing.get("items") or []]
+
     # Pods, logs and events ---------------------------------------------------------------------------------------
 
     async def worker_pods(self, namespace: str, name: str, index: int) -> list[dict[str, Any]]:

@@ -66,7 +66,7 @@ def manifest_from_flags(
     name: str,
     *,
     framework: str,
-    image: str,
+    image: str | None,
     command: Sequence[str],
     workers: int = 1,
     gpus: int = 0,
@@ -78,12 +78,23 @@ def manifest_from_flags(
     restart_policy: str | None = None,
     suspend: bool = False,
     namespace: str | None = None,
+    runtime: str | None = None,
+    runtime_kind: str = k.CLUSTER_RUNTIME_KIND,
 ) -> dict[str, Any]:
     """The TrainingJob `tj submit NAME --framework … -- COMMAND ARGS…` creates: the first word after `--` is the
-    container command, the rest its args; --annotation goes to spec.podAnnotations (the worker pods)."""
-    if not command:
+    container command, the rest its args; --annotation goes to spec.podAnnotations (the worker pods). With
+    --runtime, image and command may come from the runtime (docs/runtimes.md)."""
+    if not command and not runtime:
         raise ManifestError("give the training command after --, e.g. `-- python train.py --lr 0.1`")
-    spec: dict[str, Any] = {"framework": framework, "image": image, "command": [command[0]]}
+    if not image and not runtime:
+        raise ManifestError("give --image, or --runtime naming a runtime that sets one")
+    spec: dict[str, Any] = {"framework": framework}
+    if runtime:
+        spec["runtimeRef"] = {"kind": runtime_kind, "name": runtime}
+    if image:
+        spec["image"] = image
+    if command:
+        spec["command"] = [command[0]]
     if len(command) > 1:
         spec["args"] = list(command[1:])
     spec.update(workers=workers, gpuPerWorker=gpus)

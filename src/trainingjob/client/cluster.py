@@ -66,6 +66,9 @@ class ClusterBackend:
         kube = await self.kube()
         body = {**manifest, "metadata": dict(manifest.get("metadata") or {})}
         namespace = body["metadata"]["namespace"] = place(body, None, kube.namespace)
+        body["spec"] = dict(body.get("spec") or {})
+        with client_errors():
+            await kube.frame_from_runtime(namespace, body)  # a runtime's framework, where the job gives none
         if code is None:
             with client_errors():
                 return await kube.create_job(namespace, body)

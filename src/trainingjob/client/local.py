@@ -82,6 +82,8 @@ class LocalBackend:
                 "the local backend runs functions and scripts given to train(); a manifest names an image, which "
                 "only a cluster can run"
             )
+        if (manifest.get("spec") or {}).get("runtimeRef"):
+            raise TrainingClientError("the local backend has no runtimes: give the job's fields themselves")
         name = manifest["metadata"]["name"]
         if name in self.runs:
             raise AlreadyExists(f"{k.SINGULAR} {name} already exists", status=409, reason="AlreadyExists")

@@ -104,6 +104,9 @@ class TrainOptions(TypedDict, total=False):
     pytorch), image, workers (default 1), gpus, resources, env, hyperparameters, labels: the TrainingJob's fields.
     launcher: what starts the launcher script (default ["python3"]; e.g. ["torchrun"]). spec: any other
     TrainingJob.spec fields in the API's names (scheduling, checkpoint, networking, …), merged over the rest.
+    runtime, runtime_kind: a ClusterTrainingRuntime (default kind) or TrainingRuntime to start from
+    (docs/runtimes.md): its image, resources, env… apply where these options leave them unset, and the framework
+    defaults to the runtime's.
     """
 
     func_args: Mapping[str, Any]
@@ -120,6 +123,8 @@ class TrainOptions(TypedDict, total=False):
     launcher: Sequence[str]
     spec: Mapping[str, Any]
     labels: Mapping[str, str]
+    runtime: str
+    runtime_kind: str
 
 
 def train_request(func: Callable[..., Any] | None, options: TrainOptions) -> tuple[dict[str, Any], CodePackage]:
@@ -134,9 +139,13 @@ def train_request(func: Callable[..., Any] | None, options: TrainOptions) -> tup
         if options.get("func_args"):
             raise TrainingClientError("func_args go with a function; a script takes args")
         code, base = from_script(str(script), options.get("args", ()), launcher), Path(str(script)).stem
+    runtime = options.get("runtime")
+    spec = dict(options.get("spec") or {})
+    if runtime:
+        spec["runtimeRef"] = {"kind": options.get("runtime_kind", k.CLUSTER_RUNTIME_KIND), "name": runtime}
     manifest = job_manifest(
         options.get("name") or job_name(base),
-        framework=options.get("framework", "pytorch"),
+        framework=options.get("framework", None if runtime else "pytorch"),
         image=options.get("image"),
         workers=options.get("workers", 1),
         gpus=options.get("gpus"),
@@ -144,6 +153,6 @@ def train_request(func: Callable[..., Any] | None, options: TrainOptions) -> tup
         env=options.get("env"),
         hyperparameters=options.get("hyperparameters"),
         labels=options.get("labels"),
-        spec=options.get("spec"),
+        spec=spec,
     )
     return with_code(manifest, code), code

@@ -13,6 +13,7 @@ from typing import Any
 
 from trainingjob.api import constants as k
 from trainingjob.api.replicas import Replica, replica_order
+from trainingjob.api.runtimes import RuntimeSnapshot
 from trainingjob.api.times import parse_time
 from trainingjob.builders.endpoints import SliceView
 from trainingjob.builders.service import ServiceView
@@ -185,6 +186,9 @@ class ObservedChildren:
     quotas: NamespaceQuotas = field(default_factory=NamespaceQuotas)
     # GPU utilisation (%) of the job's worker pods the DCGM exporters report, by pod name (gpu_telemetry.py).
     gpu_utilization: Mapping[str, float] = field(default_factory=dict)
+    # The runtime spec.runtimeRef names, as the cache holds it now (None: no runtimeRef, or not cached); the job
+    # uses it only until one is recorded in its status (reconcile/runtimes.py).
+    runtime: RuntimeSnapshot | None = None
 
     @classmethod
     def from_cache(

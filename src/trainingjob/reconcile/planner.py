@@ -41,6 +41,7 @@ from trainingjob.reconcile.gangs import release_gangs
 from trainingjob.reconcile.inputs import PlanInputs
 from trainingjob.reconcile.observed import ObservedChildren, PodView
 from trainingjob.reconcile.resources import plan_resources
+from trainingjob.reconcile.runtimes import RUNTIME_GRACE_SECONDS, Resolved, resolve_runtime
 from trainingjob.reconcile.status import Outcome, hold_details
 from trainingjob.reconcile.validation import spec_errors
 from trainingjob.reconcile.workers import plan_workers
@@ -81,7 +82,13 @@ def plan_job(
         decision += Decision(changes=Changes(progress_fields(job, inputs.latest_progress)))
         cleanup, status = plan_finished(job, observed, decision.status_of(job, now), now, decision)
         return decision + cleanup, status
-    problems = spec_errors(job.spec) + list(observed.rejections)
+    resolved = resolve_runtime(job, observed.runtime, now)
+    job = resolved.job  # with a runtime: its effective spec, the runtime recorded in its status
+    if resolved.waiting is not None:
+        decision += waiting_for_runtime(resolved)
+        return decision, decision.status_of(job, now)
+    problems = [resolved.problem] if resolved.problem else []
+    problems += spec_errors(job.spec) + list(observed.rejections)
     if problems:
         decision += plan_invalid(job, observed, "; ".join(problems))
         return decision, decision.status_of(job, now)
@@ -184,6 +191,15 @@ def repair_shared_children(job: TrainingJob, observed: ObservedChildren, config:
     if claim is not None and claim["metadata"]["name"] not in observed.claims:
         actions.append(CreateChild(claim))
     return Decision(actions=tuple(actions), events=tuple(events))
+
+
+def waiting_for_runtime(resolved: Resolved) -> Decision:
+    """The runtime the job names is not in the cache yet: Pending and Blocked, looked at again when the runtime
+    arrives (its watch wakes the job) or when the grace period is over."""
+    grace = f"{RUNTIME_GRACE_SECONDS:g}s"
+    message = f"waiting for {resolved.missing}: the job fails if it does not exist {grace} after it was created"
+    outcome = Outcome(Phase.PENDING, "RuntimeNotFound", message)
+    return Decision(requeue_after=resolved.waiting, summary=Summary(outcome, blocked=("RuntimeNotFound", message)))
 
 
 def plan_suspended(job: TrainingJob, observed: ObservedChildren, now: datetime.datetime) -> Decision:

@@ -19,6 +19,7 @@ from trainingjob.reconcile.roles import optional_roles, success_judge
 
 # Status fields that persist from one write to the next unless a plan changes them (None removes one).
 CARRIED_FIELDS = (
+    "runtime",
     "start_time",
     "completion_time",
     "last_failure",

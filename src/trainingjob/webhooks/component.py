@@ -92,6 +92,7 @@ class ApiClusterView:
     def __init__(self, api: client.ApiClient, clock: Callable[[], float] = time.monotonic) -> None:
         self.core = client.CoreV1Api(api)
         self.scheduling = client.SchedulingV1Api(api)
+        self.custom = client.CustomObjectsApi(api)
         # Concurrent admissions into one namespace share one read; only an empty answer outlives its call.
         self.quota_reads: TtlCache[list[dict[str, Any]]] = TtlCache(self._list_quotas, QUOTA_TTL, clock=clock)
 
@@ -103,6 +104,18 @@ class ApiClusterView:
 
     async def service_account(self, namespace: str, name: str) -> dict[str, Any] | None:
         return await answer(self.core.read_namespaced_service_account(name, namespace, **OPTIONS))
+
+    async def runtime(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        if kind == c.CLUSTER_RUNTIME_KIND:
+            call = self.custom.get_cluster_custom_object(
+                c.GROUP, c.RUNTIME_VERSION, c.CLUSTER_RUNTIME_PLURAL, name, **OPTIONS
+            )
+        else:
+            call = self.custom.get_namespaced_custom_object(
+                c.GROUP, c.RUNTIME_VERSION, namespace, c.NAMESPACED_RUNTIME_PLURAL, name, **OPTIONS
+            )
+        found = await answer(call)
+        return None if found is None else {**found, "kind": kind}
 
     async def quotas(self, namespace: str) -> list[dict[str, Any]]:
         items = await self.quota_reads.get(namespace)

@@ -1,7 +1,8 @@
 """The mutating webhook: what the schema cannot default.
 
 - A v1 job without spec.image gets one derived from spec.model by the operator's --default-image pattern (the
-  guide's `training-image:{model}`; `{model}` and `{framework}` are replaced). The schema's rule that requires an
+  guide's `training-image:{model}`; `{model}` and `{framework}` are replaced), unless it names a runtime
+  (spec.runtimeRef), whose image it runs. The schema's rule that requires an
   image runs after the webhook, so a job is never stored without one.
 - A new job gets the operator's finalizer, in any version: otherwise the operator's first reconcile adds it with a
   write of its own, one per job (and one more watch event for every watcher of jobs). The operator still adds it
@@ -34,7 +35,7 @@ def default_image(request: AdmissionRequest, pattern: str | None) -> Verdict:
     """The patch that sets spec.image, or nothing (the schema's rule then explains what is missing)."""
     verdict = Verdict()
     spec = request.spec
-    if spec.get("image"):
+    if spec.get("image") or spec.get("runtimeRef"):  # a job naming a runtime gets the runtime's image, if any
         return verdict
     old_image = (request.old_spec or {}).get("image")
     if request.operation == "UPDATE" and old_image:

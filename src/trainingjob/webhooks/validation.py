@@ -1,6 +1,8 @@
 """The validating webhook: what only a live view of the cluster can judge, with messages a user can act on.
 
 Denied (the job could never run as written):
+- spec.runtimeRef names a runtime that does not exist, is for another framework, or leaves the job without an
+  image; every check below then judges the job as it would run, the runtime's template under its own fields;
 - dataVolume.claimName or checkpoint.storage.claimName names a PersistentVolumeClaim that does not exist, or one
   that is Lost;
 - scheduling.priorityClassName names a PriorityClass that does not exist (the API server would refuse every pod);
@@ -24,6 +26,7 @@ from typing import Any, Protocol
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from trainingjob.api.replicas import role_counts
+from trainingjob.api.runtimes import RuntimeRef, RuntimeSnapshot, effective_job, recorded, runtime_problems
 from trainingjob.api.types import TrainingJob
 from trainingjob.config import OperatorConfig
 from trainingjob.scheduling.quota import container_defaults, describe, gang_shortfalls, role_demand
@@ -42,6 +45,7 @@ class ClusterView(Protocol):
     async def service_account(self, namespace: str, name: str) -> Body | None: ...
     async def quotas(self, namespace: str) -> list[Body]: ...
     async def limit_ranges(self, namespace: str) -> list[Body]: ...
+    async def runtime(self, kind: str, namespace: str, name: str) -> Body | None: ...
 
 
 def _changed(request: AdmissionRequest, *path: str) -> bool:
@@ -138,6 +142,30 @@ async def _check_quotas(view: ClusterView, verdict: Verdict, job: TrainingJob, r
             verdict.warn(text)
 
 
+async def _runtime_of(view: ClusterView, verdict: Verdict, job: TrainingJob) -> RuntimeSnapshot | None:
+    """The runtime the job starts from: recorded in its status (an update), else read now; None with a denial when
+    it does not exist (the operator would fail the job)."""
+    ref = RuntimeRef.from_spec(job.raw_spec)
+    snapshot = recorded(job.status)
+    if ref is None or snapshot is not None:
+        return snapshot
+    found = await view.runtime(ref.kind, job.namespace, ref.name)
+    if found is None:
+        kubectl = f"kubectl get {ref.kind.lower()}s" + ("" if ref.cluster_scoped else f" -n {job.namespace}")
+        verdict.deny(f"spec.runtimeRef: {ref.describe(job.namespace)} does not exist ({kubectl} lists them)")
+        return None
+    return RuntimeSnapshot.from_body(found)
+
+
+def _with_runtime(verdict: Verdict, job: TrainingJob, snapshot: RuntimeSnapshot) -> TrainingJob:
+    """The job as it would run from `snapshot`; a denial when it could not."""
+    effective = effective_job(job, snapshot)
+    where = snapshot.ref.describe(job.namespace)
+    for problem in runtime_problems(snapshot, job.spec.framework, effective.raw_spec, where):
+        verdict.deny(f"spec.runtimeRef: {problem}")
+    return effective
+
+
 def _check_model_change(verdict: Verdict, request: AdmissionRequest, pattern: str | None) -> None:
     old = request.old_spec
     if old is None or not pattern or request.spec.get("model") == old.get("model"):
@@ -157,13 +185,26 @@ async def validate(
     body = {**request.object, "metadata": {**(request.object.get("metadata") or {}), "namespace": request.namespace}}
     body["metadata"].setdefault("name", request.name)
     job = TrainingJob.from_body(body)
+    old = None if request.old_object is None else TrainingJob.from_body(request.old_object)
+    try:
+        snapshot = await _runtime_of(view, verdict, job)
+    except (ApiException, TimeoutError, OSError) as error:
+        logger.warning("a validation lookup failed, skipped: %s", error)
+        snapshot = None
+    if not verdict.allowed:
+        return verdict
+    if snapshot is not None:
+        job = _with_runtime(verdict, job, snapshot)
+        old = None if old is None else effective_job(old, snapshot)
+        if not verdict.allowed:
+            return verdict
     internal_request = AdmissionRequest(
         request.uid,
         request.operation,
         request.namespace,
         request.name,
         {"spec": dict(job.raw_spec)},
-        None if request.old_object is None else {"spec": TrainingJob.from_body(request.old_object).raw_spec},
+        None if old is None else {"spec": old.raw_spec},
         request.dry_run,
     )
     checks = (

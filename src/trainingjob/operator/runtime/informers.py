@@ -25,6 +25,8 @@ class Watch:
     indexes: Mapping[str, IndexFunction] = field(default_factory=dict)
     # Indexes of what objects looked like when deleted (store.py, departures).
     departures: Mapping[str, IndexFunction] = field(default_factory=dict)
+    # A cluster-scoped resource has one informer, whatever namespaces the operator watches.
+    cluster_scoped: bool = False
 
 
 def merged(watches: Iterable[Watch]) -> tuple[Watch, ...]:
@@ -44,6 +46,7 @@ def merged(watches: Iterable[Watch]) -> tuple[Watch, ...]:
             watch.label_selector,
             {**known.indexes, **watch.indexes},
             {**known.departures, **watch.departures},
+            watch.cluster_scoped,
         )
     return tuple(by_source.values())
 
@@ -64,7 +67,7 @@ class Caches:
         self.stores: list[ResourceStore] = []
         self.informers: list[Reflector] = []
         for watch in watches:
-            for namespace in list(namespaces) or [None]:
+            for namespace in [None] if watch.cluster_scoped else list(namespaces) or [None]:
                 store = ResourceStore(self.indexes, watch.indexes, watch.departures, self._changed)
                 self.stores.append(store)
                 self.informers.append(

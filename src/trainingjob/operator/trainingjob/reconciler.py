@@ -13,6 +13,7 @@ from typing import Any
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from trainingjob.api.runtimes import RuntimeRef, RuntimeSnapshot
 from trainingjob.api.types import TrainingJob
 from trainingjob.config import OperatorConfig
 from trainingjob.kube.status import api_message
@@ -33,6 +34,7 @@ from trainingjob.operator.trainingjob.watches import (
     JOB_CLAIMS,
     JOB_CONFIG_MAPS,
     JOB_ENDPOINT_SLICES,
+    RUNTIMES,
     TRAININGJOB_BODIES,
     WORKER_PODS,
     WORKER_SERVICES,
@@ -245,6 +247,7 @@ class Reconciler:
                 quotas = await self.lookups.resource_quotas(job.namespace)  # is there room for them?
         return dataclasses.replace(
             observed,
+            runtime=self.runtime_of(job),
             namespace_restricted=restricted,
             admission=memory.denial,
             nodes=nodes,
@@ -254,6 +257,13 @@ class Reconciler:
             if self.gpu_telemetry is not None
             else {},
         )
+
+    def runtime_of(self, job: TrainingJob) -> RuntimeSnapshot | None:
+        """The runtime the job names, as the cache holds it (None: it names none, or none is cached)."""
+        ref = RuntimeRef.from_spec(job.raw_spec)
+        index = RUNTIMES.get(ref.kind) if ref is not None else None
+        found = views(self.indexes, index, ref.key(job.namespace)) if ref is not None and index else []
+        return found[0] if found else None
 
     def remember_admission(
         self, key: JobKey, job: TrainingJob, observed: ObservedChildren, outcome: ApplyResult, now: datetime.datetime

@@ -14,12 +14,13 @@ from typing import Any
 from trainingjob.api import constants as k
 from trainingjob.api.conversion import to_internal
 from trainingjob.api.names import config_map_name, service_name
+from trainingjob.api.runtimes import RuntimeRef, RuntimeSnapshot
 from trainingjob.builders.endpoints import LABEL_SLICE_MANAGER, SLICE_MANAGER, SliceView, slice_view
 from trainingjob.builders.service import ServiceView, service_view
 from trainingjob.kube.reflector import Resource, object_key
-from trainingjob.operator.runtime.controller import Registration
+from trainingjob.operator.runtime.controller import Mapper, Registration
 from trainingjob.operator.runtime.informers import Watch
-from trainingjob.operator.runtime.store import IndexFunction, IndexName
+from trainingjob.operator.runtime.store import Indexes, IndexFunction, IndexName, ObjectKey, views
 from trainingjob.operator.runtime.views import MANAGED, labels, trimmed_body
 from trainingjob.reconcile.observed import PodView, pod_view
 from trainingjob.reconcile.surroundings import ClaimView, claim_view
@@ -35,6 +36,19 @@ WORKER_SERVICES: IndexName[ServiceView] = IndexName("worker_services")
 JOB_CONFIG_MAPS: IndexName[dict[str, str]] = IndexName("job_config_maps")
 JOB_ENDPOINT_SLICES: IndexName[SliceView] = IndexName("job_endpoint_slices")
 JOB_CLAIMS: IndexName[ClaimView] = IndexName("job_claims")
+# Runtimes by (namespace, name), namespace "" for the cluster-scoped ones; and the jobs that name a runtime without
+# having recorded it yet, by (kind, namespace, name) of the runtime: only those care when one appears or changes.
+RUNTIMES: dict[str, IndexName[RuntimeSnapshot]] = {
+    k.CLUSTER_RUNTIME_KIND: IndexName("cluster_runtimes"),
+    k.NAMESPACED_RUNTIME_KIND: IndexName("namespaced_runtimes"),
+}
+JOBS_AWAITING_RUNTIME: IndexName[ObjectKey] = IndexName("jobs_awaiting_runtime")
+RUNTIME_RESOURCES = {
+    k.CLUSTER_RUNTIME_KIND: Resource(k.GROUP, k.RUNTIME_VERSION, k.CLUSTER_RUNTIME_PLURAL, k.CLUSTER_RUNTIME_KIND),
+    k.NAMESPACED_RUNTIME_KIND: Resource(
+        k.GROUP, k.RUNTIME_VERSION, k.NAMESPACED_RUNTIME_PLURAL, k.NAMESPACED_RUNTIME_KIND
+    ),
+}
 
 
 def trainingjob_body(body: Mapping[str, Any]) -> Entry:
@@ -82,6 +96,33 @@ def job_claim(body: Mapping[str, Any]) -> Entry:
     return ((object_key(body)[0], job), claim_view(body)) if job else None
 
 
+def runtime_view(kind: str) -> IndexFunction:
+    """A runtime as the planner reads it: its generation, framework and template."""
+
+    def view(body: Mapping[str, Any]) -> Entry:
+        return object_key(body), RuntimeSnapshot.from_body({**body, "kind": kind})
+
+    return view
+
+
+def job_awaiting_runtime(body: Mapping[str, Any]) -> Entry:
+    """A job that names a runtime and has not recorded one: the runtime's arrival or change must wake it."""
+    ref = RuntimeRef.from_spec(body.get("spec") or {})
+    if ref is None or (body.get("status") or {}).get("runtime"):
+        return None
+    namespace, name = object_key(body)
+    return (ref.kind, *ref.key(namespace)), (namespace, name)
+
+
+def jobs_of_runtime(kind: str) -> Mapper:
+    """From a changed runtime to the jobs waiting for it (those that recorded it do not care)."""
+
+    def mapped(indexes: Indexes, key: Hashable) -> list[ObjectKey]:
+        return views(indexes, JOBS_AWAITING_RUNTIME, (kind, *key))  # type: ignore[misc]
+
+    return mapped
+
+
 def gang_object(provider: GangProvider) -> IndexFunction:
     def view(body: Mapping[str, Any]) -> Entry:
         job = labels(body).get(k.LABEL_JOB_NAME)
@@ -91,7 +132,14 @@ def gang_object(provider: GangProvider) -> IndexFunction:
 
 
 # For: the jobs themselves. Owns: every child, by the job it belongs to.
-JOBS_WATCH = Watch(TRAININGJOBS, "", {TRAININGJOB_BODIES: trainingjob_body})
+JOBS_WATCH = Watch(
+    TRAININGJOBS, "", {TRAININGJOB_BODIES: trainingjob_body, JOBS_AWAITING_RUNTIME: job_awaiting_runtime}
+)
+# Watches: runtimes, which no job owns; a change reaches the jobs waiting for one through jobs_of_runtime.
+RUNTIME_WATCHES = tuple(
+    Watch(resource, "", {RUNTIMES[kind]: runtime_view(kind)}, cluster_scoped=kind == k.CLUSTER_RUNTIME_KIND)
+    for kind, resource in RUNTIME_RESOURCES.items()
+)
 CHILD_WATCHES: tuple[Watch, ...] = (
     Watch(Resource("", "v1", "pods"), MANAGED, {WORKER_PODS: worker_pod}, {DEPARTED_PODS: disrupted_worker}),
     Watch(Resource("", "v1", "services"), MANAGED, {WORKER_SERVICES: worker_service}),
@@ -115,5 +163,9 @@ def gang_watches(providers: Iterable[GangProvider]) -> tuple[Watch, ...]:
 
 def registration(gang_providers: Iterable[GangProvider] = ()) -> Registration:
     return Registration(
-        TRAININGJOBS, TRAININGJOB_BODIES, owns=(JOBS_WATCH, *CHILD_WATCHES, *gang_watches(gang_providers))
+        TRAININGJOBS,
+        TRAININGJOB_BODIES,
+        owns=(JOBS_WATCH, *CHILD_WATCHES, *gang_watches(gang_providers), *RUNTIME_WATCHES),
+        watches=tuple((RUNTIMES[kind], jobs_of_runtime(kind)) for kind in RUNTIMES),
+        lookups=frozenset({JOBS_AWAITING_RUNTIME}),
     )

@@ -16,14 +16,21 @@ spec:
 
 function quote(value) { return JSON.stringify(String(value)); }
 
+// With a runtime (a ClusterTrainingRuntime's name, docs/runtimes.md), image and command may be left empty: the
+// runtime's apply, and what is filled in overrides them.
 function manifestFromForm(fields) {
   const command = fields.command.value.trim().split(/\s+/).filter(Boolean);
+  const image = fields.image.value.trim();
+  const runtime = fields.runtime.value.trim();
   const lines = [
     "apiVersion: ml.example.com/v1alpha1", "kind: TrainingJob", "metadata:",
     `  name: ${quote(fields.name.value.trim())}`, `  namespace: ${quote(fields.namespace.value.trim() || "default")}`,
-    "spec:", `  framework: ${fields.framework.value}`, `  image: ${quote(fields.image.value.trim())}`,
-    `  command: [${command.map(quote).join(", ")}]`, `  workers: ${Number(fields.workers.value)}`,
+    "spec:", `  framework: ${fields.framework.value}`,
   ];
+  if (runtime) lines.push(`  runtimeRef: {name: ${quote(runtime)}}`);
+  if (image || !runtime) lines.push(`  image: ${quote(image)}`);
+  if (command.length || !runtime) lines.push(`  command: [${command.map(quote).join(", ")}]`);
+  lines.push(`  workers: ${Number(fields.workers.value)}`);
   if (Number(fields.gpus.value) > 0) lines.push(`  gpuPerWorker: ${Number(fields.gpus.value)}`);
   return lines.join("\n") + "\n";
 }
@@ -36,6 +43,7 @@ export function showSubmit(main) {
     name: el("input", { "data-testid": "form-name", value: "mnist" }),
     namespace: el("input", { "data-testid": "form-namespace", value: "default" }),
     framework: el("select", { "data-testid": "form-framework" }, FRAMEWORKS.map((f) => el("option", { value: f }, f))),
+    runtime: el("input", { "data-testid": "form-runtime", value: "", placeholder: "ClusterTrainingRuntime (optional)" }),
     image: el("input", { "data-testid": "form-image", value: "registry.example/train:1" }),
     command: el("input", { "data-testid": "form-command", value: "python train.py" }),
     workers: el("input", { type: "number", min: "1", value: "2", "data-testid": "form-workers" }),
@@ -52,7 +60,7 @@ export function showSubmit(main) {
     el("button", { class: "primary", "data-testid": "submit-yaml", onclick: () => submit(yaml.value) }, "Create")));
   const formPane = el("div", { hidden: true },
     el("div", { class: "form-grid" }, Object.entries({
-      Name: fields.name, Namespace: fields.namespace, Framework: fields.framework, Image: fields.image,
+      Name: fields.name, Namespace: fields.namespace, Framework: fields.framework, Runtime: fields.runtime, Image: fields.image,
       Command: fields.command, Workers: fields.workers, "GPUs per worker": fields.gpus,
     }).flatMap(([label, input]) => [el("label", {}, label), input])),
     el("div", { class: "actions" },
