@@ -4,6 +4,7 @@ what it says on the API server, and shows the API server's error verbatim when i
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,8 @@ from tests.integration.ui_support import (
     wait_for_job,
 )
 from tests.jobs import create_job, get_job, job_manifest, patch_job, wait_phase
-from tests.kube import Kube
+from tests.kube import Kube, wait_until
+from trainingjob.api import constants as k
 
 pytestmark = pytest.mark.integration
 
@@ -166,6 +168,47 @@ def test_submit_from_the_form(page: Any, admin_ui: RunningUi, kube: Kube, namesp
     expect(page.get_by_test_id("action-ok")).to_have_text(f"created {namespace}/fromform")
     spec = get_job(kube, namespace, "fromform")["spec"]
     assert (spec["framework"], spec["workers"], spec["gpuPerWorker"]) == ("jax", 3, 1)
+
+
+@pytest.fixture
+def form_runtime(kube: Kube) -> Iterator[str]:
+    """A ClusterTrainingRuntime for the form to name (its image and command; the job gives neither)."""
+    name = f"ui-rt-{uuid.uuid4().hex[:8]}"
+    template = {"image": "registry.example/runtime-image:1", "command": ["python", "train.py"]}
+    body = {
+        "apiVersion": k.RUNTIME_API_VERSION,
+        "kind": k.CLUSTER_RUNTIME_KIND,
+        "metadata": {"name": name},
+        "spec": {"framework": "pytorch", "template": template},
+    }
+    kube.custom.create_cluster_custom_object(k.GROUP, k.RUNTIME_VERSION, k.CLUSTER_RUNTIME_PLURAL, body)
+    yield name
+    kube.custom.delete_cluster_custom_object(k.GROUP, k.RUNTIME_VERSION, k.CLUSTER_RUNTIME_PLURAL, name)
+
+
+def test_submit_from_the_form_with_a_runtime(
+    page: Any, admin_ui: RunningUi, kube: Kube, namespace: str, form_runtime: str
+) -> None:
+    """Image and command left empty: the job names the runtime, and the operator builds it from the runtime's."""
+    page.get_by_test_id("nav-submit").click()
+    page.get_by_test_id("tab-form").click()
+    page.get_by_test_id("form-name").fill("fromruntime")
+    page.get_by_test_id("form-namespace").fill(namespace)
+    page.get_by_test_id("form-framework").select_option("pytorch")
+    page.get_by_test_id("form-runtime").fill(form_runtime)
+    page.get_by_test_id("form-image").fill("")
+    page.get_by_test_id("form-command").fill("")
+    page.get_by_test_id("submit-form").click()
+    confirm(page, f'runtimeRef: {{name: "{form_runtime}"}}')
+    expect(page.get_by_test_id("action-ok")).to_have_text(f"created {namespace}/fromruntime")
+    spec = get_job(kube, namespace, "fromruntime")["spec"]
+    assert spec["runtimeRef"]["name"] == form_runtime and "image" not in spec and "command" not in spec
+    recorded = wait_until(
+        lambda: (get_job(kube, namespace, "fromruntime").get("status") or {}).get("runtime"),
+        60,
+        "the operator to record the runtime the job starts from",
+    )
+    assert recorded["template"]["image"] == "registry.example/runtime-image:1"
 
 
 def test_submit_refused_by_the_api_server_shows_its_message(
