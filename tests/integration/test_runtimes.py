@@ -18,10 +18,11 @@ import pytest
 import yaml
 from kubernetes.client.exceptions import ApiException
 
+from tests.integration.test_real_frameworks import assert_every_rank_joined
 from tests.jobs import create_job, env_of, get_job, job_pods, wait_phase
 from tests.kube import Kube, wait_until
 from tests.local_node import LOCAL_NODE_SELECTOR, LOCAL_NODE_TOLERATION, RESTRICTED_CONTAINER, STDLIB_IMAGE
-from tests.real_roles import log_of
+from tests.real_roles import log_of, wait_status
 from trainingjob.api import constants as k
 from trainingjob.client import TrainingClient
 
@@ -186,6 +187,28 @@ def test_the_python_client_and_tj_submit_start_jobs_from_a_runtime(
     running = wait_phase(kube, namespace, "from-cli", "Running", timeout=180)
     assert running["spec"]["runtimeRef"]["name"] == name and running["spec"]["framework"] == "pytorch"
     assert env_of(job_pods(kube, namespace, "from-cli")[0])["GREETING"] == "from-runtime"
+
+
+def test_a_job_from_the_xgboost_example_runtime_trains_to_the_end(kube: Kube, namespace: str) -> None:
+    """examples/runtimes/xgboost-local.yaml as written, and a job as its comment shows (its framework, size,
+    epochs and checkpoint storage, which a runtime cannot give): the example's real collective runs on the local
+    process nodes with the runtime's image, command and placement, and checkpoints to the end."""
+    body = yaml.safe_load((EXAMPLE_RUNTIMES[0].parent / "xgboost-local.yaml").read_text())
+    kube.custom.create_cluster_custom_object(k.GROUP, k.RUNTIME_VERSION, k.CLUSTER_RUNTIME_PLURAL, body)
+    try:
+        spec = {
+            "framework": "xgboost",
+            "workers": 2,
+            "hyperparameters": {"epochs": 2},
+            "checkpoint": {"enabled": True, "storage": {"size": "1Gi", "accessModes": ["ReadWriteMany"]}},
+        }
+        create_job(kube, namespace, job("xgb-runtime", "xgboost-local", **spec))
+        status = wait_status(kube, namespace, "xgb-runtime", lambda s: s.get("phase") == "Succeeded", "Succeeded")
+    finally:
+        kube.custom.delete_cluster_custom_object(k.GROUP, k.RUNTIME_VERSION, k.CLUSTER_RUNTIME_PLURAL, "xgboost-local")
+    assert_every_rank_joined(kube, namespace, "xgb-runtime", 2)
+    assert status["progress"]["epoch"] == 2 and status["lastCheckpoint"]["epoch"] == 2, status
+    assert status.get("restartCount", 0) == 0 and status["runtime"]["name"] == "xgboost-local", status
 
 
 @pytest.mark.parametrize("path", EXAMPLE_RUNTIMES, ids=lambda path: path.stem)
