@@ -66,7 +66,7 @@ role = st.fixed_dictionaries(
         "restartPolicy": st.sampled_from(c.RESTART_POLICIES),
     },
 )
-roles = st.fixed_dictionaries({}, optional={name: role for name in (c.CHIEF, c.PS, c.EVALUATOR, c.LAUNCHER)})
+roles = st.fixed_dictionaries({}, optional={name: role for name in c.FRAMEWORK_ROLES})
 
 
 @st.composite

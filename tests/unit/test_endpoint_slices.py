@@ -137,12 +137,12 @@ def test_a_new_master_port_is_published_at_once_even_while_workers_are_missing()
 
 def test_only_workers_are_published_unless_the_job_has_roles() -> None:
     job = make_job()
-    other = dataclasses.replace(up(job, 0, "10.0.0.5", LONG_AGO), name="job-launcher-0", role=k.LAUNCHER)
+    other = dataclasses.replace(up(job, 0, "10.0.0.5", LONG_AGO), name="job-launcher-0", role="launcher")
     pods = (up(job, 0, "10.0.0.1"), up(job, 1, "10.0.0.2"), other)
     actions, _ = plan_endpoints(job, children(job, *pods), NOW)
     assert [e["targetRef"]["name"] for e in actions[0].manifest["endpoints"]] == ["job-worker-0", "job-worker-1"]
     roles = make_job(roles={"evaluator": {}})
-    evaluator = dataclasses.replace(up(roles, 0, "10.0.0.5"), name="job-evaluator-0", role=k.EVALUATOR)
+    evaluator = dataclasses.replace(up(roles, 0, "10.0.0.5"), name="job-evaluator-0", role="evaluator")
     actions, _ = plan_endpoints(
         roles, children(roles, up(roles, 0, "10.0.0.1"), up(roles, 1, "10.0.0.2"), evaluator), NOW
     )

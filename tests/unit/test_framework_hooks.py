@@ -63,3 +63,21 @@ def test_a_framework_judges_success(toy: None) -> None:
     result = plan(job, children(job, pod(job, 0, "Succeeded"), pod(job, 1)), NOW, CONFIG)
     succeeded = next(c for c in stored(result)["conditions"] if c["type"] == "Succeeded")
     assert (stored(result)["phase"], succeeded["reason"]) == ("Succeeded", "ToyDone")
+
+
+def test_the_api_takes_each_role_from_its_framework() -> None:
+    """spec.roles, its limits, the pods' order and the chief come from the frameworks' Role records: a framework's
+    roles live in its module (frameworks/base.py: Role), not in the API's tables."""
+    from tests.unit.schema_support import field
+    from trainingjob.api import constants as k
+
+    described = field("spec.roles")["properties"]
+    for framework in registry.FRAMEWORKS.values():
+        for role in framework.roles:
+            assert k.FRAMEWORK_ROLES[role.name] == framework.name
+            limit = 1 if role.single else k.MAX_WORKERS
+            assert described[role.name]["description"] == f"{role.description} At most {limit}."
+            assert described[role.name]["properties"]["replicas"]["maximum"] == limit
+    assert list(described) == [role.name for role in k.EXTRA_ROLES]
+    assert k.ROLES == ("chief", "launcher", "ps", "worker", "evaluator")
+    assert k.CHIEF_ROLES == ("chief",)

@@ -199,7 +199,7 @@ def test_the_quota_gate_counts_each_role_s_own_requests() -> None:
 
 def test_a_job_missing_only_a_role_pod_still_takes_its_quota_turn() -> None:
     job = ps_job({"phase": "Running", **STARTED})
-    live = [pod(job, r.role, r.index) for r in desired_replicas(job.spec) if r.role != k.PS]
+    live = [pod(job, r.role, r.index) for r in desired_replicas(job.spec) if r.role != "ps"]
     assert creates_workers(job, observe(job, live))
     assert not creates_workers(job, observe(job, [pod(job, r.role, r.index) for r in desired_replicas(job.spec)]))
 

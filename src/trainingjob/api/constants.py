@@ -8,10 +8,8 @@ from __future__ import annotations
 
 from trainingjob.api.status import Phase
 from trainingjob.frameworks.base import CONFIG_DIR, WORKER
-from trainingjob.frameworks.mpi import LAUNCHER
 from trainingjob.frameworks.registry import FRAMEWORKS as PLUGINS
 from trainingjob.frameworks.registry import framework_env_names
-from trainingjob.frameworks.tensorflow import CHIEF, EVALUATOR, PS
 
 GROUP = "ml.example.com"
 V1ALPHA1 = "v1alpha1"
@@ -49,12 +47,18 @@ RESTART_STRATEGIES = ("Gang", "Worker")
 FAILURE_ACTIONS = ("Restart", "Fail", "Ignore")
 ACCESS_MODES = ("ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod")
 GANG_PROVIDERS = ("Auto", "Native", "Coscheduling", "Volcano", "Disabled")
-# Roles of a job's pods, in the order they are created and listed. `worker` is spec.workers; the others come from
-# spec.roles and belong to one framework each, which names them (api/schema_roles.py, builders/replicas.py).
-ROLES = (CHIEF, LAUNCHER, PS, WORKER, EVALUATOR)
-FRAMEWORK_ROLES = {role: plugin.name for plugin in PLUGINS.values() for role in plugin.roles}
-# At most this many pods of a role: TensorFlow allows one chief and one evaluator, MPI has one launcher.
-SINGLE_ROLES = (CHIEF, EVALUATOR, LAUNCHER)
+# The roles other than worker (spec.roles), each one framework's and described by it (frameworks/base.py: Role),
+# in the registry's order (the CRD schema's).
+EXTRA_ROLES = tuple(role for plugin in PLUGINS.values() for role in plugin.roles)
+# Roles of a job's pods, in the order they are created and listed: each role's `order` around the workers' 0.
+ROLES = tuple(
+    name for _, name in sorted([(0, WORKER), *((role.order, role.name) for role in EXTRA_ROLES)], key=lambda r: r[0])
+)
+FRAMEWORK_ROLES = {role.name: plugin.name for plugin in PLUGINS.values() for role in plugin.roles}
+# At most one pod of these roles (TensorFlow's chief and evaluator, MPI's launcher).
+SINGLE_ROLES = tuple(role.name for role in EXTRA_ROLES if role.single)
+# The roles that are the job's chief when it has them (TensorFlow's chief); else worker 0 is (api/replicas.py).
+CHIEF_ROLES = tuple(role.name for role in EXTRA_ROLES if role.chief)
 
 FINALIZER = f"{GROUP}/finalizer"
 # The container of a worker pod that runs the training (builders/pod.py); `tj logs` and the UI read its log.

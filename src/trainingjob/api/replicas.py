@@ -41,6 +41,7 @@ def is_desired(spec: JobSpec, replica: Replica) -> bool:
 
 
 def chief_replica(spec: JobSpec) -> Replica:
-    """The pod that reports progress and should save checkpoints (TRAININGJOB_IS_CHIEF): TensorFlow's chief when
-    the job has one, else worker 0 (also for MPI, whose rank 0 runs on the first worker of the hostfile)."""
-    return Replica(k.CHIEF, 0) if spec.replicas_of(k.CHIEF) > 0 else Replica(k.WORKER, 0)
+    """The pod that reports progress and should save checkpoints (TRAININGJOB_IS_CHIEF): a chief role's pod
+    (frameworks/base.py: Role.chief, TensorFlow's chief) when the job has one, else worker 0 (also for MPI, whose
+    rank 0 runs on the first worker of the hostfile)."""
+    return next((Replica(role, 0) for role in k.CHIEF_ROLES if spec.replicas_of(role) > 0), Replica(k.WORKER, 0))

@@ -1,8 +1,8 @@
 """The multi-role and elastic parts of TrainingJob.spec: spec.roles (TensorFlow's chief, ps and evaluator, MPI's
 launcher) and spec.elastic (PyTorch elastic training with torchrun's c10d rendezvous).
 
-Every role is described once here and served by both API versions; schema_spec.py merges role_fields() into spec
-and role_rules() into its cross-field rules.
+Every role is described once, by the framework whose it is (frameworks/base.py: Role), and served by both API
+versions; schema_spec.py merges role_fields() into spec and role_rules() into its cross-field rules.
 """
 
 from __future__ import annotations
@@ -16,36 +16,7 @@ MAX_ELASTIC_RESTARTS = 10000
 DEFAULT_ELASTIC_RESTARTS = 10
 
 # What each role is, for its description (the framework's own words) and its limit.
-ROLE_TEXTS = {
-    c.CHIEF: (
-        "TensorFlow's chief: the coordinator of ParameterServerStrategy (it runs the training loop, dispatches "
-        "steps to the workers, writes checkpoints), or Estimator's chief. Listed as `chief` in every TF_CONFIG "
-        "cluster spec. When the job has a chief, the chief judges success: the job has Succeeded once it exited "
-        "0, and the other pods still running (parameter servers, workers, the evaluator) are then deleted; it is "
-        "also the pod the operator takes progress reports from. At most 1."
-    ),
-    c.PS: (
-        "TensorFlow's parameter servers (`ps` in TF_CONFIG): they hold the variables and serve the workers until "
-        "the job ends; they do not count for success and are deleted once it has Succeeded. A failure restarts "
-        f"the job by failurePolicy like a worker's. At most {c.MAX_WORKERS}."
-    ),
-    c.EVALUATOR: (
-        "TensorFlow's evaluator: evaluates the checkpoints the training writes (tf.keras.utils.SidecarEvaluator). "
-        "As TensorFlow defines it, it is not part of the training cluster: its TF_CONFIG has the cluster of chief, "
-        "workers and ps with task type evaluator, and no other task's cluster spec lists it. Its failure never "
-        "fails or restarts the training: it is replaced alone (counted in restartCount, after the backoff delay) "
-        "while backoffLimit and the restart policy allow, and otherwise left Failed while the training goes on. It "
-        "does not count for success and, if still running, is deleted once the job has Succeeded. At most 1."
-    ),
-    c.LAUNCHER: (
-        "MPI's launcher: one pod that runs mpirun (command and args; spec.command when unset) and judges the job: it "
-        "has Succeeded once the launcher exited 0. The workers then run the operator's remote-start agent instead "
-        "of spec.command (python3 in the image is all it needs): Open MPI's rsh launcher starts its daemons on the "
-        "workers through it (OMPI_MCA_plm_rsh_agent), authenticated with a key the operator generates per job in "
-        "the Secret <job>-mpi-key, so no sshd and no ssh keys are needed. The hostfile lists the workers only. At "
-        "most 1."
-    ),
-}
+ROLE_TEXTS = {role.name: role.description for role in c.EXTRA_ROLES}
 
 
 def _role_resources() -> Schema:
@@ -80,7 +51,7 @@ def _role_resources() -> Schema:
 def _role(role: str) -> Schema:
     limit = 1 if role in c.SINGLE_ROLES else c.MAX_WORKERS
     return obj(
-        ROLE_TEXTS[role],
+        f"{ROLE_TEXTS[role]} At most {limit}.",
         {
             "replicas": integer(
                 f"Number of {role} pods ({'exactly 1' if limit == 1 else f'1 to {limit}'}), named "
@@ -128,7 +99,7 @@ def _roles() -> Schema:
         "gets TRAININGJOB_ROLE and TRAININGJOB_IS_CHIEF (true on the pod that reports progress: the chief, else "
         "worker 0). Roles cannot be added to or removed from an existing job (its Service selects by them); their "
         "counts and settings may change, which restarts the pods.",
-        {role: _role(role) for role in (c.CHIEF, c.PS, c.EVALUATOR, c.LAUNCHER)},
+        {role: _role(role) for role in ROLE_TEXTS},
     )
 
 
@@ -181,7 +152,7 @@ def role_fields(shape: VersionShape) -> dict[str, Schema]:
 
 
 def _has_roles(which: str) -> str:
-    present = " || ".join(f"has({which}.roles.{role})" for role in (c.CHIEF, c.PS, c.EVALUATOR, c.LAUNCHER))
+    present = " || ".join(f"has({which}.roles.{role})" for role in ROLE_TEXTS)
     return f"(has({which}.roles) && ({present}))"
 
 

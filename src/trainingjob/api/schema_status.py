@@ -59,9 +59,9 @@ def _condition() -> Schema:
 
 
 def _role_field(what: str) -> Schema:
+    *others, last = [role.name for role in c.EXTRA_ROLES]
     return string(
-        f"Role of the {what} when it is not a worker: chief, ps, evaluator or launcher (spec.roles); absent for "
-        "workers.",
+        f"Role of the {what} when it is not a worker: {', '.join(others)} or {last} (spec.roles); absent for workers.",
         enum=[role for role in c.ROLES if role != c.WORKER],
     )
 
@@ -326,7 +326,7 @@ def status_schema() -> Schema:
             ),
             "completionTime": _timestamp("When the job reached Succeeded or Failed."),
             "workerStatuses": array(
-                "The observed state of each pod, by role (chief, launcher, ps, worker, evaluator) and workerId.",
+                f"The observed state of each pod, by role ({', '.join(c.ROLES)}) and workerId.",
                 _worker_status(),
             ),
             "roleStatuses": _role_statuses(),

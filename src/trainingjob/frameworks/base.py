@@ -1,6 +1,6 @@
 """The one small interface every ML framework implements: the environment (and files) its launcher expects, and
-hooks where it differs from a gang of equal workers: children it adds, what it changes in a pod, whose success is
-the job's, which roles the training can do without.
+hooks where it differs from a gang of equal workers: the roles it adds (described for the CRD schema), children
+it adds, what it changes in a pod, whose success is the job's, which roles the training can do without.
 
 Adding a framework means adding a module with a class like these and registering it in `registry.py`; no other
 framework, builder or the planner changes (Kubeflow Trainer v2's idea of plugins for MLPolicy, component builders
@@ -63,6 +63,24 @@ class WorkerContext:
 
 
 @dataclass(frozen=True)
+class Role:
+    """A role other than worker that a framework's jobs may have (spec.roles.<name>). The API takes everything it
+    knows of roles from these (api/constants.py, api/schema_roles.py), so a framework's roles live in its module."""
+
+    name: str
+    # spec.roles.<name>'s description in the CRD schema (`kubectl explain`), in the framework's words.
+    description: str
+    # At most one pod of this role (TensorFlow's chief and evaluator, MPI's launcher).
+    single: bool = False
+    # Where this role's pods come among a job's, the workers' being 0: negative before them (the coordinator
+    # first), positive after; roles of the same order keep the registry's.
+    order: int = -1
+    # The job's chief when it has this role: the pod that reports progress and should save checkpoints
+    # (TRAININGJOB_IS_CHIEF); without one, worker 0 is.
+    chief: bool = False
+
+
+@dataclass(frozen=True)
 class PodChanges:
     """What a framework changes in a pod the builder makes: volumes and mounts it adds (after the operator's own,
     before the user's), and a command that replaces the pod's own (None: the role's command stays)."""
@@ -88,7 +106,7 @@ class Framework(Protocol):
 
     name: str
     # The roles other than worker this framework's jobs may have (spec.roles), e.g. MPI's launcher.
-    roles: tuple[str, ...]
+    roles: tuple[Role, ...]
     # Roles the training can do without: not needed for the job to be Running, their failure never fails the job
     # and never restarts the gang (TensorFlow's evaluator).
     optional_roles: frozenset[str]
@@ -120,7 +138,7 @@ class Plugin:
     """What every hook does for a framework that does not override it: a gang of equal workers, environment
     only."""
 
-    roles: tuple[str, ...] = ()
+    roles: tuple[Role, ...] = ()
     optional_roles: frozenset[str] = frozenset()
 
     def config_files(self, context: WorkerContext) -> dict[str, str]:

@@ -24,9 +24,20 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from trainingjob.frameworks.base import CONFIG_DIR, WORKER, Plugin, PodChanges, SuccessRule, WorkerContext
+from trainingjob.frameworks.base import CONFIG_DIR, WORKER, Plugin, PodChanges, Role, SuccessRule, WorkerContext
 
 LAUNCHER = "launcher"
+# spec.roles.launcher, as the CRD schema describes it (api/schema_roles.py adds its limit).
+LAUNCHER_ROLE = Role(
+    LAUNCHER,
+    "MPI's launcher: one pod that runs mpirun (command and args; spec.command when unset) and judges the job: it "
+    "has Succeeded once the launcher exited 0. The workers then run the operator's remote-start agent instead "
+    "of spec.command (python3 in the image is all it needs): Open MPI's rsh launcher starts its daemons on the "
+    "workers through it (OMPI_MCA_plm_rsh_agent), authenticated with a key the operator generates per job in "
+    "the Secret <job>-mpi-key, so no sshd and no ssh keys are needed. The hostfile lists the workers only.",
+    single=True,
+    order=-2,
+)
 HOSTFILE = "hostfile"
 HOSTFILE_PATH = f"{CONFIG_DIR}/{HOSTFILE}"
 AGENT_FILE = "mpi-agent.py"
@@ -70,7 +81,7 @@ def key_secret(job_name: str, key: bytes | None = None) -> dict[str, Any]:
 
 class Mpi(Plugin):
     name = "mpi"
-    roles = (LAUNCHER,)
+    roles = (LAUNCHER_ROLE,)
 
     def worker_env(self, context: WorkerContext) -> dict[str, str]:
         env = {

@@ -21,7 +21,7 @@ def _sample_contexts() -> tuple[WorkerContext, ...]:
     """A single CPU worker, a multi-GPU gang, a pod of every other role and an elastic worker: between them every
     variable a framework ever sets appears."""
     hosts = ("w-0.svc", "w-1.svc")
-    roles = {WORKER: hosts, **{role: (f"{role}-0.svc",) for f in FRAMEWORKS.values() for role in f.roles}}
+    roles = {WORKER: hosts, **{role.name: (f"{role.name}-0.svc",) for f in FRAMEWORKS.values() for role in f.roles}}
     elastic = ElasticRendezvous(1, 2, 3, "j")
     port = 29500  # any: the names set do not depend on it
     return (

@@ -17,9 +17,41 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from trainingjob.frameworks.base import WORKER, Plugin, SuccessRule, WorkerContext
+from trainingjob.frameworks.base import WORKER, Plugin, Role, SuccessRule, WorkerContext
 
 CHIEF, PS, EVALUATOR = "chief", "ps", "evaluator"
+# spec.roles of a TensorFlow job, as the CRD schema describes them (api/schema_roles.py adds each one's limit).
+ROLES = (
+    Role(
+        CHIEF,
+        "TensorFlow's chief: the coordinator of ParameterServerStrategy (it runs the training loop, dispatches "
+        "steps to the workers, writes checkpoints), or Estimator's chief. Listed as `chief` in every TF_CONFIG "
+        "cluster spec. When the job has a chief, the chief judges success: the job has Succeeded once it exited "
+        "0, and the other pods still running (parameter servers, workers, the evaluator) are then deleted; it is "
+        "also the pod the operator takes progress reports from.",
+        single=True,
+        order=-2,
+        chief=True,
+    ),
+    Role(
+        PS,
+        "TensorFlow's parameter servers (`ps` in TF_CONFIG): they hold the variables and serve the workers until "
+        "the job ends; they do not count for success and are deleted once it has Succeeded. A failure restarts "
+        "the job by failurePolicy like a worker's.",
+        order=-1,
+    ),
+    Role(
+        EVALUATOR,
+        "TensorFlow's evaluator: evaluates the checkpoints the training writes (tf.keras.utils.SidecarEvaluator). "
+        "As TensorFlow defines it, it is not part of the training cluster: its TF_CONFIG has the cluster of chief, "
+        "workers and ps with task type evaluator, and no other task's cluster spec lists it. Its failure never "
+        "fails or restarts the training: it is replaced alone (counted in restartCount, after the backoff delay) "
+        "while backoffLimit and the restart policy allow, and otherwise left Failed while the training goes on. It "
+        "does not count for success and, if still running, is deleted once the job has Succeeded.",
+        single=True,
+        order=1,
+    ),
+)
 # The task types of the training cluster, in the order TensorFlow's own examples list them.
 CLUSTER_ROLES = (CHIEF, WORKER, PS)
 
@@ -35,7 +67,7 @@ def cluster_spec(context: WorkerContext) -> dict[str, list[str]]:
 
 class TensorFlow(Plugin):
     name = "tensorflow"
-    roles = (CHIEF, PS, EVALUATOR)
+    roles = ROLES
     # The evaluator is not part of the training: its failure is never a gang restart and never fails the job.
     optional_roles = frozenset({EVALUATOR})
 

@@ -15,7 +15,7 @@ import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from trainingjob.api.constants import CHIEF, WORKER
+from trainingjob.api.constants import CHIEF_ROLES, WORKER
 from trainingjob.progress.report import ReportError
 
 AUDIENCE = "trainingjob-progress"
@@ -88,8 +88,10 @@ def authorize(
 
 
 def reporting_role(job_pods: Iterable[JobPod]) -> str:
-    """Whose reports count: TensorFlow's chief when the job has one (it runs the training loop), else the workers."""
-    return CHIEF if any(p.role == CHIEF for p in job_pods) else WORKER
+    """Whose reports count: a chief role's (TensorFlow's chief, which runs the training loop) when the job has one,
+    else the workers'."""
+    roles = {p.role for p in job_pods}
+    return next((role for role in CHIEF_ROLES if role in roles), WORKER)
 
 
 async def review_token(api: client.ApiClient, token: str) -> client.V1TokenReviewStatus | None:

@@ -33,7 +33,7 @@ def optional_roles(spec: JobSpec) -> frozenset[str]:
 def success_judge(spec: JobSpec) -> tuple[Replica, str, str] | None:
     """(the pod whose success is the job's, condition reason, message); None: every worker must succeed."""
     framework = framework_of(spec)
-    rule = framework.success_rule({role: spec.replicas_of(role) for role in framework.roles})
+    rule = framework.success_rule({role.name: spec.replicas_of(role.name) for role in framework.roles})
     if rule is not None:
         return Replica(rule.role, rule.index), rule.reason, rule.message
     if spec.elastic is not None:
