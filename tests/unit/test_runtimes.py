@@ -18,7 +18,7 @@ from trainingjob.config import OperatorConfig
 from trainingjob.operator.trainingjob.watches import job_awaiting_runtime, jobs_of_runtime, runtime_view
 from trainingjob.reconcile.observed import ObservedChildren
 from trainingjob.reconcile.planner import plan
-from trainingjob.reconcile.runtimes import RUNTIME_GRACE_SECONDS, resolve_runtime
+from trainingjob.reconcile.runtimes import RUNTIME_GRACE_SECONDS, resolve_runtime, runtime_gives
 
 NOW = datetime.datetime(2026, 11, 28, 12, 0, tzinfo=datetime.UTC)
 TEMPLATE = {
@@ -170,3 +170,16 @@ def test_only_jobs_without_a_record_wait_for_their_runtime() -> None:
     key, view = runtime_view(k.CLUSTER_RUNTIME_KIND)(runtime_body)
     assert key == ("", "torch") and (view.kind, view.generation, view.framework) == (k.CLUSTER_RUNTIME_KIND, 4, "jax")
     assert RuntimeRef.from_spec({"runtimeRef": {"name": "torch"}}) == RuntimeRef(k.CLUSTER_RUNTIME_KIND, "torch")
+
+
+def test_what_a_runtime_gives_is_read_from_the_record_else_the_cache() -> None:
+    """The reconciler asks whether the pods carry a securityContext of the job's runtime (then a PodSecurity
+    refusal is the runtime's, not a sign that the namespace needs the operator's restricted one)."""
+    restricted = snapshot(securityContext={"runAsNonRoot": True})
+    assert runtime_gives(job(), restricted, "securityContext")
+    assert not runtime_gives(job(), snapshot(), "securityContext")
+    assert not runtime_gives(job(), None, "securityContext")
+    record = {"runtime": snapshot().to_status()}  # recorded without one: a later edit of the runtime does not count
+    assert not runtime_gives(job(status=record), restricted, "securityContext")
+    plain = TrainingJob.from_body({"metadata": {"name": "j", "namespace": "ns"}, "spec": {"framework": "pytorch"}})
+    assert not runtime_gives(plain, restricted, "securityContext")

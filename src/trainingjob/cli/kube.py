@@ -271,20 +271,6 @@ class Client:
         found = await self.get_runtime(ref.get("kind") or k.CLUSTER_RUNTIME_KIND, namespace, ref["name"])
         spec["framework"] = (found.get("spec") or {}).get("framework", "")
 
-    async def list_runtimes(self, kind: str, namespace: str) -> list[dict[str, Any]]:
-        cluster = kind == k.CLUSTER_RUNTIME_KIND
-        plural = k.CLUSTER_RUNTIME_PLURAL if cluster else k.NAMESPACED_RUNTIME_PLURAL
-        with self.errors(None if cluster else namespace, None, resource=plural):
-            if cluster:
-                listing = await self.custom.list_cluster_custom_object(
-                    k.GROUP, k.RUNTIME_VERSION, plural, _request_timeout=_timeout()
-                )
-            else:
-                listing = await self.custom.list_namespaced_custom_object(
-                    k.GROUP, k.RUNTIME_VERSION, namespace, plural, _request_timeout=_timeout()
-                )
-        return [{**item, "kind": kind} for item in listing.get("items") or []]
-
     # Pods, logs and events ---------------------------------------------------------------------------------------
 
     async def worker_pods(self, namespace: str, name: str, index: int) -> list[dict[str, Any]]:

@@ -47,3 +47,12 @@ def resolve_runtime(job: TrainingJob, cached: RuntimeSnapshot | None, now: datet
     effective = effective_job(job, snapshot)
     problems = runtime_problems(snapshot, job.spec.framework, effective.raw_spec, where)
     return Resolved(effective, problem="; ".join(problems) or None)
+
+
+def runtime_gives(job: TrainingJob, cached: RuntimeSnapshot | None, field: str) -> bool:
+    """Whether the runtime the job starts from (recorded, else cached) sets `field` of its spec: the job's own spec
+    alone does not say what its pods are built with."""
+    if RuntimeRef.from_spec(job.raw_spec) is None:
+        return False
+    snapshot = recorded(job.status) or cached
+    return snapshot is not None and field in snapshot.template

@@ -45,6 +45,7 @@ from trainingjob.reconcile.blockers import stuck_pods
 from trainingjob.reconcile.inputs import PlanInputs
 from trainingjob.reconcile.observed import ObservedChildren, PodView
 from trainingjob.reconcile.planner import plan
+from trainingjob.reconcile.runtimes import runtime_gives
 from trainingjob.reconcile.surroundings import AdmissionDenial, is_pod_security_denial
 from trainingjob.scheduling.gang import GangApi, GangView, watched
 from trainingjob.scheduling.quota import NamespaceQuotas
@@ -278,7 +279,9 @@ class Reconciler:
             self.queue.add_after(key, admission_requeue_delay(count))
         elif outcome.created:
             memory.denial = None
-        ours = job.spec.security_context is None and not observed.namespace_restricted
+        # Ours: the pods carry the operator's own securityContext (neither the job nor its runtime sets one).
+        given = job.spec.security_context is not None or runtime_gives(job, observed.runtime, "securityContext")
+        ours = not given and not observed.namespace_restricted
         if ours and self.lookups is not None and any(is_pod_security_denial(r) for r in outcome.rejections):
             self.lookups.learn_restricted(job.namespace)
             memory.rejections = [r for r in memory.rejections if not is_pod_security_denial(r)]
