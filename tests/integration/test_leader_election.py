@@ -35,9 +35,13 @@ def pod_uids(kube: Kube, namespace: str) -> dict[str, str]:
 
 
 def writes(operator: RunningOperator) -> float:
-    """API writes the replica's reconciler made (its client counts every request, Lease renewals included)."""
+    """API writes the replica's reconciler made (its client counts every request, Lease renewals included). A
+    question asked by a create changes nothing: every replica asks at its start whether GPU telemetry may watch
+    EndpointSlices (two SelfSubjectAccessReviews)."""
     samples = scrape(operator)
-    return sum(value(samples, "trainingjob_api_requests_total", verb=verb) for verb in WRITE_VERBS)
+    requests = "trainingjob_api_requests_total"
+    questions = value(samples, requests, verb="create", resource="selfsubjectaccessreviews")
+    return sum(value(samples, requests, verb=verb) for verb in WRITE_VERBS) - questions
 
 
 def adopt(session_operator: RunningOperator, successor: RunningOperator) -> None:
