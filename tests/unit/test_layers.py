@@ -30,7 +30,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
         {"webhooks"},  # admission and conversion, served by the operator
         {"serving", "sweeps"},  # the LLMModel planner; the TrainingSweep planner
         {"reconcile"},  # the TrainingJob planner
-        {"progress", "scheduling"},  # progress reports and their folding into status; gang APIs and quotas
+        {"progress", "scheduling", "queueing"},  # progress reports; gang APIs and quotas; Kueue workloads
         {"builders"},  # the children's manifests
         {"config"},  # the operator's settings
         {"api", "sdk"},  # the CRDs' schema and typed views; the in-container helpers

@@ -136,6 +136,25 @@ def container_command(job: TrainingJob, role: str, changes: PodChanges = NO_CHAN
     return list(command), list(role_spec.args or [])
 
 
+@dataclass(frozen=True)
+class QueuePlacement:
+    """What a queue's admission adds to the pods of one role: Kueue's admitted ResourceFlavors' node labels (to the
+    nodeSelector) and tolerations, as its own job integrations add them (queueing/admission.py reads them)."""
+
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+
+    def applied_to(self, placement: dict[str, Any]) -> dict[str, Any]:
+        """`placement` (worker_placement's answer) with this admission's selector and tolerations added."""
+        result = dict(placement)
+        if self.node_selector:
+            result["nodeSelector"] = {**placement.get("nodeSelector", {}), **self.node_selector}
+        extra = [dict(t) for t in self.tolerations if t not in placement.get("tolerations", [])]
+        if extra:
+            result["tolerations"] = [*placement.get("tolerations", []), *extra]
+        return result
+
+
 def worker_placement(job: TrainingJob, config: OperatorConfig, role: str = k.WORKER) -> dict[str, Any]:
     """Node selection: cluster GPU defaults when the pod requests GPUs, the job's own settings on top."""
     scheduling = job.spec.scheduling
@@ -167,12 +186,13 @@ def desired_worker_pod(
     restricted: bool = True,
     role: str = k.WORKER,
     gang: Membership | None = None,
+    queue: QueuePlacement | None = None,
 ) -> dict[str, Any]:
     """Pod `index` of `role` (a worker unless told) of `attempt`. `spec_label` marks the spec it is built from
     (default: its fingerprint, see reconcile/spec_version.py); `restricted`: the namespace enforces PodSecurity
     `restricted` (default_security); `gang`: the gang it joins (scheduling/gang.py), marked by the ml.example.com/gang
     label besides what its scheduler reads (a label, an annotation or spec.workloadRef; the job's own schedulerName
-    wins)."""
+    wins); `queue`: what Kueue's admission adds to its placement."""
     spec = job.spec
     changes = framework_for(spec.framework).pod_changes(worker_context(job, index, role))
     volumes, mounts = worker_volumes(job, config, changes)
@@ -215,7 +235,7 @@ def desired_worker_pod(
             "containers": [container],
             "volumes": volumes,
             **(dict(gang.spec) if gang is not None else {}),
-            **worker_placement(job, config, role),
+            **(queue.applied_to if queue is not None else dict)(worker_placement(job, config, role)),
         },
     }
 
