@@ -44,6 +44,21 @@ def kueue(cluster: ClusterUnderTest):
     return state
 
 
+RESTARTED: list[bool] = []
+
+
+@pytest.fixture
+def kueue_operator(kueue, operator):
+    """The session's operator, seeing Kueue: started again once after Kueue came up (an operator that started
+    first finds Kueue's API by its informers' retries, up to 30 s later; a restart makes the tests not wait)."""
+    from tests.operator_harness import restart
+
+    if not RESTARTED:
+        restart(operator)
+        RESTARTED.append(True)
+    return operator
+
+
 class Queues:
     """Creates Kueue objects for one test and deletes the cluster-scoped ones afterwards."""
 

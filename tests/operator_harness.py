@@ -331,6 +331,13 @@ def wait_healthy(running: RunningOperator) -> RunningOperator:
     raise AssertionError(f"operator not healthy within 60s:\n{running.log_tail()}")
 
 
+def restart(running: RunningOperator) -> None:
+    """Stop the operator and start it again on the same ports: what an upgrade or a rescheduled pod does."""
+    running.stop()
+    _start_again(running)
+    running.stopped_process = None
+
+
 def _start_again(running: RunningOperator) -> None:
     """A new process for `running` on the same ports and log (webhooks, progress) and with the same arguments."""
     again = start_operator(

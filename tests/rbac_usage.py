@@ -54,7 +54,9 @@ KINDS = {
     "validating_webhook_configuration": ("admissionregistration.k8s.io", "validatingwebhookconfigurations", False),
 }
 CLUSTER_SCOPED = {(group, resource) for group, resource, namespaced in KINDS.values() if not namespaced} | {
-    (constants.GROUP, constants.CLUSTER_RUNTIME_PLURAL)
+    (constants.GROUP, constants.CLUSTER_RUNTIME_PLURAL),
+    ("kueue.x-k8s.io", "resourceflavors"),
+    ("kueue.x-k8s.io", "workloadpriorityclasses"),
 }
 METHOD = re.compile(
     r"^(?P<verb>create|read|list|patch|replace|delete)_(?P<namespaced>namespaced_)?(?P<kind>[a-z_]+?)"
@@ -126,6 +128,8 @@ def _own_kind_writes(path: Path, tree: ast.AST) -> set[Grant]:
         if node.func.attr in OWN_KIND_WRITES and isinstance(node.args[0], ast.Name):
             resource = getattr(importlib.import_module(module), node.args[0].id)
             verb, subresource = OWN_KIND_WRITES[node.func.attr]
+            if any(k.arg == "status" and ast.unparse(k.value) == "True" for k in node.keywords):
+                subresource = "/status"
             used.add((resource.group, resource.plural + subresource, verb))
     return used
 
@@ -138,12 +142,13 @@ def gang_object_grants() -> set[Grant]:
 
 def watch_grants() -> set[Grant]:
     """Every resource the controllers register to watch (operator/*/watches.py): get, list and watch."""
+    from trainingjob.operator.kueue.watches import REGISTRATION as KUEUE
     from trainingjob.operator.llmmodel.watches import REGISTRATION as MODELS
     from trainingjob.operator.runtime.manager import all_watches
     from trainingjob.operator.trainingjob.watches import registration
     from trainingjob.operator.trainingsweep.watches import REGISTRATION as SWEEPS
 
-    watches = all_watches([registration(), MODELS, SWEEPS])
+    watches = all_watches([registration(kueue=True), MODELS, SWEEPS, KUEUE])
     return {(w.resource.group, w.resource.plural, verb) for w in watches for verb in WATCH_VERBS}
 
 

@@ -2,6 +2,6 @@
 two modules would be set up twice, and Playwright's sync API cannot run twice at once)."""
 
 from tests.integration.ui_support import admin_ui, browser, page
-from tests.kueue_support import kueue, queues
+from tests.kueue_support import kueue, kueue_operator, queues
 
-__all__ = ["admin_ui", "browser", "kueue", "page", "queues"]
+__all__ = ["admin_ui", "browser", "kueue", "kueue_operator", "page", "queues"]

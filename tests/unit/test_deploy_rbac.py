@@ -112,19 +112,24 @@ def test_the_namespaced_role_is_the_cluster_roles_namespaced_rules() -> None:
         assert expand(role["rules"]) == namespaced, role["metadata"]["namespace"]
 
 
-# The only cluster-wide rights of the namespaced overlay: TokenReview (a cluster-scoped API), reading a node and
-# reading ClusterTrainingRuntimes.
+# The only cluster-wide rights of the namespaced overlay: TokenReview (a cluster-scoped API), reading a node,
+# reading ClusterTrainingRuntimes, and reading Kueue's ResourceFlavors and WorkloadPriorityClasses (cluster-scoped).
 OVERLAY_CLUSTER_ROLES = {
     "trainingjob-operator-nodes": {("", "nodes", "get")},
     "trainingjob-operator-runtimes": {
         ("ml.example.com", "clustertrainingruntimes", verb) for verb in ("get", "list", "watch")
     },
     "trainingjob-operator-tokenreview": {("authentication.k8s.io", "tokenreviews", "create")},
+    "trainingjob-operator-kueue": {
+        ("kueue.x-k8s.io", resource, verb)
+        for resource in ("resourceflavors", "workloadpriorityclasses")
+        for verb in ("get", "list", "watch")
+    },
 }
 
 
 @pytest.mark.parametrize("kind", ["ClusterRole", "ClusterRoleBinding"])
-def test_the_namespaced_overlay_keeps_only_tokenreview_and_node_reads_cluster_wide(kind: str) -> None:
+def test_the_namespaced_overlay_keeps_only_tokenreview_node_runtime_and_kueue_reads_cluster_wide(kind: str) -> None:
     cluster_scoped = {d["metadata"]["name"]: d for d in overlay_documents() if d["kind"] == kind}
     assert sorted(cluster_scoped) == sorted(OVERLAY_CLUSTER_ROLES)
     for name, doc in cluster_scoped.items():

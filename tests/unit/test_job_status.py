@@ -41,6 +41,7 @@ WRITTEN = {
     "gang": {"name": "j-gang-3", "state": "Scheduled", "reason": "GangScheduled", "message": "2 placed", "placed": 2},
     "tracking": {"trackingUri": "http://m", "runName": "j"},
     "resources": {"allocatedGPUs": 4, "allocatedNodes": 2, "gpuUtilization": 80.0},
+    "queue": {"name": "team-a", "workload": "trainingjob-j-1a2b3", "admitted": True, "queuedSeconds": 12},
 }
 
 

@@ -218,6 +218,7 @@ def test_order_is_stable_whatever_the_input_order() -> None:
     desired = [
         cond("Failed", False),
         cond("Zeta", True),
+        cond("Queued", False),
         cond("Running", True),
         cond("Alpha", True),
         cond("Suspended", False),

@@ -91,12 +91,12 @@ def test_eviction_holds_the_workers_and_returns_the_quota_only_once_they_are_gon
         ADMITTED,
         conditions={**ADMITTED.conditions, "Evicted": Condition(True, "Preempted", "Preempted to accommodate x")},
     )
-    running = plan_queue(inputs(evicted, live_workers=2), NOW)
+    running = plan_queue(inputs(evicted, workers_left=2), NOW)
     assert running.hold is not None and running.hold.reason == "Preempted"
     assert "checkpoint stays" in running.hold.message
     assert running.workload_status is None
     assert [(e.type, e.reason) for e in running.events] == [("Warning", "Preempted")]
-    stopped = plan_queue(inputs(evicted, live_workers=0), NOW)
+    stopped = plan_queue(inputs(evicted, workers_left=0), NOW)
     assert stopped.workload_status is not None and stopped.workload_status["admission"] is None
     conditions = {c["type"]: c for c in stopped.workload_status["conditions"]}
     assert conditions["QuotaReserved"]["status"] == "False"

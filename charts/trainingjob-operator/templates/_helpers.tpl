@@ -78,6 +78,12 @@ deploy/overlays/namespaced repeats per namespace): used by the ClusterRole and b
 - apiGroups: ["scheduling.x-k8s.io", "scheduling.volcano.sh"]
   resources: ["podgroups"]
   verbs: ["get", "list", "watch", "create", "delete"]
+- apiGroups: ["kueue.x-k8s.io"]
+  resources: ["workloads"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+- apiGroups: ["kueue.x-k8s.io"]
+  resources: ["workloads/status"]
+  verbs: ["patch"]
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["create"]
@@ -106,6 +112,13 @@ deploy/overlays/namespaced repeats per namespace): used by the ClusterRole and b
 {{- define "tj.clusterRuntimeRule" -}}
 - apiGroups: ["ml.example.com"]
   resources: ["clustertrainingruntimes"]
+  verbs: ["get", "list", "watch"]
+{{- end }}
+
+{{/* Kueue's ResourceFlavors and WorkloadPriorityClasses: cluster-scoped, read. */}}
+{{- define "tj.kueueRule" -}}
+- apiGroups: ["kueue.x-k8s.io"]
+  resources: ["resourceflavors", "workloadpriorityclasses"]
   verbs: ["get", "list", "watch"]
 {{- end }}
 

@@ -39,7 +39,7 @@ RESTART_POLICIES = ("OnFailure", "Never", "ExitCode")
 BACKENDS = ("nccl", "gloo")
 PHASES = tuple(phase.value for phase in Phase)
 # v1's status.state: the guide's states plus Restarting (see api/conversion.py for how they map to phases).
-STATES = ("Pending", "Initializing", "Running", "Restarting", "Completed", "Failed", "Suspended")
+STATES = ("Pending", "Initializing", "Running", "Restarting", "Completed", "Failed", "Suspended", "Queued")
 CHECKPOINT_STORAGE_TYPES = ("pvc", "s3", "gcs")
 CLEAN_POD_POLICIES = ("All", "Running", "None")
 SUCCESS_POLICIES = ("AllWorkers", "Rank0")

@@ -31,9 +31,9 @@ def _run_control_fields() -> dict[str, Schema]:
         "suspend": boolean(
             "Suspend the job: true deletes the workers and keeps the job (its Service, ConfigMap and checkpoint "
             "PVC stay) in phase Suspended; false resumes it with a new attempt of workers (RESUME_FROM_CHECKPOINT "
-            "true once training had started). Queueing systems such as Kueue set this; a job created with true "
-            "waits without workers. Time suspended (status.suspendedSeconds) does not count against "
-            "activeDeadlineSeconds. Defaults to false.",
+            "true once training had started). A job created with true waits without workers; a job queued in Kueue "
+            "(label kueue.x-k8s.io/queue-name) has its Workload deactivated while suspended. Time suspended "
+            "(status.suspendedSeconds) does not count against activeDeadlineSeconds. Defaults to false.",
             default=False,
         ),
         "activeDeadlineSeconds": integer(

@@ -28,7 +28,8 @@ def _condition() -> Schema:
         "One aspect of the job's state, in the standard metav1.Condition shape.",
         {
             "type": string(
-                "Condition type in CamelCase: Running, GangScheduled (the current gang is placed; only for a gang, "
+                "Condition type in CamelCase: Queued (waiting for Kueue to admit it, see status.queue), Running, "
+                "GangScheduled (the current gang is placed; only for a gang, "
                 "see status.gang), Blocked (something keeps the workers from running: a worker that cannot start "
                 "or be scheduled, admission refusing them, a worker's name held by a pod that is not its worker, a "
                 "pod stuck Terminating, a Pending checkpoint PVC, a gang API the cluster does not serve), Restarting, "
@@ -303,7 +304,34 @@ def _lifecycle() -> dict[str, Schema]:
         "progress": _progress(),
         "gang": _gang(),
         "resources": _resources(),
+        "queue": _queue(),
     }
+
+
+def _queue() -> Schema:
+    return obj(
+        "Where the job waits or runs in Kueue: present for a job labelled kueue.x-k8s.io/queue-name. The operator "
+        "creates a Kueue Workload for it and runs its workers only while Kueue admits it (phase Queued otherwise).",
+        {
+            "name": string("The LocalQueue (the job's kueue.x-k8s.io/queue-name label).", max_length=253),
+            "workload": string("The job's Workload (workloads.kueue.x-k8s.io) in the job's namespace.", max_length=253),
+            "clusterQueue": string("The ClusterQueue that admitted the Workload (or last did).", max_length=253),
+            "admitted": node("boolean", "Whether Kueue admits the Workload now, so the workers may run."),
+            "reason": string(
+                "Admitted, or why the job waits: Pending or Inadmissible (Kueue's own reason: no quota now, a "
+                "LocalQueue that does not exist, a request larger than the ClusterQueue can give), Preempted or "
+                "Evicted<Kueue's reason> (its workers were stopped, the checkpoint kept), KueueNotInstalled, "
+                "PriorityClassNotFound, Suspended.",
+                max_length=128,
+            ),
+            "message": string(
+                "Kueue's message (or ours) for the reason, truncated to 1024 characters.", max_length=1024
+            ),
+            "queuedSince": _timestamp("When the current wait began; absent while admitted."),
+            "queuedSeconds": integer("Seconds the job has waited in the queue, over all its waits.", minimum=0),
+            "admittedTime": _timestamp("When Kueue last admitted the job."),
+        },
+    )
 
 
 def status_schema() -> Schema:
@@ -346,8 +374,8 @@ def _state() -> Schema:
     return string(
         "Summary of the job's lifecycle in the guide's words: Pending (no worker pod yet), Initializing (worker pods "
         "created, not all running), Running, Restarting (a restart after a failure or disruption is in progress), "
-        "Completed, Failed or Suspended. v1alpha1's phase, with Succeeded called Completed and Pending split by "
-        "whether pods exist.",
+        "Completed, Failed, Suspended or Queued (waiting for Kueue). v1alpha1's phase, with Succeeded called "
+        "Completed and Pending split by whether pods exist.",
         enum=list(c.STATES),
     )
 

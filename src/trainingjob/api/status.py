@@ -27,6 +27,7 @@ class Phase(StrEnum):
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
     SUSPENDED = "Suspended"
+    QUEUED = "Queued"  # labelled for a Kueue LocalQueue and not admitted (or evicted): no workers
 
     @property
     def finished(self) -> bool:
@@ -150,6 +151,7 @@ AS_STORED = {
     "tracking": "tracking",
     "resources": "resources",
     "runtime": "runtime",
+    "queue": "queue",
 }
 TIMES = {
     "start_time": "startTime",
@@ -190,6 +192,7 @@ class JobStatus:
     resources: Record | None = None
     # The runtime the job started from (api/runtimes.py's RuntimeSnapshot as stored).
     runtime: Record | None = None
+    queue: Record | None = None  # where the job waits or runs in Kueue (queueing/planner.py: queue_status)
 
     def __post_init__(self) -> None:
         for name in TIMES:  # as written: what was planned compares equal to what is read back

@@ -25,6 +25,9 @@ from trainingjob.operator.api_client import CountingApiClient
 from trainingjob.operator.gpu_telemetry import start_telemetry
 from trainingjob.operator.http import build_app
 from trainingjob.operator.http import serve as serve_http
+from trainingjob.operator.kueue.reconciler import WorkloadReconciler
+from trainingjob.operator.kueue.watches import REGISTRATION as KUEUE_REGISTRATION
+from trainingjob.operator.kueue.watches import WORKLOADS
 from trainingjob.operator.llmmodel.apply import ServingApplier
 from trainingjob.operator.llmmodel.reconciler import ServingReconciler
 from trainingjob.operator.llmmodel.watches import REGISTRATION as MODELS
@@ -157,8 +160,10 @@ async def _serve(
     if given.progress_port:
         material = await ensure_tls(api, given.operator_namespace, SERVICE_NAME, url_ips(config.progress_url))
         config = dataclasses.replace(config, progress_ca_pem=material.ca_pem)
-    job_registration = registration(watched(options.gang_apis))
-    registrations = (job_registration, MODELS, SWEEPS)
+    # Kueue's objects are always watched: without Kueue their informers find nothing and list again now and then,
+    # so Kueue installed later is used without a restart (and queued jobs say Kueue is missing meanwhile).
+    job_registration = registration(watched(options.gang_apis), kueue=True)
+    registrations = (job_registration, MODELS, SWEEPS, KUEUE_REGISTRATION)
     caches = Caches(
         watch_api,
         all_watches(registrations),
@@ -166,6 +171,7 @@ async def _serve(
         watch_timeout(config.stuck_reconcile_seconds),
     )
     writer = Writer(api, config.max_concurrent_creates)
+    kueue_served = functools.partial(caches.serves, WORKLOADS)
     jobs = Reconciler(
         caches.indexes,
         Applier(writer),
@@ -174,6 +180,7 @@ async def _serve(
         lookups=Lookups(client.CoreV1Api(api)),
         gang_apis=options.gang_apis,
         registered=job_registration,
+        kueue_served=kueue_served,
     )
     models = ServingReconciler(
         caches.indexes, ServingApplier(writer), config.serving, resync_seconds=config.resync_seconds, metrics=metrics
@@ -181,7 +188,8 @@ async def _serve(
     sweeps = SweepReconciler(
         caches.indexes, SweepApplier(writer), load_engine(), resync_seconds=config.resync_seconds, metrics=metrics
     )
-    manager = Manager(caches, [jobs.controller, models.controller, sweeps.controller])
+    workloads = WorkloadReconciler(caches.indexes, writer, config, resync_seconds=config.resync_seconds)
+    manager = Manager(caches, [jobs.controller, models.controller, sweeps.controller, workloads.controller])
     metrics.register_cache(cache_collector(manager))
     caches.start()
     cleanup.append(caches.stop)

@@ -1,6 +1,6 @@
 """The queue planner: (a job's queue inputs, its Workload, now) -> one QueueDecision.
 
-Pure and level-triggered like the job planner: it reads what is (the job's labels, phase and live workers, its
+Pure and level-triggered like the job planner: it reads what is (the job's labels, phase and the workers left, its
 Workload as Kueue last wrote it) and answers what must be true, mirroring what Kueue's own job integrations do
 (pkg/controller/jobframework/reconciler.go) for a controller outside Kueue:
 - no Workload yet: create it; the job is held (Queued) until Kueue admits it;
@@ -48,7 +48,7 @@ class QueueInputs:
     priorities: Mapping[str, int] = field(default_factory=dict)
     flavors: Mapping[str, FlavorView] = field(default_factory=dict)
     kueue_served: bool = True
-    live_workers: int = 0
+    workers_left: int = 0  # the job's pods not finished yet, Terminating ones too: they still hold the quota
     finished_phase: str | None = None  # Succeeded | Failed once the job has finished
     suspended: bool = False  # the user's spec.suspend: the Workload is deactivated, its quota given back
     previous: Mapping[str, Any] = field(default_factory=dict)  # the job's status.queue as last written
@@ -204,7 +204,7 @@ def _evicted(inputs: QueueInputs, workload: WorkloadView, now: str) -> QueueDeci
     hold = Hold(
         reason, f"evicted by Kueue ({evicted.reason}): {evicted.message}; the workers stop, the checkpoint stays"
     )
-    if inputs.live_workers == 0 and workload.quota_reserved:
+    if inputs.workers_left == 0 and workload.quota_reserved:
         return QueueDecision(hold, workload_status=released_quota(workload, now))
     return QueueDecision(hold)
 

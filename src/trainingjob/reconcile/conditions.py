@@ -6,7 +6,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-CONDITION_ORDER = ("Running", "GangScheduled", "Blocked", "Restarting", "Suspended", "Succeeded", "Failed")
+CONDITION_ORDER = (
+    "Queued",
+    "Running",
+    "GangScheduled",
+    "Blocked",
+    "Restarting",
+    "Suspended",
+    "Succeeded",
+    "Failed",
+)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from trainingjob.api.runtimes import RuntimeSnapshot
 from trainingjob.api.times import parse_time
 from trainingjob.builders.endpoints import SliceView
 from trainingjob.builders.service import ServiceView
+from trainingjob.queueing.planner import QueueDecision
 from trainingjob.reconcile.surroundings import AdmissionDenial, ClaimView, NodeView
 from trainingjob.scheduling.gang import GangApi, GangView
 from trainingjob.scheduling.quota import NamespaceQuotas
@@ -189,6 +190,8 @@ class ObservedChildren:
     # The runtime spec.runtimeRef names, as the cache holds it now (None: no runtimeRef, or not cached); the job
     # uses it only until one is recorded in its status (reconcile/runtimes.py).
     runtime: RuntimeSnapshot | None = None
+    # What Kueue decided for a job labelled for a LocalQueue (queueing/planner.py); None: the job is not queued.
+    queue: QueueDecision | None = None
 
     @classmethod
     def from_cache(

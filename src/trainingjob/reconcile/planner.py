@@ -5,7 +5,8 @@ Level-triggered: it looks only at what is (the job, the cached children, the clo
 so calling it twice, late, or after an operator restart gives the same answer. Each step returns a Decision
 (reconcile/decision.py); plan() adds them up, builds the status once, and makes the last decisions about the
 whole status: which progress report it carries, whether a change of worker details alone waits, the MLflow link.
-This module handles the job-level states (deleting, finished, invalid, suspended) and the shared children;
+This module handles the job-level states (deleting, finished, invalid, suspended, queued in Kueue: queued.py)
+and the shared children;
 `workers.py` plans the worker gang.
 """
 
@@ -40,6 +41,7 @@ from trainingjob.reconcile.finished import finished_worker_details
 from trainingjob.reconcile.gangs import release_gangs
 from trainingjob.reconcile.inputs import PlanInputs
 from trainingjob.reconcile.observed import ObservedChildren, PodView
+from trainingjob.reconcile.queued import plan_queued, queue_notes, stop_workers
 from trainingjob.reconcile.resources import plan_resources
 from trainingjob.reconcile.runtimes import RUNTIME_GRACE_SECONDS, Resolved, resolve_runtime
 from trainingjob.reconcile.status import Outcome, hold_details
@@ -93,10 +95,15 @@ def plan_job(
         decision += plan_invalid(job, observed, "; ".join(problems))
         return decision, decision.status_of(job, now)
     decision += repair_shared_children(job, observed, config)
+    gate = observed.queue
     if job.spec.suspend:
-        decision = plan_resources(job, observed, now, config, decision + plan_suspended(job, observed, now))
+        decision += plan_suspended(job, observed, now) + queue_notes(gate)
+        decision = plan_resources(job, observed, now, config, decision)
         return decision, decision.status_of(job, now)
-    decision += plan_workers(job, observed, now, config)
+    if gate is not None and gate.hold is not None:
+        decision = plan_resources(job, observed, now, config, decision + plan_queued(job, observed, now, gate))
+        return decision, decision.status_of(job, now)
+    decision += queue_notes(gate) + plan_workers(job, observed, now, config)
     finishing = decision.summary is not None and decision.summary.outcome.phase.finished
     report = inputs.latest_progress if finishing else observed.progress
     decision += Decision(changes=Changes(progress_fields(job, report)))
@@ -204,17 +211,9 @@ def waiting_for_runtime(resolved: Resolved) -> Decision:
 
 def plan_suspended(job: TrainingJob, observed: ObservedChildren, now: datetime.datetime) -> Decision:
     """No workers while suspended; everything else stays. The deadline clock stops (suspendTime)."""
-    changes = {
-        "suspend_time": job.status.suspend_time or now,
-        "next_restart_time": None,
-        "attempt_start_time": None,
-        "gang": None,
-    }
     news = job.status.phase is not Phase.SUSPENDED
-    return Decision(
-        actions=(*delete_pods(p for p in observed.pods if p.live), *release_gangs(job, observed)),
+    return stop_workers(job, observed, now) + Decision(
         events=(Event("Normal", "Suspended", "workers deleted; set spec.suspend=false to resume"),) if news else (),
-        changes=Changes(changes),
         summary=Summary(Outcome(Phase.SUSPENDED, "JobSuspended", "the job is suspended (spec.suspend)")),
     )
 

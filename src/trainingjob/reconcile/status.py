@@ -33,6 +33,7 @@ CARRIED_FIELDS = (
     "worker_spec",
     "gang",
     "resources",
+    "queue",
 )
 
 
@@ -156,12 +157,15 @@ def desired_conditions(
     blocked: tuple[str, str] | None = None,
     gang: GangRecord | None = None,
     gang_released: bool = False,
+    ever_queued: bool = False,
 ) -> list[DesiredCondition]:
     """`blocked` is the Blocked condition's (reason, message) while something keeps the workers from running; ""
     as reason adds Blocked=False (it was True before); None leaves it out. `gang` is status.gang; `gang_released`
     a job whose gang was released (GangScheduled turns False)."""
     phase = outcome.phase
     conditions = [DesiredCondition("Running", phase is Phase.RUNNING, outcome.reason, outcome.message)]
+    if ever_queued or phase is Phase.QUEUED:
+        conditions.append(DesiredCondition("Queued", phase is Phase.QUEUED, outcome.reason, outcome.message))
     if gang is not None:
         conditions.append(
             DesiredCondition("GangScheduled", gang.scheduled, gang.reason or outcome.reason, gang.message)
@@ -211,6 +215,7 @@ def build_status(
         blocked,
         gang,
         gang_released=gang is None and previous.condition("GangScheduled") is not None,
+        ever_queued=previous.condition("Queued") is not None,
     )
     carried = {name: getattr(previous, name) for name in CARRIED_FIELDS}
     if outcome.phase is Phase.RUNNING and carried["start_time"] is None:

@@ -28,6 +28,7 @@ from trainingjob.reconcile import blockers, gangs, policies
 from trainingjob.reconcile.actions import CreateChild, Event, delete_pods
 from trainingjob.reconcile.decision import Changes, Decision, Summary
 from trainingjob.reconcile.observed import ObservedChildren, PodView
+from trainingjob.reconcile.queued import was_evicted
 from trainingjob.reconcile.restarts import Gang, decide, failed, restarting
 from trainingjob.reconcile.spec_version import current_worker_spec
 from trainingjob.reconcile.status import Outcome, pods_outcome
@@ -87,7 +88,8 @@ def resume_changes(job: TrainingJob, now: datetime.datetime) -> Changes:
         return Changes({"suspend_time": None})
     paused = int((whole_seconds(now) - suspended_at).total_seconds())
     fields = {"suspend_time": None, "suspended_seconds": (job.status.suspended_seconds or 0) + paused}
-    return Changes(fields, Counters(attempt=1))
+    # Back after Kueue evicted the workers (preempted, queue stopped): a disruption, like a node lost.
+    return Changes(fields, Counters(attempt=1, disruption_count=1 if was_evicted(job) else 0))
 
 
 def resume_starts_attempt(job: TrainingJob) -> bool:
@@ -99,9 +101,10 @@ def resume_starts_attempt(job: TrainingJob) -> bool:
 def resume_event(job: TrainingJob) -> Event:
     """Every resume says so, the pair of `Suspended`: a job created suspended (queued) has no TrainingResumed to
     come, it will be TrainingStarted."""
+    why = "admitted by Kueue" if job.status.queue and not job.spec.suspend else "spec.suspend is false"
     if job.status.start_time is not None:
-        return Event("Normal", "Resumed", "spec.suspend is false: recreating the workers from the last checkpoint")
-    return Event("Normal", "Resumed", "spec.suspend is false: creating the workers")
+        return Event("Normal", "Resumed", f"{why}: recreating the workers from the last checkpoint")
+    return Event("Normal", "Resumed", f"{why}: creating the workers")
 
 
 def run_gang(
@@ -236,6 +239,7 @@ def create_missing(
     if waits:
         return Decision(requeue_after=(max(waits) - now).total_seconds())
     taken = {p.name for p in observed.pods} | observed.claimed_pods
+    admitted = observed.queue.placement if observed.queue is not None else {}  # Kueue's flavors' placement
     missing = [r for r in desired_replicas(job.spec) if pod_name(job.name, r.role, r.index) not in taken]
     team.quota = gangs.quota_blocker(job, observed, missing) if missing else None
     started = Changes({"attempt_start_time": now}) if missing and job.status.attempt_start_time is None else Changes()
@@ -245,7 +249,9 @@ def create_missing(
         return Decision(actions=tuple(team.actions), changes=started)
     attempt, restricted = so_far.counters(job).attempt, observed.namespace_restricted
     pods = [
-        desired_worker_pod(job, r.index, attempt, config, gang.spec.pod_hash, restricted, r.role, team.membership)
+        desired_worker_pod(
+            job, r.index, attempt, config, gang.spec.pod_hash, restricted, r.role, team.membership, admitted.get(r.role)
+        )
         for r in missing
     ]
     children = framework_children(job) if missing else []  # AlreadyExists keeps the first ones

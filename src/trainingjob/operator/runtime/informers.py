@@ -61,6 +61,7 @@ class Caches:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.indexes = {name: Index() for watch in watches for name in [*watch.indexes, *watch.departures]}
+        self.namespaces = tuple(namespaces)
         self.clock = clock
         self.on_change: Callable[[Touched], None] = lambda touched: None
         transport = ApiClientTransport(api)
@@ -92,6 +93,12 @@ class Caches:
 
     async def wait_synced(self) -> None:
         await asyncio.gather(*(informer.synced.wait() for informer in self.informers))
+
+    def serves(self, resource: Resource) -> bool:
+        """Whether the API server serves `resource` (its latest listing succeeded): a CRD installed after the
+        operator started is listed, and so served, once its informer's retry finds it."""
+        paths = {resource.path(None), *(resource.path(ns) for ns in self.namespaces)}
+        return any(informer.served for informer in self.informers if informer.path in paths)
 
     def object_count(self) -> int:
         return sum(len(store) for store in self.stores)

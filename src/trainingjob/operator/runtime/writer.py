@@ -221,23 +221,18 @@ class Writer:
         return DONE
 
     async def patch_object(
-        self, resource: Resource, namespace: str, name: str, uid: str, patch: Mapping[str, Any]
+        self, resource: Resource, namespace: str, name: str, uid: str, patch: Mapping[str, Any], status: bool = False
     ) -> Written:
-        """Merge-patch a custom object a controller owns, only the one with `uid` (a newer namesake is GONE)."""
-        group, version, plural = resource.group, resource.version, resource.plural
+        """Merge-patch a custom object a controller owns (its status subresource with `status`), only the one with
+        `uid` (a newer namesake is GONE); a resourceVersion in the patch's metadata is a precondition too."""
         body = {**patch, "metadata": {**(patch.get("metadata") or {}), "uid": uid}}
+        custom, group, where = self.custom, resource.group, (resource.version, namespace, resource.plural, name, body)
         try:
             async with self.write_slots:
-                await unread(
-                    self.custom.patch_namespaced_custom_object,
-                    group,
-                    version,
-                    namespace,
-                    plural,
-                    name,
-                    body,
-                    _content_type=MERGE_PATCH,
-                )
+                if status:
+                    await unread(custom.patch_namespaced_custom_object_status, group, *where, _content_type=MERGE_PATCH)
+                else:
+                    await unread(custom.patch_namespaced_custom_object, group, *where, _content_type=MERGE_PATCH)
         except ApiException as error:
             return refused_change(error, resource.kind, name)
         return DONE

@@ -18,6 +18,8 @@ from trainingjob.api.types import TrainingJob
 from trainingjob.config import OperatorConfig
 from trainingjob.kube.status import api_message
 from trainingjob.operator.gpu_telemetry import GpuTelemetry
+from trainingjob.operator.kueue.decisions import is_queued, queue_decision, workers_left
+from trainingjob.operator.kueue.watches import JOB_WORKLOADS
 from trainingjob.operator.logs import reconcile_context
 from trainingjob.operator.lookups import Lookups
 from trainingjob.operator.metrics import OperatorMetrics
@@ -68,12 +70,15 @@ class Reconciler:
         lookups: Lookups | None = None,
         gang_apis: frozenset[GangApi] = frozenset(),
         registered: Registration | None = None,
+        kueue_served: Callable[[], bool] = lambda: False,
     ) -> None:
         """`lookups` reads namespaces and nodes (None: every namespace counts as not enforcing `restricted` until
         PodSecurity says otherwise, and no node is known). `gang_apis`: the gang APIs the cluster serves, whose
         objects are cached in `indexes` under each provider's index name (scheduling/gang.py). `registered`: the
         controller's registration, as the caches were built from (by default, the one for `gang_apis`)."""
         self.gang_apis = gang_apis
+        # Whether the cluster serves Kueue's Workloads now (operator/process.py: the Workload informer says).
+        self.kueue_served = kueue_served
         self.quota_gate = QuotaGate(lookups)
         self.metrics = metrics
         self.lookups = lookups
@@ -198,6 +203,7 @@ class Reconciler:
         finished = job.status.finished
         # A finished job carries whatever report is pending (PlanInputs.latest_progress), due or not.
         observed = self.observed(key, job.uid, None if finished else self.due_progress(key, memory))
+        observed = self.queued(job, body, observed, now)
         await self.mlflow_runs.prefetch(memory.tracking, job)  # network, so not inside a quota turn
         async with self.quota_gate.turn(job.namespace, creates_workers(job, observed)):
             observed = await self.surroundings(memory, job, observed, now)
@@ -230,6 +236,17 @@ class Reconciler:
             memory.progress.written_out(result.report, outcome.job_changed, self.monotonic())
         if result.requeue_after is not None:
             self.queue.add_after(key, result.requeue_after)
+
+    def queued(
+        self, job: TrainingJob, body: Mapping[str, Any], observed: ObservedChildren, now: datetime.datetime
+    ) -> ObservedChildren:
+        """What Kueue decided for a job labelled for a LocalQueue (or that still has a Workload): the same decision
+        the Workload controller (operator/kueue/) acts on for the Workload."""
+        if not is_queued(body) and not views(self.indexes, JOB_WORKLOADS, job.key):
+            return observed
+        left = workers_left(observed.pods, job.uid)
+        decision = queue_decision(job, body, self.indexes, self.config, self.kueue_served(), now, left)
+        return dataclasses.replace(observed, queue=decision)
 
     async def surroundings(
         self, memory: JobMemory, job: TrainingJob, observed: ObservedChildren, now: datetime.datetime

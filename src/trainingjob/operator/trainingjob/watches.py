@@ -49,6 +49,8 @@ RUNTIME_RESOURCES = {
         k.GROUP, k.RUNTIME_VERSION, k.NAMESPACED_RUNTIME_PLURAL, k.NAMESPACED_RUNTIME_KIND
     ),
 }
+# Filled by the Workload controller's watch (operator/kueue/watches.py) when the cluster serves Kueue.
+JOB_WORKLOADS_INDEX = "job_workloads"
 
 
 def trainingjob_body(body: Mapping[str, Any]) -> Entry:
@@ -161,11 +163,20 @@ def gang_watches(providers: Iterable[GangProvider]) -> tuple[Watch, ...]:
     )
 
 
-def registration(gang_providers: Iterable[GangProvider] = ()) -> Registration:
+def same_job(indexes: Indexes, key: Hashable) -> Iterable[Hashable]:
+    return (key,)
+
+
+def registration(gang_providers: Iterable[GangProvider] = (), kueue: bool = False) -> Registration:
+    """`kueue`: the cluster serves Kueue's Workloads; a change of a job's Workload (admitted, evicted) plans the job
+    again (the Workload controller, operator/kueue/, owns and watches them)."""
     return Registration(
         TRAININGJOBS,
         TRAININGJOB_BODIES,
         owns=(JOBS_WATCH, *CHILD_WATCHES, *gang_watches(gang_providers), *RUNTIME_WATCHES),
-        watches=tuple((RUNTIMES[kind], jobs_of_runtime(kind)) for kind in RUNTIMES),
+        watches=(
+            *((RUNTIMES[kind], jobs_of_runtime(kind)) for kind in RUNTIMES),
+            *(((JOB_WORKLOADS_INDEX, same_job),) if kueue else ()),
+        ),
         lookups=frozenset({JOBS_AWAITING_RUNTIME}),
     )

@@ -1,0 +1,67 @@
+"""A job in Kueue's hands: held while it is queued, run with the admission's placement, as the queue planner
+(queueing/planner.py) decided.
+
+Held is the suspend path: no workers (an evicted job's are deleted), its Service, ConfigMap and checkpoint volume
+stay, and the deadline clock stops (suspendTime), so re-admission starts a new attempt from the newest checkpoint,
+as a resume does; one after an eviction counts as a disruption (workers.resume_changes), not a failure.
+"""
+
+from __future__ import annotations
+
+import datetime
+
+from trainingjob.api.status import Phase
+from trainingjob.api.types import TrainingJob
+from trainingjob.queueing.planner import QueueDecision
+from trainingjob.reconcile.actions import Event, delete_pods
+from trainingjob.reconcile.decision import Changes, Decision, Summary
+from trainingjob.reconcile.gangs import release_gangs
+from trainingjob.reconcile.observed import ObservedChildren
+from trainingjob.reconcile.status import Outcome
+
+EVICTION_REASONS = ("Preempted", "Evicted")
+# Kueue's API not served: look again now and then (installing Kueue makes no event on the job).
+NOT_INSTALLED_RECHECK_SECONDS = 30.0
+
+
+def was_evicted(job: TrainingJob) -> bool:
+    """The job's last wait began with Kueue evicting its running workers (status.queue.reason)."""
+    reason = str((job.status.queue or {}).get("reason") or "")
+    return reason.startswith(EVICTION_REASONS)
+
+
+def queue_events(gate: QueueDecision) -> tuple[Event, ...]:
+    return tuple(Event(e.type, e.reason, e.message) for e in gate.events)
+
+
+def stop_workers(job: TrainingJob, observed: ObservedChildren, now: datetime.datetime) -> Decision:
+    """The suspend path, for spec.suspend and for Kueue's hold alike: no workers (deleted with their grace period)
+    and no gang; everything else stays. The deadline clock stops (suspendTime)."""
+    changes = {
+        "suspend_time": job.status.suspend_time or now,
+        "next_restart_time": None,
+        "attempt_start_time": None,
+        "gang": None,
+    }
+    return Decision(
+        actions=(*delete_pods(p for p in observed.pods if p.live), *release_gangs(job, observed)),
+        changes=Changes(changes),
+    )
+
+
+def plan_queued(job: TrainingJob, observed: ObservedChildren, now: datetime.datetime, gate: QueueDecision) -> Decision:
+    """Phase Queued with Kueue's reason: the workers are stopped (an evicted job's) and wait for admission."""
+    assert gate.hold is not None
+    return stop_workers(job, observed, now) + Decision(
+        events=queue_events(gate),
+        changes=Changes({"queue": gate.status}),
+        summary=Summary(Outcome(Phase.QUEUED, gate.hold.reason, gate.hold.message)),
+        requeue_after=NOT_INSTALLED_RECHECK_SECONDS if gate.hold.reason == "KueueNotInstalled" else None,
+    )
+
+
+def queue_notes(gate: QueueDecision | None) -> Decision:
+    """An admitted (or finished) job's status.queue and the admission's events."""
+    if gate is None or gate.status is None:
+        return Decision()
+    return Decision(events=queue_events(gate), changes=Changes({"queue": gate.status}))
