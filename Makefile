@@ -59,8 +59,8 @@ test-unit: install  ## pure tests, no cluster (tests needing built tools skip un
 test-integration: components runtimes test-packages  ## tests against a real local control plane (started for the session)
 	$(BIN)/python -m pytest tests/integration
 
-tools: install  ## control-plane binaries plus Kueue, promtool and helm (queue, alert-rule and chart tests; first use only)
-	$(BIN)/tj cluster build --with-kueue --with-promtool --with-helm
+tools: install  ## control-plane binaries plus Kueue, promtool, helm and SeaweedFS (queue, alert-rule, chart and S3 tests; first use only)
+	$(BIN)/tj cluster build --with-kueue --with-promtool --with-helm --with-s3
 
 # MLflow for the tracking tests (tests/integration/test_mlflow_tracking.py start `mlflow server` with SQLite): its own
 # cached venv, never the project's (MLflow's dependencies would pin ours) nor a training image's.

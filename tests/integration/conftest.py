@@ -3,5 +3,6 @@ two modules would be set up twice, and Playwright's sync API cannot run twice at
 
 from tests.integration.ui_support import admin_ui, browser, page
 from tests.kueue_support import kueue, kueue_operator, queues
+from tests.s3_support import s3_credentials, s3_server
 
-__all__ = ["admin_ui", "browser", "kueue", "kueue_operator", "page", "queues"]
+__all__ = ["admin_ui", "browser", "kueue", "kueue_operator", "page", "queues", "s3_credentials", "s3_server"]

@@ -77,6 +77,12 @@ def cluster() -> None:
     help="Also run Kueue (built from its pinned module on first use) with its CRDs, webhooks and visibility API; "
     "on a running cluster, starts Kueue if it does not run.",
 )
+@click.option(
+    "--with-s3",
+    is_flag=True,
+    help="Also run an S3 server (SeaweedFS's S3 gateway, built from its pinned module on first use) for s3 "
+    "checkpoints; `tj cluster s3-secret NAMESPACE` gives a namespace its credentials.",
+)
 def up(
     name: str,
     nodes: int,
@@ -86,6 +92,7 @@ def up(
     gang_scheduling: bool,
     local_node_gpus: str,
     with_kueue: bool,
+    with_s3: bool,
 ) -> None:
     """Build components on first use, start the cluster and wait until it is ready (no-op if running; restarts
     node agents that stopped)."""
@@ -104,6 +111,10 @@ def up(
             from trainingjob.cluster.kueue.run import ensure_running
 
             ensure_running(state, say)
+        if with_s3:
+            from trainingjob.cluster.s3.run import ensure_running as ensure_s3
+
+            ensure_s3(state, say)
     except ClusterError as error:
         fail(error)
     say("use it with:")
@@ -115,9 +126,10 @@ def up(
 @click.option("--with-promtool", is_flag=True, help="Also build promtool (checks deploy/monitoring's rules in tests).")
 @click.option("--with-helm", is_flag=True, help="Also build helm (lints, renders and installs the chart in tests).")
 @click.option("--with-kueue", is_flag=True, help="Also build Kueue's manager and render its install manifests.")
-def build(with_promtool: bool, with_helm: bool, with_kueue: bool) -> None:
+@click.option("--with-s3", is_flag=True, help="Also build SeaweedFS's weed (the S3 server of --with-s3).")
+def build(with_promtool: bool, with_helm: bool, with_kueue: bool, with_s3: bool) -> None:
     """Build (or find cached) every pinned component and print where the binaries are."""
-    from trainingjob.cluster.build import ensure_binaries, ensure_helm, ensure_promtool
+    from trainingjob.cluster.build import ensure_binaries, ensure_helm, ensure_promtool, ensure_seaweedfs
     from trainingjob.cluster.kueue.build import ensure_kueue
 
     try:
@@ -128,6 +140,8 @@ def build(with_promtool: bool, with_helm: bool, with_kueue: bool) -> None:
             binaries["promtool"] = ensure_promtool(say)
         if with_helm:
             binaries["helm"] = ensure_helm(say)
+        if with_s3:
+            binaries["weed"] = ensure_seaweedfs(say)
     except ClusterError as error:
         fail(error)
     for name, path in binaries.items():
@@ -186,6 +200,25 @@ def local_operator(name: str, restart: bool, stop_only: bool, operator_args: tup
         fail(error)
     for line in operators.describe(state, ports):
         click.echo(line)
+
+
+@cluster.command("s3-secret")
+@name_option
+@click.argument("namespace")
+@click.option("--secret", default="s3-credentials", show_default=True, help="Name of the Secret.")
+def s3_secret(name: str, namespace: str, secret: str) -> None:
+    """Create (or update) a Secret in NAMESPACE with the cluster's S3 credentials and endpoint (AWS_ACCESS_KEY_ID,
+    AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL, AWS_REGION), for a job's checkpoint.storage.secretName."""
+    from trainingjob.cluster.s3.run import apply_secret
+
+    state = control_plane.ClusterState.load(name)
+    if state is None:
+        fail(ClusterError(f"no cluster {name!r}; start one with `tj cluster up`"))
+    try:
+        apply_secret(state, namespace, secret)
+    except ClusterError as error:
+        fail(error)
+    say(f"secret {namespace}/{secret} holds the S3 credentials of cluster {name!r}")
 
 
 @cluster.command()

@@ -90,6 +90,9 @@ HELM = ComponentSet("helm", "helm.sh/helm/v3", {"helm": "helm.sh/helm/v3/cmd/hel
 # Not a control-plane component either: Kueue's manager, for `tj cluster up --with-kueue` (cluster/kueue/).
 KUEUE = ComponentSet("kueue", "sigs.k8s.io/kueue", {"kueue": "sigs.k8s.io/kueue/cmd/kueue"})
 
+# Not a control-plane component either: SeaweedFS's `weed`, whose S3 gateway is `tj cluster up --with-s3` (cluster/s3/).
+SEAWEEDFS = ComponentSet("seaweedfs", "github.com/seaweedfs/seaweedfs", {"weed": "github.com/seaweedfs/seaweedfs/weed"})
+
 COMPLETE_MARKER = ".complete"
 
 
@@ -265,6 +268,12 @@ def ensure_helm(say: Callable[[str], None] = print) -> Path:
     """Build helm if missing and return its path."""
     ensure_built([HELM], say)
     return binaries_dir(HELM.name, HELM.version) / "helm"
+
+
+def ensure_seaweedfs(say: Callable[[str], None] = print) -> Path:
+    """Build SeaweedFS's `weed` if missing and return its path."""
+    ensure_built([SEAWEEDFS], say)
+    return binaries_dir(SEAWEEDFS.name, SEAWEEDFS.version) / "weed"
 
 
 def pinned_versions() -> dict[str, str]:
