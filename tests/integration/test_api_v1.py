@@ -140,14 +140,15 @@ def test_v1_defaults_the_guides_way(kube: Kube, namespace: str) -> None:
     assert "checkpoint.enabled needs checkpoint.storage" in refused and "enabled is true unless set to false" in refused
 
 
-def test_an_object_store_is_passed_to_the_workers_and_nothing_is_mounted(kube: Kube, namespace: str) -> None:
+def test_an_object_store_is_passed_to_the_workers_and_only_scratch_space_is_mounted(kube: Kube, namespace: str) -> None:
     checkpoint = {"frequency": 2, "storage": {"type": "s3", "path": "s3://models/resnet"}}
     create(kube, namespace, v1_job("s3", numWorkers=2, checkpoint=checkpoint))
     wait_state(kube, namespace, "s3", "Running")
     for pod in live_pods(kube, namespace, "s3"):
         env = env_of(pod)
         assert (env["CHECKPOINT_URI"], env["CHECKPOINT_INTERVAL"]) == ("s3://models/resnet", "2")
-        assert "checkpoints" not in {v.name for v in pod.spec.volumes}
+        [scratch] = [v for v in pod.spec.volumes if v.name == "checkpoints"]
+        assert scratch.empty_dir is not None and scratch.persistent_volume_claim is None
     assert kube.core.list_namespaced_persistent_volume_claim(namespace).items == []
 
 

@@ -99,7 +99,8 @@ def test_a_high_priority_gang_preempts_a_low_one_which_resumes_from_its_checkpoi
     assert gang_status(kube, namespace, "low")["state"] == "Scheduled"
     for pod in live_pods(kube, namespace, "low"):
         env = env_of(pod)
-        assert env["RESUME_FROM_CHECKPOINT"] == "true" and env["CHECKPOINT_DIR"] == "/checkpoints"
+        # the newest checkpoint's path, as seed 002's operator sets it (trainingjob.sdk resumes on it as on true)
+        assert env["RESUME_FROM_CHECKPOINT"] == "/checkpoints/ckpt-3" and env["CHECKPOINT_DIR"] == "/checkpoints"
         assert pod.spec.priority_class_name == low
         claims = {v.persistent_volume_claim.claim_name for v in pod.spec.volumes if v.persistent_volume_claim}
         assert claims == {"low-checkpoints"}  # the volume the first gang wrote its checkpoints to

@@ -188,6 +188,19 @@ def test_restart_count_and_resume_follow_the_attempt(attempt: int, resume: str) 
     assert env["RESUME_FROM_CHECKPOINT"] == resume
 
 
+def test_a_later_attempt_resumes_from_the_newest_reported_checkpoints_path() -> None:
+    body = {
+        "metadata": {"name": "mnist", "namespace": "ml", "uid": "u-1"},
+        "spec": {"framework": "pytorch", "image": "train:1", "command": ["python"], "workers": 2},
+        "status": {"lastCheckpoint": {"epoch": 3, "path": "s3://checkpoints/runs/ckpt-00000003.pt"}},
+    }
+    job = TrainingJob.from_body(body)
+    assert identity_env(job, 0, 0)["RESUME_FROM_CHECKPOINT"] == "false"
+    assert identity_env(job, 1, 2)["RESUME_FROM_CHECKPOINT"] == "s3://checkpoints/runs/ckpt-00000003.pt"
+    body["status"]["lastCheckpoint"] = {"epoch": 3, "path": "  "}
+    assert identity_env(TrainingJob.from_body(body), 1, 2)["RESUME_FROM_CHECKPOINT"] == "true"
+
+
 def test_optional_identity_variables_only_when_set() -> None:
     plain = identity_env(make_job(), 0, 0)
     assert not {"DATA_DIR", "MODEL", "DATASET"} & set(plain)

@@ -332,3 +332,16 @@ def test_every_pod_of_a_job_has_a_distinct_name_and_the_same_spec_hash(
     assert {p["metadata"]["labels"][k.LABEL_SPEC_HASH] for p in pods} == {spec_hash(job)}
     assert [p["metadata"]["labels"][k.LABEL_WORKER_INDEX] for p in pods] == [str(i) for i in range(workers)]
     assert all(len(p["metadata"]["name"]) <= 63 for p in pods)
+
+
+def test_an_object_stores_secret_becomes_every_workers_environment_and_only_scratch_is_mounted() -> None:
+    storage = {"type": "s3", "path": "s3://checkpoints/mnist", "secretName": "s3-credentials"}
+    pod = build(1, checkpoint={"enabled": True, "storage": storage})
+    assert container(pod)["envFrom"] == [{"secretRef": {"name": "s3-credentials"}}]
+    env = {e["name"]: e.get("value") for e in container(pod)["env"]}
+    assert env["CHECKPOINT_URI"] == "s3://checkpoints/mnist"
+    assert {"name": "checkpoints", "emptyDir": {}} in pod["spec"]["volumes"]
+    assert {"name": "checkpoints", "mountPath": "/checkpoints"} in container(pod)["volumeMounts"]
+    disabled = build(1, checkpoint={"enabled": False, "storage": storage})
+    assert "envFrom" not in container(disabled) and "envFrom" not in container(build(1))
+    assert "checkpoints" not in {volume["name"] for volume in disabled["spec"]["volumes"]}

@@ -58,7 +58,7 @@ def test_backoff_max_is_at_least_base() -> None:
 
 
 def test_checkpoint_storage_is_a_claim_or_a_size_or_an_object_store() -> None:
-    one_of, not_with_store, path_for_store, store_needs_path, one_class = rules_at(".spec.checkpoint.storage")
+    one_of, not_with_store, path_for_store, store_needs_path, one_class, secret = rules_at(".spec.checkpoint.storage")
     assert one_of["rule"] == "(has(self.type) && self.type != 'pvc') || has(self.claimName) != has(self.size)"
     assert "exactly one of claimName" in one_of["message"]
     assert "do not go with type s3 or gcs" in not_with_store["message"]
@@ -67,6 +67,8 @@ def test_checkpoint_storage_is_a_claim_or_a_size_or_an_object_store() -> None:
     assert "self.path.startsWith('gs://')" in store_needs_path["rule"]
     assert "!has(self.storageClass)" in not_with_store["rule"]
     assert one_class["rule"].endswith("self.storageClass == self.storageClassName")
+    assert secret["rule"] == "!has(self.secretName) || (has(self.type) && self.type != 'pvc')"
+    assert secret["fieldPath"] == ".secretName" and "type s3 or gcs only" in secret["message"]
     [positive] = rules_at(".spec.checkpoint.storage.size")
     assert "quantity(string(self)).isGreaterThan(quantity('0'))" in positive["rule"]
 

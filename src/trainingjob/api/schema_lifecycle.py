@@ -167,9 +167,10 @@ def _storage_type() -> Schema:
     return string(
         "Kind of storage. pvc (the default when unset): a PersistentVolumeClaim the workers mount at the checkpoint "
         "directory, given by claimName or created from size. s3 or gcs: an object store the training code writes "
-        "to itself; the operator mounts nothing and passes path to every worker as CHECKPOINT_URI (credentials "
-        "come from serviceAccountName or env, e.g. a Secret), while CHECKPOINT_DIR stays a local, non-persistent "
-        "directory.",
+        "to itself; the operator passes path to every worker as CHECKPOINT_URI (credentials come from secretName, "
+        "serviceAccountName or env) and mounts an emptyDir at the checkpoint directory: local, non-persistent "
+        "scratch space. With s3, trainingjob.sdk's save_checkpoint uploads each checkpoint there and prunes it to "
+        "keepLast, and latest_checkpoint downloads the newest (with boto3 in the image); gcs is passed on only.",
         enum=list(c.CHECKPOINT_STORAGE_TYPES),
     )
 
@@ -208,6 +209,11 @@ def _storage_rules() -> list[Schema]:
             "checkpoint.storage.storageClass and storageClassName are two names of one field: give one of them",
             field_path=".storageClass",
         ),
+        rule(
+            f"!has(self.secretName) || ({object_store})",
+            "checkpoint.storage.secretName gives an object store's credentials: it goes with type s3 or gcs only",
+            field_path=".secretName",
+        ),
     ]
 
 
@@ -224,6 +230,14 @@ def _storage() -> Schema:
                 "passed to workers as CHECKPOINT_URI. Not used with pvc.",
                 max_length=MAX_PATH_LENGTH,
                 pattern=OBJECT_STORE_URI,
+            ),
+            "secretName": string(
+                "For type s3 or gcs: a Secret in the job's namespace whose keys become environment variables of "
+                "every worker (envFrom), e.g. AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL and "
+                "AWS_REGION, which boto3 reads (`tj cluster s3-secret` writes one for the local cluster's S3 "
+                "server). Not used with pvc.",
+                min_length=1,
+                max_length=MAX_NAME_LENGTH,
             ),
             "claimName": string(
                 "Name of an existing PersistentVolumeClaim in the job's namespace to mount; the operator never "

@@ -84,6 +84,7 @@ class CheckpointStorage:
     access_modes: tuple[str, ...] = ("ReadWriteMany",)
     type: str = "pvc"  # pvc: a volume the workers mount; s3 | gcs: an object store the training code writes to
     path: str | None = None  # s3:// or gs:// URI (object stores only)
+    secret_name: str | None = None  # object stores: a Secret whose keys become the workers' environment
 
     @property
     def is_volume(self) -> bool:
@@ -117,6 +118,7 @@ class Checkpoint:
                 access_modes=tuple(storage.get("accessModes") or ("ReadWriteMany",)),
                 type=storage.get("type") or "pvc",
                 path=storage.get("path"),
+                secret_name=storage.get("secretName") or None,
             )
             if storage
             else None,

@@ -99,7 +99,7 @@ def identity_env(job: TrainingJob, index: int, attempt: int, role: str = k.WORKE
         "DISTRIBUTED_BACKEND": spec.backend,
         "CHECKPOINT_DIR": spec.checkpoint_path,
         "CHECKPOINT_INTERVAL": str(spec.checkpoint_every),
-        "RESUME_FROM_CHECKPOINT": "true" if attempt > 0 else "false",
+        "RESUME_FROM_CHECKPOINT": resume_from(job, attempt),
         **guide_env(job, role),
     }
     if spec.checkpoint.keep_last:
@@ -114,6 +114,17 @@ def identity_env(job: TrainingJob, index: int, attempt: int, role: str = k.WORKE
     if spec.dataset:
         env["DATASET"] = spec.dataset
     return env
+
+
+def resume_from(job: TrainingJob, attempt: int) -> str:
+    """RESUME_FROM_CHECKPOINT: false on the first attempt; on a later one the newest checkpoint's path the workers
+    reported (status.lastCheckpoint; seed 002's operator sets the variable to it), else true. trainingjob.sdk
+    resumes on either; the value is only ever an environment variable's value, never run or parsed here."""
+    if attempt == 0:
+        return "false"
+    checkpoint = job.status.last_checkpoint or {}
+    path = checkpoint.get("path")
+    return path if isinstance(path, str) and path.strip() else "true"
 
 
 def guide_env(job: TrainingJob, role: str) -> dict[str, str]:

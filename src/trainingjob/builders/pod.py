@@ -118,9 +118,19 @@ def worker_volumes(
     if claim is not None:
         volumes.append({"name": "checkpoints", "persistentVolumeClaim": {"claimName": claim}})
         mounts.append({"name": "checkpoints", "mountPath": job.spec.checkpoint_path})
+    elif uses_object_store(job):
+        # Scratch space where a checkpoint is written before it goes to the store and where the newest is fetched
+        # to: writable in any image (a non-root user cannot create /checkpoints itself), gone with the pod.
+        volumes.append({"name": "checkpoints", "emptyDir": {}})
+        mounts.append({"name": "checkpoints", "mountPath": job.spec.checkpoint_path})
     volumes += [dict(volume) for volume in changes.volumes]
     mounts += [dict(mount) for mount in changes.mounts]
     return volumes + job.spec.volumes, mounts + job.spec.volume_mounts
+
+
+def uses_object_store(job: TrainingJob) -> bool:
+    storage = job.spec.checkpoint.storage
+    return job.spec.checkpoint.enabled and storage is not None and not storage.is_volume
 
 
 def container_command(job: TrainingJob, role: str, changes: PodChanges = NO_CHANGES) -> tuple[list[str], list[str]]:
@@ -217,6 +227,9 @@ def desired_worker_pod(
     }
     if args:
         container["args"] = args
+    storage = spec.checkpoint.storage
+    if uses_object_store(job) and storage is not None and storage.secret_name:
+        container["envFrom"] = [{"secretRef": {"name": storage.secret_name}}]  # before env: ours win
     resources = worker_resources(job, role)
     if resources:
         container["resources"] = resources

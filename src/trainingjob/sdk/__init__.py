@@ -8,7 +8,8 @@ name) is as good as installing it.
 - Progress: ``report_progress(epoch=…, step=…, loss=…)``, ``report_checkpoint(path, epoch=…)``, ``flush()`` — the
   protocol of docs/progress-protocol.md; never raise, no-ops (with one warning) outside a TrainingJob.
 - Checkpoints: ``checkpoint_dir()``, ``checkpoint_interval()``, ``should_resume()``, ``latest_checkpoint()``,
-  ``save_checkpoint(write_fn, epoch)`` (atomic, pruned to CHECKPOINT_KEEP_LAST, reported).
+  ``save_checkpoint(write_fn, epoch)`` (atomic, pruned to CHECKPOINT_KEEP_LAST, reported); with an ``s3://``
+  CHECKPOINT_URI also uploaded to and loaded from S3 (boto3, imported only then: ``checkpoint_store()``).
 - Hyperparameters: ``parse_hyperparameters(path, defaults)`` (the JSON file TRAININGJOB_HYPERPARAMETERS_FILE
   over a script's defaults, converted to their types), ``ConfigError``.
 - Identity: ``rank()``, ``world_size()``, ``is_chief()``, ``restart_count()``.
@@ -21,10 +22,12 @@ from .checkpoint import (
     checkpoint_interval,
     checkpoint_keep_last,
     checkpoint_name,
+    checkpoint_store,
     latest_checkpoint,
     list_checkpoints,
     parse_checkpoint,
     prune_checkpoints,
+    resume_requested,
     save_checkpoint,
     should_resume,
 )
@@ -40,6 +43,7 @@ __all__ = [
     "checkpoint_interval",
     "checkpoint_keep_last",
     "checkpoint_name",
+    "checkpoint_store",
     "flush",
     "get_reporter",
     "hyperparameters_file",
@@ -54,6 +58,7 @@ __all__ = [
     "report_checkpoint",
     "report_progress",
     "restart_count",
+    "resume_requested",
     "save_checkpoint",
     "set_default_reporter",
     "should_resume",

@@ -14,6 +14,10 @@ volume does not keep):
   steps. ``epoch`` is the epoch the checkpoint completes (resume at epoch + 1).
 - Temporary names start with a dot (``.ckpt-….tmp-…``), so a save interrupted by a crash is never mistaken for a
   checkpoint; anything else in the directory is ignored too.
+
+With an ``s3://`` CHECKPOINT_URI (storage type s3) the bucket is the store and CHECKPOINT_DIR local scratch:
+``save_checkpoint`` also uploads (complete or absent there too, _s3.py), prunes the bucket and reports the URI;
+``latest_checkpoint()`` downloads the bucket's newest into CHECKPOINT_DIR once. Only without a `directory` argument.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from . import _env
+from . import _env, _s3
 from ._body import as_count
 from .progress import get_reporter
 
@@ -96,16 +100,33 @@ def list_checkpoints(directory: str | os.PathLike[str] | None = None) -> list[Ch
     return sorted(found, key=lambda info: (info.order, info.path.name))
 
 
+def checkpoint_store() -> _s3.S3Location | None:
+    """Where the job keeps its checkpoints when that is S3 (CHECKPOINT_URI ``s3://bucket/prefix``), else None."""
+    uri = os.environ.get(_env.CHECKPOINT_URI, "").strip()
+    return _s3.S3Location.parse(uri) if _s3.is_s3(uri) else None
+
+
 def latest_checkpoint(directory: str | os.PathLike[str] | None = None) -> Path | None:
-    """The newest complete checkpoint by the naming scheme, or None."""
+    """The newest complete checkpoint by the naming scheme, or None. With checkpoints in S3 (and no `directory`),
+    the newest one in the bucket, downloaded into CHECKPOINT_DIR unless it is there already."""
+    store = checkpoint_store() if directory is None else None
+    if store is not None:
+        return _fetch_latest(store)
     found = list_checkpoints(directory)
     return found[-1].path if found else None
 
 
+def resume_requested() -> bool:
+    """Whether this attempt should resume: RESUME_FROM_CHECKPOINT is ``true`` or a checkpoint's path (what the
+    operator sets on a restarted attempt when it knows the newest checkpoint, as seed 002's operator does)."""
+    value = os.environ.get(_env.RESUME_FROM_CHECKPOINT, "").strip()
+    return value.lower() not in ("", "false")
+
+
 def should_resume(directory: str | os.PathLike[str] | None = None) -> bool:
-    """Whether to resume: this is a restarted attempt (RESUME_FROM_CHECKPOINT=true) and a checkpoint exists."""
-    resume = os.environ.get(_env.RESUME_FROM_CHECKPOINT, "").strip().lower() == "true"
-    return resume and latest_checkpoint(directory) is not None
+    """Whether to resume: this is a restarted attempt (RESUME_FROM_CHECKPOINT set, see resume_requested) and a
+    checkpoint exists."""
+    return resume_requested() and latest_checkpoint(directory) is not None
 
 
 def save_checkpoint(
@@ -128,6 +149,7 @@ def save_checkpoint(
     """
     if keep_last is not None and keep_last < 1:
         raise ValueError(f"keep_last must be at least 1, got {keep_last}")
+    store = checkpoint_store() if directory is None else None
     directory = checkpoint_dir() if directory is None else Path(directory)
     final = directory / checkpoint_name(epoch, step, suffix)
     directory.mkdir(parents=True, exist_ok=True)
@@ -143,8 +165,9 @@ def save_checkpoint(
         raise
     _fsync(directory, is_dir=True)
     prune_checkpoints(keep_last, directory=directory, protect=final)
+    reported = _upload(store, final, keep_last) if store is not None else final
     if report:
-        get_reporter().report_checkpoint(final, epoch=epoch, step=step)
+        get_reporter().report_checkpoint(reported, epoch=epoch, step=step)
     return final
 
 
@@ -173,6 +196,52 @@ def prune_checkpoints(
             continue
         removed.append(info.path)
     return removed
+
+
+def _upload(store: _s3.S3Location, local: Path, keep_last: int | None) -> str:
+    """Upload a saved checkpoint to the job's S3 store, then prune the store; the checkpoint's URI."""
+    s3 = _s3.client()
+    uri = _s3.upload(s3, local, store, local.name)
+    keep = checkpoint_keep_last() if keep_last is None else keep_last
+    if keep is not None:
+        ordered, is_directory = _stored(s3, store)
+        for name in ordered[: max(0, len(ordered) - keep)]:
+            if name != local.name:
+                try:
+                    _s3.delete(s3, store, name, is_directory[name])
+                except Exception as error:  # the new checkpoint is already safe: log, as prune_checkpoints does
+                    log.warning("cannot remove old checkpoint %s: %s", store.uri(name), error)
+    return uri
+
+
+def _stored(s3: object, store: _s3.S3Location) -> tuple[list[str], dict[str, bool]]:
+    """The complete checkpoints in the store by name, oldest first, and which of them are directories."""
+    is_directory = _s3.complete_names(s3, store)
+    found = [info for name in is_directory if (info := parse_checkpoint(name)) is not None]
+    return [info.path.name for info in sorted(found, key=lambda i: (i.order, i.path.name))], is_directory
+
+
+def _fetch_latest(store: _s3.S3Location) -> Path | None:
+    """The newest complete checkpoint in the store as a local path under CHECKPOINT_DIR (downloaded once, into a
+    temporary name renamed into place, so an interrupted download is never taken for a checkpoint)."""
+    s3 = _s3.client()
+    ordered, is_directory = _stored(s3, store)
+    if not ordered:
+        return None
+    name = ordered[-1]
+    directory = checkpoint_dir()
+    local = directory / name
+    if os.path.lexists(local):
+        return local
+    directory.mkdir(parents=True, exist_ok=True)
+    temp = directory / f".{name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
+    try:
+        _s3.download(s3, store, name, is_directory[name], temp)
+        _replace(temp, local)
+    except BaseException:
+        _remove(temp)
+        raise
+    return local
 
 
 def _replace(temp: Path, final: Path) -> None:

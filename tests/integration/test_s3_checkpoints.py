@@ -1,0 +1,116 @@
+"""Checkpoints in S3 (checkpoint.storage type s3) on the local cluster's real S3 server (SeaweedFS, --with-s3).
+
+trainingjob.sdk saves, prunes and loads them there with boto3, as a worker does; and the xgboost example, run as a
+job whose storage is an s3:// path and whose credentials come from the Secret it names, checkpoints to S3, is
+SIGKILLed, resumes in a new attempt from the newest checkpoint in S3 (RESUME_FROM_CHECKPOINT carries its URI) and
+Succeeds, leaving only keepLast checkpoints in the bucket.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.jobs import create_job, env_of, live_pods
+from tests.kube import Kube
+from tests.local_node import kill_worker
+from tests.operator_harness import REPO
+from tests.real_roles import RUN_TIMEOUT, log_of, wait_status
+from tests.s3_support import s3_client
+from trainingjob import sdk
+from trainingjob.cluster.control_plane import ClusterState
+from trainingjob.cluster.s3 import run
+
+pytestmark = pytest.mark.integration
+
+
+def stored_keys(credentials: dict[str, str], prefix: str) -> list[str]:
+    listed = s3_client(credentials).list_objects_v2(Bucket="checkpoints", Prefix=f"{prefix}/")
+    return sorted(item["Key"][len(prefix) + 1 :] for item in listed.get("Contents", []))
+
+
+def test_the_sdk_saves_prunes_and_loads_checkpoints_in_s3(
+    s3_credentials: dict[str, str], namespace: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in s3_credentials.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("CHECKPOINT_URI", f"s3://checkpoints/{namespace}/sdk")
+    monkeypatch.setenv("CHECKPOINT_DIR", str(tmp_path / "first"))
+    monkeypatch.setenv("CHECKPOINT_KEEP_LAST", "2")
+    for epoch in (1, 2):
+        write = lambda path, e=epoch: path.write_bytes(b"weights %d" % e)  # noqa: E731
+        sdk.save_checkpoint(write, epoch, suffix=".bin", report=False)
+
+    def as_directory(path: Path) -> None:
+        (path / "optimizer").mkdir(parents=True)
+        (path / "model.bin").write_bytes(b"weights 3")
+        (path / "optimizer" / "state.json").write_text('{"step": 3}')
+
+    sdk.save_checkpoint(as_directory, 3, report=False)
+    assert stored_keys(s3_credentials, f"{namespace}/sdk") == [
+        "ckpt-00000002.bin",
+        "ckpt-00000003/.complete",
+        "ckpt-00000003/model.bin",
+        "ckpt-00000003/optimizer/state.json",
+    ], "pruned to keepLast: the oldest is gone, the directory is whole with its marker"
+
+    # A new worker on another node: an empty CHECKPOINT_DIR, resuming from what the operator says.
+    monkeypatch.setenv("CHECKPOINT_DIR", str(tmp_path / "second"))
+    monkeypatch.setenv("RESUME_FROM_CHECKPOINT", f"s3://checkpoints/{namespace}/sdk/ckpt-00000003")
+    assert sdk.should_resume()
+    latest = sdk.latest_checkpoint()
+    assert latest == tmp_path / "second" / "ckpt-00000003"
+    assert (latest / "model.bin").read_bytes() == b"weights 3"
+    assert json.loads((latest / "optimizer" / "state.json").read_text()) == {"step": 3}
+    assert sorted(p.name for p in (tmp_path / "second").iterdir()) == ["ckpt-00000003"], "no marker, no temporary"
+
+    s3_client(s3_credentials).delete_object(Bucket="checkpoints", Key=f"{namespace}/sdk/ckpt-00000003/.complete")
+    monkeypatch.setenv("CHECKPOINT_DIR", str(tmp_path / "third"))
+    assert sdk.latest_checkpoint() == tmp_path / "third" / "ckpt-00000002.bin", "an incomplete directory is skipped"
+    assert (tmp_path / "third" / "ckpt-00000002.bin").read_bytes() == b"weights 2"
+
+
+def xgboost_on_s3(namespace: str) -> dict[str, Any]:
+    body = yaml.safe_load((REPO / "examples" / "xgboost" / "trainingjob-local.yaml").read_text())
+    spec = body["spec"]
+    spec["workers"] = 2
+    spec["hyperparameters"].update(epochs=6, epochSeconds=2)
+    storage = {"type": "s3", "path": f"s3://checkpoints/{namespace}/xgb", "secretName": "s3-credentials"}
+    spec["checkpoint"] = {"enabled": True, "interval": 1, "keepLast": 2, "storage": storage}
+    return body
+
+
+@pytest.mark.usefixtures("operator")
+@pytest.mark.timeout(RUN_TIMEOUT + 120)
+def test_an_s3_job_checkpoints_is_killed_resumes_from_s3_and_keeps_only_the_last(
+    kube: Kube, namespace: str, s3_server: ClusterState, s3_credentials: dict[str, str]
+) -> None:
+    run.apply_secret(s3_server, namespace, "s3-credentials")
+    body = xgboost_on_s3(namespace)
+    job, epochs = body["metadata"]["name"], body["spec"]["hyperparameters"]["epochs"]
+    create_job(kube, namespace, body)
+    first = wait_status(kube, namespace, job, lambda s: (s.get("lastCheckpoint") or {}).get("epoch", 0) >= 2, "2")
+    assert first["lastCheckpoint"]["path"].startswith(f"s3://checkpoints/{namespace}/xgb/ckpt-"), first
+    assert any(key.startswith("ckpt-") for key in stored_keys(s3_credentials, f"{namespace}/xgb"))
+    kill_worker(namespace, job, 1)  # SIGKILL, as the OOM killer would
+
+    status = wait_status(kube, namespace, job, lambda s: s.get("phase") == "Succeeded", "Succeeded", RUN_TIMEOUT)
+    assert status["restartCount"] == 1, status
+    assert status["lastCheckpoint"]["epoch"] == epochs, status
+    assert status["lastCheckpoint"]["path"] == f"s3://checkpoints/{namespace}/xgb/ckpt-{epochs:08d}.json"
+    logs = log_of(kube, namespace, f"{job}-worker-0")
+    resumed = re.findall(r"resuming from \S*/ckpt-(\d{8})\.json at epoch (\d+)", logs)
+    assert len(resumed) == 1, logs[-2000:]
+    assert int(resumed[0][1]) == int(resumed[0][0]) + 1 >= 3, "resumed after a checkpoint of the first attempt"
+    pods = live_pods(kube, namespace, job) or []
+    for pod in pods:  # the second attempt's pods, if they are kept: RESUME_FROM_CHECKPOINT is an s3:// URI
+        assert env_of(pod)["RESUME_FROM_CHECKPOINT"].startswith(f"s3://checkpoints/{namespace}/xgb/ckpt-")
+    assert stored_keys(s3_credentials, f"{namespace}/xgb") == [
+        f"ckpt-{epochs - 1:08d}.json",
+        f"ckpt-{epochs:08d}.json",
+    ], "the bucket pruned to keepLast"
