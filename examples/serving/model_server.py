@@ -1,7 +1,8 @@
 """A small real inference server for the serving example, KServe V1 style, standard library plus numpy.
 
 It loads the newest checkpoint (by the SDK's naming scheme, ``ckpt-<epoch>.npz``) from MODEL_DIR, the TrainingJob's
-checkpoint volume the operator mounts read-only, and answers:
+checkpoint volume the operator mounts read-only, or, when the operator sets CHECKPOINT_URI (checkpoints in S3), the
+newest one there, which the SDK downloads into MODEL_DIR (boto3 is in examples/serving/requirements.txt); it answers:
 
 - ``GET /v2/health/ready``: 200 once the model is loaded (the Deployment's readiness probe), 503 before;
 - ``GET /v1/models/<MODEL_NAME>``: ``{"name": …, "ready": true, "checkpoint": …}``;
@@ -41,8 +42,9 @@ class Model:
 def wait_for_model(directory: Path, timeout: float = 300.0) -> Model:
     """The newest checkpoint in `directory`; waits a while for one (a volume may be mounted before it is filled)."""
     deadline = time.monotonic() + timeout
+    in_s3 = bool(os.environ.get("CHECKPOINT_URI", "").strip())  # the model is in S3: downloaded into `directory`
     while True:
-        found = latest_checkpoint(directory)
+        found = latest_checkpoint() if in_s3 else latest_checkpoint(directory)
         if found is not None:
             return Model(found)
         if time.monotonic() > deadline:

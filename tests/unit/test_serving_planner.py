@@ -17,7 +17,7 @@ from trainingjob.reconcile.actions import CreateChild, DeleteChild, ReplaceChild
 from trainingjob.serving import builders
 from trainingjob.serving.observed import ObservedServing, SourceJob, child_view
 from trainingjob.serving.planner import plan_model
-from trainingjob.serving.types import LLMModel
+from trainingjob.serving.types import LLMModel, ModelStore
 
 SEED = Path(__file__).resolve().parents[2] / "examples" / "llmmodel" / "seed.yaml"
 NOW = "2026-01-01T00:00:00Z"
@@ -152,6 +152,27 @@ def test_a_failed_or_checkpointless_source_job_degrades_the_model() -> None:
     assert conditions(nowhere.status)["Degraded"] == ("True", "NoCheckpointVolume")
     missing = plan_model(waiting, ObservedServing(), CONFIG, NOW)
     assert conditions(missing.status)["Progressing"] == ("True", "WaitingForTraining")
+
+
+def test_a_model_in_s3_is_downloaded_by_the_server_with_the_credentials_of_its_secret() -> None:
+    store = ModelStore("s3://checkpoints/ns/digits", "s3-credentials")
+    direct = model({"source": {"uri": store.uri, "secretName": store.secret_name}})
+    job = model({"source": {"trainingJob": "train"}})
+    for planned, observed in (
+        (direct, ObservedServing()),
+        (job, ObservedServing(job=SourceJob(Phase.SUCCEEDED, None, store))),
+    ):
+        plan = plan_model(planned, observed, CONFIG, NOW)
+        pod = next(a.manifest for a in plan.actions if a.kind == "Deployment")["spec"]["template"]["spec"]
+        [server] = pod["containers"]
+        assert pod["volumes"] == [{"name": "model", "emptyDir": {}}]
+        assert server["volumeMounts"] == [{"name": "model", "mountPath": k.MODEL_MOUNT_PATH}]
+        assert server["envFrom"] == [{"secretRef": {"name": "s3-credentials"}}]
+        env = {e["name"]: e["value"] for e in server["env"]}
+        assert (env["CHECKPOINT_URI"], env["CHECKPOINT_DIR"]) == (store.uri, k.MODEL_MOUNT_PATH)
+        assert plan.status["source"]["uri"] == store.uri
+    running = plan_model(job, ObservedServing(job=SourceJob(Phase.RUNNING, None, store)), CONFIG, NOW)
+    assert conditions(running.status)["Progressing"] == ("True", "WaitingForTraining")
 
 
 def test_a_model_name_given_is_the_name_served() -> None:

@@ -18,11 +18,27 @@ def _source() -> Schema:
         "Where the model comes from. Without a source the image must hold the model itself. With `trainingJob`, "
         "the operator creates nothing until that TrainingJob (same namespace) has Succeeded, then mounts its "
         f"checkpoint volume read-only at {c.MODEL_MOUNT_PATH} and the server loads the newest checkpoint there (the "
-        "final one). With `claimName`, that PersistentVolumeClaim is mounted instead, at once.",
+        "final one); a job keeping its checkpoints in S3 is served from there as with `uri`. With `claimName`, "
+        "that PersistentVolumeClaim is mounted instead, at once. With `uri`, the server gets CHECKPOINT_URI (and "
+        f"CHECKPOINT_DIR, an emptyDir at {c.MODEL_MOUNT_PATH}) and downloads the newest complete checkpoint under "
+        "it (trainingjob.sdk's latest_checkpoint), at once.",
         {
             "trainingJob": string(
                 "Name of a TrainingJob in this namespace whose final checkpoint is served once it has Succeeded; "
-                "it must have checkpointing enabled on a volume (spec.checkpoint.storage of type pvc)."
+                "it must have checkpointing enabled on a volume (spec.checkpoint.storage of type pvc) or in S3 "
+                "(type s3; its secretName gives the server the credentials too)."
+            ),
+            "uri": string(
+                "s3://<bucket>/<prefix> under which checkpoints are named as trainingjob.sdk saves them: the newest "
+                "complete one is served.",
+                pattern=r"^s3://[a-z0-9][a-z0-9._-]{1,61}[a-z0-9](/[^\s]*)?$",
+                max_length=1024,
+            ),
+            "secretName": string(
+                "With uri: a Secret in this namespace whose keys become the server's environment (envFrom), e.g. "
+                "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL, AWS_REGION.",
+                min_length=1,
+                max_length=253,
             ),
             "claimName": string("A PersistentVolumeClaim in this namespace that holds the model (a checkpoint path)."),
             "path": string(
@@ -33,9 +49,14 @@ def _source() -> Schema:
         },
         rules=[
             rule(
-                "has(self.trainingJob) != has(self.claimName)",
-                "source names exactly one of trainingJob and claimName",
-            )
+                "(has(self.trainingJob) ? 1 : 0) + (has(self.claimName) ? 1 : 0) + (has(self.uri) ? 1 : 0) == 1",
+                "source names exactly one of trainingJob, claimName and uri",
+            ),
+            rule("!has(self.path) || !has(self.uri)", "source.path is a directory in a volume: not used with uri"),
+            rule(
+                "!has(self.secretName) || has(self.uri)",
+                "source.secretName goes with uri (a trainingJob's own checkpoint.storage.secretName is used for it)",
+            ),
         ],
     )
 

@@ -15,7 +15,7 @@ from typing import Any
 from trainingjob.api import constants as k
 from trainingjob.builders.common import controller_reference
 from trainingjob.config import ServingConfig
-from trainingjob.serving.types import LLMModel
+from trainingjob.serving.types import LLMModel, ModelStore
 
 LABEL_SPEC_HASH = f"{k.MODEL_GROUP}/spec-hash"
 SERVICE_PORT = 80
@@ -51,8 +51,13 @@ def content_hash(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def model_mount(model: LLMModel, claim_name: str | None) -> tuple[list[dict], list[dict]]:
-    """The model volume (read-only) and its mount, when the source is a claim or a TrainingJob's checkpoint claim."""
+def model_mount(
+    model: LLMModel, claim_name: str | None, store: ModelStore | None = None
+) -> tuple[list[dict], list[dict]]:
+    """The model volume (read-only) and its mount, when the source is a claim or a TrainingJob's checkpoint claim;
+    with the model in S3, an emptyDir the server downloads the checkpoint into."""
+    if store is not None:
+        return [{"name": MODEL_VOLUME, "emptyDir": {}}], [{"name": MODEL_VOLUME, "mountPath": k.MODEL_MOUNT_PATH}]
     if claim_name is None:
         return [], []
     volume = {"name": MODEL_VOLUME, "persistentVolumeClaim": {"claimName": claim_name, "readOnly": True}}
@@ -75,19 +80,35 @@ def gpu_placement(model: LLMModel, config: ServingConfig) -> tuple[dict[str, str
     return selector, tolerations, {k.GPU_RESOURCE: str(spec.gpus_per_replica)}
 
 
-def container(model: LLMModel, config: ServingConfig, claim_name: str | None, gpus: dict[str, str]) -> dict:
+def store_env(store: ModelStore) -> list[dict[str, str]]:
+    """Where trainingjob.sdk's latest_checkpoint() finds the model in S3 and downloads it to (the model volume)."""
+    return [
+        {"name": "CHECKPOINT_URI", "value": store.uri},
+        {"name": "CHECKPOINT_DIR", "value": k.MODEL_MOUNT_PATH},
+    ]
+
+
+def container(
+    model: LLMModel,
+    config: ServingConfig,
+    claim_name: str | None,
+    gpus: dict[str, str],
+    store: ModelStore | None = None,
+) -> dict:
     spec = model.spec
     env = [
         {"name": ENV_MODEL_NAME, "value": spec.model_name},
         {"name": ENV_PORT, "value": str(spec.port)},
     ]
-    if claim_name is not None:
+    if claim_name is not None or store is not None:
         env.append({"name": ENV_MODEL_DIR, "value": k.MODEL_MOUNT_PATH})
+    if store is not None:
+        env.extend(store_env(store))
     env.extend({"name": name, "value": value} for name, value in spec.env)
     resources = {key: dict(value) for key, value in spec.resources.items() if isinstance(value, Mapping)}
     if gpus:
         resources["limits"] = {**resources.get("limits", {}), **gpus}
-    _, mounts = model_mount(model, claim_name)
+    _, mounts = model_mount(model, claim_name, store)
     result: dict[str, Any] = {
         "name": "server",
         "image": spec.image or config.image,
@@ -113,15 +134,20 @@ def container(model: LLMModel, config: ServingConfig, claim_name: str | None, gp
         result["args"] = list(spec.args)
     if mounts:
         result["volumeMounts"] = mounts
+    if store is not None and store.secret_name:
+        result["envFrom"] = [{"secretRef": {"name": store.secret_name}}]
     return result
 
 
-def deployment(model: LLMModel, config: ServingConfig, claim_name: str | None) -> dict[str, Any]:
-    """The Deployment of model servers; `claim_name` is the volume holding the model (None: the image has it)."""
+def deployment(
+    model: LLMModel, config: ServingConfig, claim_name: str | None, store: ModelStore | None = None
+) -> dict[str, Any]:
+    """The Deployment of model servers; `claim_name` is the volume holding the model, `store` the checkpoints in S3
+    it is downloaded from (neither: the image has it)."""
     node_selector, tolerations, gpus = gpu_placement(model, config)
-    volumes, _ = model_mount(model, claim_name)
+    volumes, _ = model_mount(model, claim_name, store)
     pod_spec: dict[str, Any] = {
-        "containers": [container(model, config, claim_name, gpus)],
+        "containers": [container(model, config, claim_name, gpus, store)],
         "enableServiceLinks": False,
     }
     if node_selector:

@@ -15,6 +15,7 @@ from trainingjob.api.status import Phase
 from trainingjob.api.types import TrainingJob
 from trainingjob.builders.pvc import checkpoint_claim_name
 from trainingjob.serving.builders import LABEL_SPEC_HASH
+from trainingjob.serving.types import ModelStore
 
 
 def _controller_uid(metadata: Mapping[str, Any]) -> str | None:
@@ -107,14 +108,18 @@ class SourceJob:
 
     phase: Phase
     claim_name: str | None
+    store: ModelStore | None = None  # its checkpoints are in S3 (checkpoint.storage type s3)
 
 
 def source_job(body: Mapping[str, Any] | None) -> SourceJob | None:
-    """From the TrainingJob cache (internal shape): its phase and the claim its checkpoints are on."""
+    """From the TrainingJob cache (internal shape): its phase and where its checkpoints are (a claim, or S3)."""
     if body is None:
         return None
     job = TrainingJob.from_body(body)
-    return SourceJob(phase=job.status.phase or Phase.PENDING, claim_name=checkpoint_claim_name(job))
+    storage = job.spec.checkpoint.storage
+    in_s3 = job.spec.checkpoint.enabled and storage is not None and storage.type == "s3" and storage.path
+    store = ModelStore(storage.path, storage.secret_name) if in_s3 and storage is not None else None
+    return SourceJob(phase=job.status.phase or Phase.PENDING, claim_name=checkpoint_claim_name(job), store=store)
 
 
 @dataclass(frozen=True)

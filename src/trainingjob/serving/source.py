@@ -1,5 +1,5 @@
-"""Where an LLMModel's weights come from (spec.source): a claim, or a TrainingJob's checkpoint volume once it has
-Succeeded; and what the model's status and Events say about it. Pure.
+"""Where an LLMModel's weights come from (spec.source): a claim, checkpoints in S3, or a TrainingJob's checkpoints (on
+its volume or in S3) once it has Succeeded; and what the model's status and Events say about it. Pure.
 
 Its own module because both the planner (which children to create) and the conditions (Progressing, Degraded) read
 the resolved source.
@@ -13,7 +13,7 @@ from typing import Any
 from trainingjob.api.status import Phase
 from trainingjob.reconcile.actions import Event
 from trainingjob.serving.observed import ObservedServing
-from trainingjob.serving.types import LLMModel
+from trainingjob.serving.types import LLMModel, ModelStore
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,7 @@ class SourceState:
     claim_name: str | None
     ready: bool
     waiting: str | None = None  # Progressing: e.g. the TrainingJob still runs
+    store: ModelStore | None = None  # the model is in S3 instead of on a claim
     failed: tuple[str, str] | None = None  # Degraded: (reason, message)
     job_phase: Phase | None = None
 
@@ -33,18 +34,20 @@ def resolve_source(model: LLMModel, observed: ObservedServing) -> SourceState:
         return SourceState(claim_name=None, ready=True)
     if source.claim_name:
         return SourceState(claim_name=source.claim_name, ready=True)
+    if source.uri:
+        return SourceState(claim_name=None, ready=True, store=ModelStore(source.uri, source.secret_name))
     job, name = observed.job, source.training_job
     if job is None:
         return SourceState(None, False, waiting=f"waiting for TrainingJob {name}, which does not exist (yet)")
     if job.phase is Phase.FAILED:
         return SourceState(None, False, failed=("TrainingFailed", f"TrainingJob {name} failed"), job_phase=job.phase)
-    if job.claim_name is None:
-        message = f"TrainingJob {name} keeps no checkpoints on a volume (spec.checkpoint.storage type pvc)"
+    if job.claim_name is None and job.store is None:
+        message = f"TrainingJob {name} keeps no checkpoints on a volume or in S3 (spec.checkpoint.storage pvc or s3)"
         return SourceState(None, False, failed=("NoCheckpointVolume", message), job_phase=job.phase)
     if job.phase is not Phase.SUCCEEDED:
         waiting = f"waiting for TrainingJob {name} to succeed (phase {job.phase})"
         return SourceState(None, False, waiting=waiting, job_phase=job.phase)
-    return SourceState(claim_name=job.claim_name, ready=True, job_phase=job.phase)
+    return SourceState(claim_name=job.claim_name, ready=True, job_phase=job.phase, store=job.store)
 
 
 def source_events(model: LLMModel, source: SourceState) -> list[Event]:
@@ -72,6 +75,8 @@ def source_status(model: LLMModel, source: SourceState) -> dict[str, Any] | None
         status["jobPhase"] = str(source.job_phase or "Unknown")
     if source.claim_name:
         status["claimName"] = source.claim_name
+    if source.store is not None:
+        status["uri"] = source.store.uri
     if spec.path:
         status["path"] = spec.path
     return status

@@ -14,6 +14,16 @@ class ModelSource:
     training_job: str | None = None
     claim_name: str | None = None
     path: str | None = None
+    uri: str | None = None  # s3://bucket/prefix: the newest checkpoint there is served
+    secret_name: str | None = None  # with uri: the Secret whose keys become the server's environment
+
+
+@dataclass(frozen=True)
+class ModelStore:
+    """Checkpoints in S3 a server loads its model from: the s3:// URI and the Secret with its credentials."""
+
+    uri: str
+    secret_name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -78,7 +88,13 @@ class LLMModel:
                 resources=dict(spec.get("resources") or {}),
                 node_selector=dict(scheduling.get("nodeSelector") or {}),
                 tolerations=tuple(scheduling.get("tolerations") or ()),
-                source=ModelSource(source.get("trainingJob"), source.get("claimName"), source.get("path"))
+                source=ModelSource(
+                    source.get("trainingJob"),
+                    source.get("claimName"),
+                    source.get("path"),
+                    source.get("uri"),
+                    source.get("secretName"),
+                )
                 if source
                 else None,
                 autoscaling=Autoscaling(
