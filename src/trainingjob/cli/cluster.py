@@ -239,9 +239,10 @@ def status(name: str) -> None:
         rows = control_plane.status(name)
     except ClusterError as error:
         fail(error)
-    click.echo(f"{'COMPONENT':<25}{'VERSION':<10}{'PID':<9}{'PROCESS':<10}HEALTH")
+    width = max([10, *(len(row["version"]) + 1 for row in rows)])  # SeaweedFS's is a long pseudo-version
+    click.echo(f"{'COMPONENT':<25}{'VERSION':<{width}}{'PID':<9}{'PROCESS':<10}HEALTH")
     for row in rows:
-        click.echo(f"{row['component']:<25}{row['version']:<10}{row['pid']:<9}{row['process']:<10}{row['health']}")
+        click.echo(f"{row['component']:<25}{row['version']:<{width}}{row['pid']:<9}{row['process']:<10}{row['health']}")
     if any(row["health"] != "ok" for row in rows):
         sys.exit(1)
 
