@@ -273,6 +273,20 @@ def progress_address() -> str:
     return network.gateway if network is not None else "127.0.0.1"
 
 
+def webhook_caller_flags() -> tuple[str, ...]:
+    """Let only the API server call /mutate and /validate, by the client certificate the session cluster gives it
+    (cluster/webhook_client.py); none for a cluster created before it had one."""
+    from tests.conftest import TEST_CLUSTER_NAME
+    from trainingjob.cluster.control_plane import ClusterState
+    from trainingjob.cluster.pki import WEBHOOK_CLIENT_NAME
+    from trainingjob.cluster.webhook_client import ADMISSION_FILE
+
+    state = ClusterState.load(TEST_CLUSTER_NAME)
+    if state is None or not (state.layout.root / ADMISSION_FILE).exists():
+        return ()
+    return ("--webhook-client-ca", str(state.layout.pki / "ca.crt"), "--webhook-client-name", WEBHOOK_CLIENT_NAME)
+
+
 def start_operator(
     kubeconfig: Path, log_path: Path, *extra_args: str, progress_port: int = 0, webhook_port: int = 0
 ) -> RunningOperator:
@@ -313,6 +327,7 @@ def operator_arguments(
         *("--liveness", health_url, "--progress-port", str(progress_port), "--progress-bind", progress_host),
         *("--progress-url", f"https://{progress_host}:{progress_port}", "--metrics-port", str(metrics_port)),
         *("--metrics-bind", "127.0.0.1", "--webhook-port", str(webhook_port), *BOUND_FLAGS, *SERVING_FLAGS),
+        *webhook_caller_flags(),
         *extra_args,
     ]
 

@@ -252,6 +252,23 @@ class WebhookOptions:
         help="Lifetime of the webhooks' CA; a successor is introduced when a third is left.",
     )
 
+    client_ca: str | None = setting(
+        None,
+        flags="--webhook-client-ca",
+        metavar="FILE",
+        read=o.existing_file,
+        help="Answer /mutate and /validate only for clients with a certificate signed by this CA: the API server, "
+        "given one by its AdmissionConfiguration (docs/trainingjob.md, Who may call the webhooks).",
+    )
+    client_names: tuple[str, ...] = setting(
+        (),
+        flags="--webhook-client-name",
+        multiple=True,
+        metavar="NAME",
+        read=tuple,
+        help="Common name of the API server's client certificate (repeatable; default: any the CA signed).",
+    )
+
     def __post_init__(self) -> None:
         if self.cert_validity > self.ca_validity:
             raise ValueError("the certificate cannot outlive its CA")

@@ -12,6 +12,7 @@ import dataclasses
 import datetime
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 
@@ -64,6 +65,13 @@ def zero_is_none(value: int) -> int | None:
 
 def empty_is_none(value: str | None) -> str | None:
     return value or None
+
+
+def existing_file(path: str | None) -> str | None:
+    """A path that names a file (None stays None)."""
+    if path is not None and not Path(path).is_file():
+        raise ValueError(f"{path!r} is no file")
+    return path
 
 
 def https_url(url: str | None) -> str | None:

@@ -54,6 +54,26 @@ def test_apiserver_audit_log_is_opt_in() -> None:
     assert flags["audit-log-path"] == "/state/logs/audit.log"
 
 
+def test_the_api_server_presents_its_webhook_client_certificate_to_admission_webhooks() -> None:
+    """cluster/webhook_client.py: both admission plugins read one kubeconfig whose `*` user is the certificate
+    the operator's --webhook-client-ca/--webhook-client-name let in (issue 41)."""
+    from trainingjob.cluster.pki import WEBHOOK_CLIENT_NAME, cluster_cert_specs
+    from trainingjob.cluster.webhook_client import admission_configuration, webhook_kubeconfig
+
+    flags = flag_values(c.apiserver_command(Path("/bin/kube-apiserver"), LAYOUT, admission_config=Path("/a.yaml")))
+    assert flags["admission-control-config-file"] == "/a.yaml"
+    assert "admission-control-config-file" not in flag_values(c.apiserver_command(Path("/x"), LAYOUT))
+    config = admission_configuration(Path("/state/webhook-client.kubeconfig"))
+    plugins = {p["name"]: p["configuration"]["kubeConfigFile"] for p in config["plugins"]}
+    assert plugins == dict.fromkeys(
+        ("ValidatingAdmissionWebhook", "MutatingAdmissionWebhook"), "/state/webhook-client.kubeconfig"
+    )
+    [user] = webhook_kubeconfig(LAYOUT.pki)["users"]
+    assert user["name"] == "*" and user["user"]["client-certificate"] == "/state/pki/apiserver-webhook-client.crt"
+    spec = next(s for s in cluster_cert_specs("10.0.0.1") if s.file_stem == "apiserver-webhook-client")
+    assert (spec.common_name, spec.client, spec.organizations) == (WEBHOOK_CLIENT_NAME, True, ())
+
+
 def test_controller_manager_runs_default_controllers_and_hostpath_provisioner() -> None:
     command = c.controller_manager_command(Path("/bin/kcm"), LAYOUT)
     flags = flag_values(command)

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from trainingjob.api import constants as c
+from trainingjob.api.conversion_review import conversion_review
 from trainingjob.config import OperatorConfig
 from trainingjob.webhooks.admission import AdmissionRequest, Verdict, parse_review, review_response
 from trainingjob.webhooks.defaulting import IMAGE_REFERENCE, default_image
-from trainingjob.webhooks.server import conversion_review
 from trainingjob.webhooks.validation import validate
 
 PATTERN = c.DEFAULT_IMAGE_PATTERN

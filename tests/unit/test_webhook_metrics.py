@@ -11,9 +11,10 @@ from aiohttp.test_utils import TestServer
 
 from trainingjob.api import constants as c
 from trainingjob.api import webhook_config as w
+from trainingjob.api.conversion_review import conversions
 from trainingjob.operator.metrics import OperatorMetrics
 from trainingjob.webhooks.admission import AdmissionRequest, Verdict
-from trainingjob.webhooks.server import WebhookServer, conversions
+from trainingjob.webhooks.server import WebhookServer
 
 
 def job(api_version: str, name: str) -> dict[str, Any]:

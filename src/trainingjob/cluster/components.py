@@ -93,10 +93,13 @@ def apiserver_command(
     audit_policy: Path | None = None,
     bind_address: str = "127.0.0.1",
     gang_scheduling: bool = True,
+    admission_config: Path | None = None,
 ) -> list[str]:
     """`bind_address`: 0.0.0.0 when local process nodes' pods must reach the API server through their network's
     gateway (clients still authenticate with certificates or tokens; anonymous requests get only health checks).
-    `gang_scheduling`: serve the Workload API (alpha) that kube-scheduler's GangScheduling plugin reads."""
+    `gang_scheduling`: serve the Workload API (alpha) that kube-scheduler's GangScheduling plugin reads.
+    `admission_config`: the AdmissionConfiguration that gives admission webhooks the API server's client
+    certificate (cluster/webhook_client.py); clusters created before it existed have none."""
     cert, key = layout.cert("apiserver")
     kubelet_cert, kubelet_key = layout.cert("apiserver-kubelet-client")
     etcd_cert, etcd_key = layout.cert("apiserver-etcd-client")
@@ -145,6 +148,8 @@ def apiserver_command(
         ]
     if gang_scheduling:
         command += [GANG_FEATURE_GATES, GANG_RUNTIME_CONFIG]
+    if admission_config is not None:
+        command.append(f"--admission-control-config-file={admission_config}")
     return command
 
 

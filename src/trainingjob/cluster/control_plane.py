@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 
 from trainingjob.cluster import components as c
-from trainingjob.cluster import localnodes
+from trainingjob.cluster import localnodes, webhook_client
 from trainingjob.cluster.build import ensure_binaries, pinned_versions
 from trainingjob.cluster.errors import ClusterError
 from trainingjob.cluster.kubeconfig import write_kubeconfig
@@ -159,6 +159,10 @@ def write_configuration(state: ClusterState) -> None:
             state.local_node_gpus,
         )
         config.save()
+    kubeconfig = layout.root / webhook_client.KUBECONFIG_FILE
+    kubeconfig.write_text(yaml.safe_dump(webhook_client.webhook_kubeconfig(layout.pki)))
+    admission = webhook_client.admission_configuration(kubeconfig)
+    (layout.root / webhook_client.ADMISSION_FILE).write_text(yaml.safe_dump(admission))
     (layout.root / "kube-scheduler.yaml").write_text(c.scheduler_config(layout))
     (layout.root / "kwok.yaml").write_text(c.kwok_config(layout, stage_documents()))
 
@@ -169,7 +173,12 @@ def component_command(name: str, state: ClusterState, audit_policy: Path | None)
     builders = {
         "etcd": lambda: c.etcd_command(binary, layout),
         "kube-apiserver": lambda: c.apiserver_command(
-            binary, layout, audit_policy, "0.0.0.0" if state.network else "127.0.0.1", state.gang_scheduling
+            binary,
+            layout,
+            audit_policy,
+            "0.0.0.0" if state.network else "127.0.0.1",
+            state.gang_scheduling,
+            admission if (admission := layout.root / webhook_client.ADMISSION_FILE).exists() else None,
         ),
         "kube-controller-manager": lambda: c.controller_manager_command(binary, layout),
         "kube-scheduler": lambda: c.scheduler_command(binary, layout, state.gang_scheduling),

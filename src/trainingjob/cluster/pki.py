@@ -20,6 +20,9 @@ LOOPBACK_NAMES = ("localhost",)
 LOOPBACK_IPS = ("127.0.0.1",)
 FRONT_PROXY_CA = "front-proxy-ca"
 FRONT_PROXY_CLIENT = "front-proxy-client"
+# The API server's identity towards admission webhooks (cluster/webhook_client.py).
+WEBHOOK_CLIENT_STEM = "apiserver-webhook-client"
+WEBHOOK_CLIENT_NAME = "kube-apiserver-webhook-client"
 APISERVER_NAMES = (
     "kubernetes",
     "kubernetes.default",
@@ -86,6 +89,8 @@ def cluster_cert_specs(
         # system:kubelet-api-admin by the cluster's bootstrap objects.
         CertSpec("apiserver-kubelet-client", "kube-apiserver-kubelet-client", client=True),
         CertSpec("apiserver-etcd-client", "kube-apiserver-etcd-client", client=True),
+        # How the API server authenticates to admission webhooks (cluster/webhook_client.py); bound to nothing.
+        CertSpec(WEBHOOK_CLIENT_STEM, WEBHOOK_CLIENT_NAME, client=True),
         CertSpec("admin", "admin", organizations=("system:masters",), client=True),
         CertSpec("kube-controller-manager", "system:kube-controller-manager", client=True),
         CertSpec("kube-scheduler", "system:kube-scheduler", client=True),

@@ -17,6 +17,7 @@ from trainingjob.operator.preflight import PreflightError, check_operator_namesp
 from trainingjob.operator.process import ProcessOptions, Startup, run
 from trainingjob.scheduling.discovery import api_client_fetch, served_gang_apis
 from trainingjob.user_agent import OPERATOR, named
+from trainingjob.webhooks.client_auth import ApiServerCallers
 from trainingjob.webhooks.component import WebhookSettings
 from trainingjob.webhooks.tls import Rotation
 
@@ -52,6 +53,7 @@ def webhook_settings(settings: OperatorSettings) -> WebhookSettings | None:
         namespace=settings.operator_namespace,
         default_image=given.default_image,
         rotation=rotation,
+        callers=ApiServerCallers(given.client_ca, frozenset(given.client_names)) if given.client_ca else None,
     )
 
 

@@ -28,6 +28,7 @@ from trainingjob.config import OperatorConfig
 from trainingjob.kube.ttl_cache import TtlCache
 from trainingjob.scheduling.quota import QUOTA_TTL
 from trainingjob.webhooks.admission import AdmissionRequest, Verdict
+from trainingjob.webhooks.client_auth import ApiServerCallers
 from trainingjob.webhooks.defaulting import mutate
 from trainingjob.webhooks.registration import Registration, answer
 from trainingjob.webhooks.server import WebhookObserver, WebhookServer
@@ -51,6 +52,7 @@ class WebhookSettings:
     default_image: str | None = c.DEFAULT_IMAGE_PATTERN
     rotation: Rotation = field(default_factory=Rotation)
     interval: float | None = None  # between checks; default 5 s outside the cluster (take-over), 30 s inside
+    callers: ApiServerCallers | None = None  # who may call /mutate and /validate (None: whoever reaches the port)
 
     @property
     def bind_address(self) -> str:
@@ -143,7 +145,7 @@ class Webhooks:
         self.store = SecretStore(api, settings.namespace)
         self.view = ApiClusterView(api)
         self.registration = Registration(api, settings.endpoint, settings.in_cluster)
-        self.server = WebhookServer(self.mutate, self.validate, observer)
+        self.server = WebhookServer(self.mutate, self.validate, observer, callers=settings.callers)
         self.tls: WebhookTls | None = None
         self.registered = False  # the API server's objects carry our current bundle
         self.task: asyncio.Task | None = None
