@@ -217,6 +217,14 @@ INVALID = [
     Invalid("env-name-not-identifier", {"env": [{"name": "1ST"}]}, ("spec.env[0].name", "should match")),
     Invalid("hyperparameter-object", {"hyperparameters": {"opt": {"name": "adam"}}}, ("spec.hyperparameters.opt",)),
     Invalid("hyperparameter-list", {"hyperparameters": {"layers": [64, 64]}}, ("spec.hyperparameters.layers",)),
+    # Issue 41: a 1.2 MB value was accepted and copied into every worker's environment and the ConfigMap.
+    Invalid(
+        "hyperparameter-value-of-1.2-MB",
+        {"hyperparameters": {"notes": "x" * 1_200_000}},
+        ("spec.hyperparameters.notes", "Too long: may not be more than 4096"),
+    ),
+    Invalid("model-too-long", {"model": "m" * 2049}, ("spec.model", "Too long: may not be more than 2048")),
+    Invalid("dataset-too-long", {"dataset": "d" * 2049}, ("spec.dataset", "Too long: may not be more than 2048")),
     Invalid(
         "too-many-hyperparameters",
         {"hyperparameters": {f"k{i}": i for i in range(65)}},

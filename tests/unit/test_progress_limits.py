@@ -227,3 +227,46 @@ def test_connections_beyond_the_cap_are_dropped_and_every_one_is_cut_after_its_l
     assert dropped == b"" and idle == b"" and cut == b""
     assert lived >= 0.45 and slow_lived >= 0.45, "cut at the end of their lifetime, not before"
     assert served.startswith(b"HTTP/1.1 200") and served.endswith(b"hi")
+
+
+def test_one_address_cannot_take_every_connection() -> None:
+    """260 idle TLS connections from one pod used to take all 256 slots (issue 41)."""
+    guard = ConnectionGuard(lambda: asyncio.Protocol(), max_connections=3, lifetime=1.0, per_address=2)
+    assert [guard.admit("10.0.0.5") for _ in range(3)] == [True, True, False]
+    assert guard.admit("10.0.0.6") is True, "another client still gets in"
+    assert guard.admit("10.0.0.7") is False, "the global cap holds too"
+    guard.release("10.0.0.5")
+    assert guard.admit("10.0.0.7") is True
+    for address in ("10.0.0.5", "10.0.0.6", "10.0.0.7"):
+        guard.release(address)
+    assert (guard.open, guard.by_address) == (0, {}), "nothing is kept for addresses with no connection"
+
+
+def test_connections_past_the_per_address_bound_are_dropped_on_real_sockets() -> None:
+    async def scenario() -> tuple[bytes, bytes]:
+        async def hello(request: web.Request) -> web.Response:
+            return web.Response(text="hi")
+
+        app = web.Application()
+        app.router.add_get("/", hello)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        guard = ConnectionGuard(runner.server, max_connections=10, lifetime=5.0, per_address=1)
+        server = await asyncio.get_running_loop().create_server(guard, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        try:
+            _, held = await asyncio.open_connection("127.0.0.1", port, local_addr=("127.0.0.1", 0))
+            extra_reader, extra_writer = await asyncio.open_connection("127.0.0.1", port, local_addr=("127.0.0.1", 0))
+            dropped = await asyncio.wait_for(extra_reader.read(), 5)
+            reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=("127.0.0.2", 0))
+            writer.write(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            served = await asyncio.wait_for(reader.read(), 5)
+            for each in (held, extra_writer, writer):
+                each.close()
+            return dropped, served
+        finally:
+            server.close()
+            await runner.cleanup()
+
+    dropped, served = asyncio.run(scenario())
+    assert dropped == b"" and served.startswith(b"HTTP/1.1 200")

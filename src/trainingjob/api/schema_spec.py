@@ -18,6 +18,11 @@ from trainingjob.api.versions import VersionShape
 
 HYPERPARAMETER_KEY = r"^[A-Za-z_][A-Za-z0-9_.-]*$"
 MAX_HYPERPARAMETERS = 64
+# Every value is copied into every worker's environment and the job's ConfigMap: a 1.2 MB value was accepted and
+# copied N+1 times (issue 41). 4 KiB holds any real hyperparameter, a JSON snippet or a long path included.
+MAX_HYPERPARAMETER_VALUE = 4096
+# spec.model and spec.dataset are copied into every worker's environment too (MODEL, DATASET): a name or a URI.
+MAX_URI_LENGTH = 2048
 MAX_BACKOFF_LIMIT = 100
 MIN_MASTER_PORT = 1024
 
@@ -65,8 +70,16 @@ def _training_fields(shape: VersionShape) -> dict[str, Schema]:
             "Arguments appended to command in every worker (the image's CMD is not used).",
             string("One argument."),
         ),
-        "model": string("Free-form name or URI of the model to train; passed to workers as MODEL."),
-        "dataset": string("Free-form name or URI of the dataset; passed to workers as DATASET."),
+        "model": string(
+            f"Free-form name or URI of the model to train; passed to workers as MODEL (at most {MAX_URI_LENGTH} "
+            "characters).",
+            max_length=MAX_URI_LENGTH,
+        ),
+        "dataset": string(
+            f"Free-form name or URI of the dataset; passed to workers as DATASET (at most {MAX_URI_LENGTH} "
+            "characters).",
+            max_length=MAX_URI_LENGTH,
+        ),
         "hyperparameters": hyperparameters_schema(),
         "runtimeRef": runtime_ref_schema(),
     }
@@ -76,8 +89,10 @@ def hyperparameters_schema() -> Schema:
     value = node(
         None,
         "A hyperparameter value: a string, a number or a boolean, stored with its JSON type (objects and lists are "
-        "rejected; a null value is dropped).",
+        f"rejected; a null value is dropped). A string is at most {MAX_HYPERPARAMETER_VALUE} characters: every "
+        "value is copied into every worker's environment and the job's ConfigMap.",
         preserve_unknown=True,
+        max_length=MAX_HYPERPARAMETER_VALUE,
         # Bounds that no object and no list can satisfy, while strings, numbers and booleans are not affected.
         min_properties=1,
         max_properties=0,

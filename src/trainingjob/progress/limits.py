@@ -18,7 +18,7 @@ import math
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from aiohttp import web
@@ -135,27 +135,29 @@ class ReviewCache:
 
 
 class GuardedProtocol(asyncio.Protocol):
-    """Passes a connection to aiohttp's protocol unless too many are open; aborts it after `lifetime` seconds."""
+    """Passes a connection to aiohttp's protocol unless too many are open, in all or from its address; aborts it
+    after `lifetime` seconds."""
 
     def __init__(self, inner: asyncio.Protocol, guard: ConnectionGuard) -> None:
         self.inner = inner
         self.guard = guard
-        self.admitted = False
+        self.address: str | None = None  # set once admitted
         self.timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        if self.guard.open >= self.guard.max_connections:
+        peer = transport.get_extra_info("peername")
+        address = str(peer[0]) if isinstance(peer, tuple) and peer else ""
+        if not self.guard.admit(address):
             transport.abort()  # type: ignore[attr-defined]
             return
-        self.admitted = True
-        self.guard.open += 1
+        self.address = address
         self.timer = asyncio.get_running_loop().call_later(self.guard.lifetime, transport.abort)  # type: ignore[attr-defined]
         self.inner.connection_made(transport)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if not self.admitted:
+        if self.address is None:
             return
-        self.guard.open -= 1
+        self.guard.release(self.address)
         if self.timer is not None:
             self.timer.cancel()
         self.inner.connection_lost(exc)
@@ -175,15 +177,35 @@ class GuardedProtocol(asyncio.Protocol):
 
 @dataclass
 class ConnectionGuard:
-    """A protocol factory around aiohttp's: at most `max_connections` open, each at most `lifetime` seconds."""
+    """A protocol factory around aiohttp's: at most `max_connections` open, at most `per_address` of them from one
+    client address, each at most `lifetime` seconds. Without the per-address bound, 260 idle TLS connections from
+    one pod took every slot and real reports were refused (issue 41)."""
 
     factory: Callable[[], asyncio.Protocol]
     max_connections: int
     lifetime: float
+    per_address: int = 16
     open: int = 0
+    by_address: dict[str, int] = field(default_factory=dict)  # only addresses with connections open
 
     def __call__(self) -> GuardedProtocol:
         return GuardedProtocol(self.factory(), self)
+
+    def admit(self, address: str) -> bool:
+        """Count a new connection from `address`, unless it would pass either bound."""
+        if self.open >= self.max_connections or self.by_address.get(address, 0) >= self.per_address:
+            return False
+        self.open += 1
+        self.by_address[address] = self.by_address.get(address, 0) + 1
+        return True
+
+    def release(self, address: str) -> None:
+        self.open -= 1
+        left = self.by_address.get(address, 1) - 1
+        if left > 0:
+            self.by_address[address] = left
+        else:
+            self.by_address.pop(address, None)
 
 
 class GuardedSite(web.BaseSite):
@@ -199,10 +221,12 @@ class GuardedSite(web.BaseSite):
         max_connections: int,
         lifetime: float,
         handshake_timeout: float,
+        per_address: int = 16,
     ) -> None:
         super().__init__(runner, ssl_context=ssl_context)
         self.host, self.requested_port = host, port
         self.max_connections, self.lifetime, self.handshake_timeout = max_connections, lifetime, handshake_timeout
+        self.per_address = per_address
         self.guard: ConnectionGuard | None = None
 
     @property
@@ -213,7 +237,7 @@ class GuardedSite(web.BaseSite):
         await super().start()
         server = self._runner.server
         assert server is not None
-        self.guard = ConnectionGuard(server, self.max_connections, self.lifetime)
+        self.guard = ConnectionGuard(server, self.max_connections, self.lifetime, self.per_address)
         self._server = await asyncio.get_running_loop().create_server(
             self.guard,
             self.host,

@@ -1,7 +1,8 @@
 """The HTTPS endpoint workers POST progress to. Authenticates, authorizes and validates every report, then
 hands it to the reconciler, which writes at most one status update per job every few seconds (newest wins).
 
-Bounded against abuse (progress/limits.py): connections are capped in number and lifetime, requests in flight
+Bounded against abuse (progress/limits.py): connections are capped in number (in all and per client address) and
+lifetime, requests in flight
 are capped (503), a client address and a worker pod each get a request rate (429 with Retry-After, which the SDK
 honours), the body must arrive within seconds (408), and TokenReviews are cached and run a few at a time.
 """
@@ -44,6 +45,9 @@ class EndpointLimits:
     address_burst: int = 40
     body_seconds: float = 5.0
     max_connections: int = 256
+    # A worker keeps one connection; 16 from one address leave room for pods behind one NAT address, and an
+    # address alone can no longer take all 256.
+    connections_per_address: int = 16
     connection_seconds: float = 15.0
     handshake_seconds: float = 5.0
 
@@ -173,6 +177,7 @@ async def serve(endpoint: ProgressEndpoint, material: TlsMaterial, host: str, po
         port,
         ssl_context=ssl_context(material),
         max_connections=limits.max_connections,
+        per_address=limits.connections_per_address,
         lifetime=limits.connection_seconds,
         handshake_timeout=limits.handshake_seconds,
     )
