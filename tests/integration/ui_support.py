@@ -56,7 +56,7 @@ class RunningUi:
 
     @property
     def login_url(self) -> str:
-        return f"{self.base}/?token={self.token}"
+        return f"{self.base}/#token={self.token}"
 
     def log_tail(self, lines: int = 40) -> str:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])

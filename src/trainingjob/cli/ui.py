@@ -6,6 +6,7 @@ import asyncio
 import hashlib
 import secrets
 from pathlib import Path
+from urllib.parse import quote
 
 import click
 
@@ -68,7 +69,7 @@ async def serve(
                 raise CliError(f"cannot listen on {address}:{port}: {error.strerror or error}") from None
             shown = f"[{address}]" if ":" in address else address
             click.echo(f"tj ui: serving {configuration.host} as your kubeconfig's user", err=True)
-            click.echo(f"open http://{shown}:{port}/?token={token}", err=True)
+            click.echo(f"open http://{shown}:{port}/#token={quote(token, safe='')}", err=True)
             if directory is not None:
                 click.echo(f"progress history: {directory}", err=True)
             await asyncio.Event().wait()

@@ -1,10 +1,12 @@
 """The aiohttp application of `tj ui`: static pages, SSE streams and the action endpoints.
 
-Who may use it: whoever holds the token printed at start (kept in an HttpOnly, SameSite=Strict cookie after the
-first visit), because every request is made with the credentials of the user who started `tj ui`: without the
-token, another local user (or a web page in the browser) could act as them. Requests whose Host is not the one
-the server listens on are refused (DNS rebinding), and changes need the X-TJ-UI header, which a cross-site form
-cannot send.
+Who may use it: whoever holds the token printed at start, because every request is made with the credentials of
+the user who started `tj ui`: without the token, another local user (or a web page in the browser) could act as
+them. The page keeps the token in its tab's sessionStorage and sends it as an Authorization header, never in a
+cookie: cookies are not separated by port, so a cookie for 127.0.0.1 went to every other service on 127.0.0.1,
+and a page on another local port used it to suspend a job as the UI's user (issue 41). Requests whose Host is not
+the one the server listens on are refused (DNS rebinding), and changes need the X-TJ-UI header, which a
+cross-site form cannot send.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import aiohttp
 from aiohttp import web
@@ -30,7 +33,7 @@ from trainingjob.ui.watcher import JobWatcher, describe_error
 log = logging.getLogger(__name__)
 STATIC = Path(__file__).parent / "static"
 VENDOR_FILES = ("vendor/chart.umd.min.js",)
-COOKIE = "tj_ui_token"
+COOKIE = "tj_ui_token"  # what earlier versions kept the token in: deleted wherever a browser still holds it
 ACTION_HEADER = "X-TJ-UI"
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -45,7 +48,8 @@ def missing_assets() -> list[str]:
 
 
 def authorized(request: web.Request, token: str) -> bool:
-    offered = request.cookies.get(COOKIE) or request.headers.get("Authorization", "").removeprefix("Bearer ")
+    """The request carries the token in its Authorization header (a cookie does not count: see the docstring)."""
+    offered = request.headers.get("Authorization", "").removeprefix("Bearer ")
     return hmac.compare_digest(offered.encode(), token.encode())
 
 
@@ -69,13 +73,17 @@ async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
 
 
 async def index(request: web.Request) -> web.StreamResponse:
+    """The page. A login URL of earlier versions (`/?token=...`) is sent on to the fragment form the page reads
+    (`/#token=...`: a fragment never leaves the browser), and the cookie they set is deleted."""
     token = request.query.get("token")
     if token is not None:
-        response = web.HTTPFound("/")
-        if hmac.compare_digest(token.encode(), request.app[SETTINGS]["token"].encode()):
-            response.set_cookie(COOKIE, token, httponly=True, samesite="Strict", path="/")
+        response = web.HTTPFound("/#token=" + quote(token, safe=""))
+        response.del_cookie(COOKIE, path="/")
         raise response
-    return web.FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-store"})
+    response = web.FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-store"})
+    if COOKIE in request.cookies:
+        response.del_cookie(COOKIE, path="/")
+    return response
 
 
 async def whoami(request: web.Request) -> web.Response:

@@ -1,5 +1,5 @@
-// The page shell: the live job list (one EventSource on /api/stream for the whole session) and a hash router.
-import { el, age, duration, number, phaseBadge, progressBar } from "./common.js";
+// The page shell: the live job list (one event stream on /api/stream for the whole session) and a hash router.
+import { el, age, authHeaders, duration, EventStream, number, phaseBadge, progressBar, takeToken } from "./common.js";
 import { showJob } from "./job.js";
 import { showSubmit } from "./submit.js";
 
@@ -11,7 +11,7 @@ let renderQueued = false;
 function keyOf(row) { return `${row.namespace}/${row.name}`; }
 
 function connectList() {
-  const source = new EventSource("/api/stream");
+  const source = new EventStream("/api/stream");
   source.addEventListener("snapshot", (e) => {
     jobs.clear();
     for (const row of JSON.parse(e.data)) jobs.set(keyOf(row), row);
@@ -102,13 +102,14 @@ function route() {
 }
 
 async function showIdentity() {
-  const response = await fetch("/api/whoami");
+  const response = await fetch("/api/whoami", { headers: authHeaders() });
   const box = document.getElementById("identity");
   if (!response.ok) { box.textContent = "not signed in: open the URL `tj ui` printed"; return; }
   const who = await response.json();
   box.textContent = `acting as ${who.user || "your kubeconfig user"} · ${who.server}`;
 }
 
+takeToken();
 window.addEventListener("hashchange", route);
 showIdentity();
 connectList();

@@ -48,10 +48,99 @@ export function progressBar(percent) {
     el("span", { class: "pct", "data-testid": "percent" }, `${Math.round(shown)}%`));
 }
 
+// The token `tj ui` printed, kept in this tab's sessionStorage and sent as a header. Never a cookie: cookies are
+// not separated by port, so every other service on 127.0.0.1 (any local port's page, any local server) received
+// one and could act as you; sessionStorage belongs to this origin (scheme, host and port) alone.
+const TOKEN_KEY = "tj-ui-token";
+
+// Move the token from the URL's fragment (`/#token=...`, which the browser never sends to any server) into this
+// tab's storage, and out of the address bar and history.
+export function takeToken() {
+  const match = location.hash.match(/^#token=([^&/]+)/);
+  if (!match) return;
+  sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(match[1]));
+  history.replaceState(null, "", `${location.pathname}${location.search}#/`);
+}
+
+export function authHeaders(extra = {}) {
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  return token ? { ...extra, Authorization: `Bearer ${token}` } : { ...extra };
+}
+
+// An EventSource over fetch: EventSource cannot send a header. The same addEventListener/onopen/onerror/close;
+// a stream that ends or fails is opened again after a pause, as EventSource does.
+const RETRY_MS = 2000;
+
+export class EventStream {
+  constructor(path) {
+    this.listeners = new Map();
+    this.onopen = null;
+    this.onerror = null;
+    this.closed = false;
+    this.controller = new AbortController();
+    this.run(path);
+  }
+
+  addEventListener(name, handler) {
+    if (!this.listeners.has(name)) this.listeners.set(name, []);
+    this.listeners.get(name).push(handler);
+  }
+
+  close() {
+    this.closed = true;
+    this.controller.abort();
+  }
+
+  async run(path) {
+    while (!this.closed) {
+      try {
+        const response = await fetch(path, { headers: authHeaders({ Accept: "text/event-stream" }), signal: this.controller.signal });
+        if (response.ok) {
+          this.onopen?.();
+          await this.read(response.body);
+        }
+      } catch { /* a failed or aborted connection: retried below unless closed */ }
+      if (this.closed) return;
+      this.onerror?.();
+      await new Promise((resolve) => setTimeout(resolve, RETRY_MS));
+    }
+  }
+
+  async read(body) {
+    const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done || this.closed) return;
+      buffer += value; // the UI server ends lines with \n alone
+      let end;
+      while ((end = buffer.indexOf("\n\n")) >= 0 && !this.closed) {
+        this.dispatch(buffer.slice(0, end));
+        buffer = buffer.slice(end + 2);
+      }
+    }
+  }
+
+  dispatch(block) {
+    let event = "message";
+    const data = [];
+    for (const line of block.split("\n")) {
+      if (!line || line.startsWith(":")) continue;
+      const colon = line.indexOf(":");
+      const field = colon < 0 ? line : line.slice(0, colon);
+      const value = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
+      if (field === "event") event = value;
+      else if (field === "data") data.push(value);
+    }
+    if (!data.length) return;
+    for (const handler of this.listeners.get(event) || []) handler({ data: data.join("\n") });
+  }
+}
+
 // An API call of the UI server. Resolves to {ok, status, body}; `body` of a failure is the API server's own
 // {status, reason, message} (or the UI server's {message} for input it could not send).
 export async function api(method, path, body) {
-  const options = { method, headers: { "X-TJ-UI": "1" } };
+  const options = { method, headers: authHeaders({ "X-TJ-UI": "1" }) };
   if (body !== undefined) {
     options.headers["Content-Type"] = "application/json";
     options.body = JSON.stringify(body);

@@ -1,6 +1,6 @@
 // One job: summary, actions, curves (Chart.js), conditions, workers, checkpoints, Events and worker logs.
-// Everything arrives on one EventSource; the job object is re-rendered on each change, charts grow in place.
-import { el, age, api, confirmAction, duration, number, phaseBadge, progressBar, showResult } from "./common.js";
+// Everything arrives on one event stream; the job object is re-rendered on each change, charts grow in place.
+import { el, age, api, confirmAction, duration, EventStream, number, phaseBadge, progressBar, showResult } from "./common.js";
 import { showLog } from "./logs.js";
 
 const COLORS = ["#2457c5", "#d9480f", "#2b8a3e", "#862e9c", "#e67700", "#0b7285"];
@@ -195,7 +195,7 @@ export function showJob(main, namespace, name) {
     eventsBox.replaceChildren(table(["Type", "Reason", "Message", "Count", "Last seen"], rows, "events-table"));
   };
 
-  const source = new EventSource(`/api/namespaces/${encodeURIComponent(namespace)}/trainingjobs/${encodeURIComponent(name)}/stream`);
+  const source = new EventStream(`/api/namespaces/${encodeURIComponent(namespace)}/trainingjobs/${encodeURIComponent(name)}/stream`);
   source.addEventListener("job", (e) => { state.job = JSON.parse(e.data); renderJob(); });
   source.addEventListener("history", (e) => {
     state.curves.destroy();

@@ -1,8 +1,8 @@
 // Worker logs streamed like `kubectl logs -f`: the UI server follows the trainer container's log through the
-// API server and forwards it over an EventSource. When the API server cannot get a log (no such pod yet, or a
+// API server and forwards it over an event stream. When the API server cannot get a log (no such pod yet, or a
 // node that serves none, like kwok's), its message is shown as it is. A worker whose pod was deleted (a finished
 // job's cleanup) has no log left: the picker marks it gone and Show says so instead of asking for it.
-import { el, errorText } from "./common.js";
+import { el, errorText, EventStream } from "./common.js";
 
 const GONE = "Deleted";
 
@@ -38,7 +38,7 @@ export function showLog(box, namespace, workerStatuses, workers, job) {
     }
     state.textContent = `streaming the log of ${pod}…`;
     const query = new URLSearchParams({ follow: follow.checked ? "1" : "0", tailLines: "2000" });
-    source = new EventSource(`/api/namespaces/${encodeURIComponent(namespace)}/pods/${encodeURIComponent(pod)}/log?${query}`);
+    source = new EventStream(`/api/namespaces/${encodeURIComponent(namespace)}/pods/${encodeURIComponent(pod)}/log?${query}`);
     source.addEventListener("chunk", (e) => {
       output.textContent = (output.textContent + JSON.parse(e.data)).slice(-MAX_CHARS);
       output.scrollTop = output.scrollHeight;

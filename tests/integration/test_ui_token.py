@@ -1,0 +1,99 @@
+"""The UI's credential stays with the UI's own origin (issue 41, finding 4), in a real browser.
+
+Found by trying: the token cookie the UI set for 127.0.0.1 was sent to every other service on 127.0.0.1 (cookies
+are not separated by port), and a page on another local port used it to suspend a job as the UI's user. Now the
+token lives in the UI tab's sessionStorage (scheme + host + port) and goes out only in an Authorization header."""
+
+from __future__ import annotations
+
+import http.server
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.integration.ui_support import UI_TIMEOUT_MS, RunningUi
+from tests.jobs import create_job, get_job, job_manifest, wait_phase
+from tests.kube import Kube
+from tests.operator_harness import free_port
+
+pytestmark = pytest.mark.integration
+
+
+class Recorder(http.server.BaseHTTPRequestHandler):
+    """Another local service: serves a page and records the Cookie header of every request it gets."""
+
+    cookies: list[str] = []
+
+    def do_GET(self) -> None:
+        Recorder.cookies.append(self.headers.get("Cookie") or "")
+        body = b"<!doctype html><title>another local service</title>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def other_service() -> Iterator[str]:
+    Recorder.cookies = []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), Recorder)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def test_another_local_port_gets_neither_the_token_nor_a_way_to_act(
+    browser: Any, admin_ui: RunningUi, other_service: str, kube: Kube, namespace: str
+) -> None:
+    create_job(kube, namespace, job_manifest("guarded", complete_after=None))
+    wait_phase(kube, namespace, "guarded", "Running")
+    context = browser.new_context()
+    try:
+        ui = context.new_page()
+        ui.set_default_timeout(UI_TIMEOUT_MS)
+        ui.goto(admin_ui.login_url)
+        expect(ui.get_by_test_id("identity")).to_contain_text("acting as")
+        assert "token" not in ui.url, "the token left the address bar"
+        expect(ui.locator(f'tr[data-job="{namespace}/guarded"]')).to_have_count(1)
+
+        other = context.new_page()
+        other.goto(f"{other_service}/")
+        assert Recorder.cookies and not any(admin_ui.token in cookie for cookie in Recorder.cookies)
+        assert all(admin_ui.token not in cookie["value"] for cookie in context.cookies())
+        assert other.evaluate("() => sessionStorage.length + localStorage.length") == 0
+        # The other origin's page may send requests to the UI, but it has no token to send with them.
+        suspend = f"{admin_ui.base}/api/namespaces/{namespace}/trainingjobs/guarded/suspend"
+        status = other.evaluate(
+            """async (url) => {
+                const response = await fetch(url, {
+                    method: "POST", mode: "no-cors", credentials: "include",
+                    headers: {"Content-Type": "text/plain"}, body: '{"suspend": true}'});
+                return response.type;
+            }""",
+            suspend,
+        )
+        assert status == "opaque"
+    finally:
+        context.close()
+    assert not get_job(kube, namespace, "guarded")["spec"].get("suspend"), "nobody suspended the job"
+
+
+def test_a_cookie_left_by_an_earlier_version_is_deleted(browser: Any, admin_ui: RunningUi) -> None:
+    context = browser.new_context()
+    try:
+        context.add_cookies([{"name": "tj_ui_token", "value": admin_ui.token, "url": admin_ui.base}])
+        page = context.new_page()
+        page.set_default_timeout(UI_TIMEOUT_MS)
+        page.goto(admin_ui.login_url)
+        expect(page.get_by_test_id("identity")).to_contain_text("acting as")
+        assert [c for c in context.cookies() if c["name"] == "tj_ui_token"] == []
+    finally:
+        context.close()
