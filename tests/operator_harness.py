@@ -275,16 +275,13 @@ def progress_address() -> str:
 
 def webhook_caller_flags() -> tuple[str, ...]:
     """Let only the API server call /mutate and /validate, by the client certificate the session cluster gives it
-    (cluster/webhook_client.py); none for a cluster created before it had one."""
+    (cluster/webhook_client.py)."""
     from tests.conftest import TEST_CLUSTER_NAME
     from trainingjob.cluster.control_plane import ClusterState
-    from trainingjob.cluster.pki import WEBHOOK_CLIENT_NAME
-    from trainingjob.cluster.webhook_client import ADMISSION_FILE
+    from trainingjob.cluster.webhook_client import operator_flags
 
     state = ClusterState.load(TEST_CLUSTER_NAME)
-    if state is None or not (state.layout.root / ADMISSION_FILE).exists():
-        return ()
-    return ("--webhook-client-ca", str(state.layout.pki / "ca.crt"), "--webhook-client-name", WEBHOOK_CLIENT_NAME)
+    return () if state is None else operator_flags(state.layout)
 
 
 def start_operator(

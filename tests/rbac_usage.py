@@ -41,6 +41,7 @@ KINDS = {
     "secret": ("", "secrets", True),
     "lease": ("coordination.k8s.io", "leases", True),
     "token_review": ("authentication.k8s.io", "tokenreviews", False),
+    "subject_access_review": ("authorization.k8s.io", "subjectaccessreviews", False),
     # A Namespace is cluster-scoped, but a Role in namespace X can grant `get` on X itself (the API server
     # authorizes GET /api/v1/namespaces/X as a request in namespace X): per-namespace Roles carry it.
     "namespace": ("", "namespaces", True),

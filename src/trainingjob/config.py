@@ -115,6 +115,9 @@ class OperatorConfig:
         "(default https://trainingjob-operator.<namespace>.svc:<port>).",
     )
     progress_ca_pem: str | None = None
+    # The key admission stamps are signed with (reconcile/admission.py), set once the webhooks run; None (no
+    # webhooks, --webhook-port 0): nothing can be stamped, so jobs are not held for want of a stamp.
+    admission_key: bytes | None = None
     progress_reporters: tuple[int, ...] = setting(
         (0,),
         flags="--progress-reporters",

@@ -59,6 +59,7 @@ def test_the_base_passes_a_server_side_dry_run(cluster: ClusterUnderTest, instal
             "NetworkPolicy",  # deploy/manager/network-policy.yaml: the webhook port to the API server only
             *("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"),
             *("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"),  # the webhooks' (deploy/rbac/webhooks.yaml)
+            "ClusterRole",  # trainingjob-host-access (deploy/rbac/host-access.yaml), bound to nobody
         ]
     )
 

@@ -124,8 +124,10 @@ def test_the_api_server_allows_the_operator_exactly_the_calls_its_code_makes(
     # 17, plus the gang objects (Workloads, three kinds of PodGroup), plus LLMModels: llmmodels, llmmodels/status,
     # deployments, horizontalpodautoscalers, plus the job Service's EndpointSlices, plus TrainingSweeps:
     # trainingsweeps, trainingsweeps/status (their trials are TrainingJobs, already counted), plus the runtimes a
-    # job names: clustertrainingruntimes and trainingruntimes (read only).
-    assert len(resources) == 30
+    # job names: clustertrainingruntimes and trainingruntimes (read only), plus SubjectAccessReviews (admission
+    # asks whether a job's author may run its pods), plus Kueue's workloads, workloads/status, resourceflavors and
+    # workloadpriorityclasses.
+    assert len(resources) == 35
     for group, resource in sorted(resources):
         scope = "" if (group, resource) in CLUSTER_SCOPED else namespace
         name = BY_NAME.get((group, resource), "")

@@ -112,14 +112,18 @@ def test_the_namespaced_role_is_the_cluster_roles_namespaced_rules() -> None:
         assert expand(role["rules"]) == namespaced, role["metadata"]["namespace"]
 
 
-# The only cluster-wide rights of the namespaced overlay: TokenReview (a cluster-scoped API), reading a node,
-# reading ClusterTrainingRuntimes, and reading Kueue's ResourceFlavors and WorkloadPriorityClasses (cluster-scoped).
+# The only cluster-wide rights of the namespaced overlay: Token- and SubjectAccessReview (cluster-scoped APIs),
+# reading a node, reading ClusterTrainingRuntimes, and reading Kueue's ResourceFlavors and WorkloadPriorityClasses
+# (cluster-scoped).
 OVERLAY_CLUSTER_ROLES = {
     "trainingjob-operator-nodes": {("", "nodes", "get")},
     "trainingjob-operator-runtimes": {
         ("ml.example.com", "clustertrainingruntimes", verb) for verb in ("get", "list", "watch")
     },
-    "trainingjob-operator-tokenreview": {("authentication.k8s.io", "tokenreviews", "create")},
+    "trainingjob-operator-tokenreview": {
+        ("authentication.k8s.io", "tokenreviews", "create"),
+        ("authorization.k8s.io", "subjectaccessreviews", "create"),
+    },
     "trainingjob-operator-kueue": {
         ("kueue.x-k8s.io", resource, verb)
         for resource in ("resourceflavors", "workloadpriorityclasses")

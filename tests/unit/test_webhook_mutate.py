@@ -77,9 +77,12 @@ def test_the_request_version_is_read_from_the_review() -> None:
     assert parse_review(review).version == c.V1ALPHA1
 
 
-def test_the_webhook_is_called_for_every_version_only_when_a_default_applies() -> None:
+def test_the_webhook_is_called_for_every_version_on_creates_spec_or_stamp_changes_and_missing_images() -> None:
+    """Every create (the finalizer, and the admission stamp: reconcile/admission.py), every update of the spec or
+    of the stamp (checked again), and v1 requests without an image; never the operator's own writes."""
     webhook = webhook_config.mutating_configuration()["webhooks"][0]
-    assert webhook["rules"][0]["apiVersions"] == ["*"]
+    assert webhook["rules"][0]["apiVersions"] == ["*"] and webhook["reinvocationPolicy"] == "IfNeeded"
     expression = webhook["matchConditions"][0]["expression"]
-    assert f"'{c.FINALIZER}' in object.metadata.finalizers" in expression
-    assert "request.operation == 'CREATE'" in expression and f"request.kind.version == '{c.V1}'" in expression
+    assert expression.startswith("request.operation == 'CREATE' || (request.operation == 'UPDATE' && (")
+    assert "object.spec != oldObject.spec" in expression and f"'{c.ADMISSION_ANNOTATION}'" in expression
+    assert f"request.kind.version == '{c.V1}'" in expression

@@ -122,8 +122,12 @@ deploy/overlays/namespaced repeats per namespace): used by the ClusterRole and b
   verbs: ["get", "list", "watch"]
 {{- end }}
 
+{{/* The cluster-scoped reviews: TokenReview (progress endpoint) and SubjectAccessReview (admission). */}}
 {{- define "tj.tokenReviewRule" -}}
 - apiGroups: ["authentication.k8s.io"]
   resources: ["tokenreviews"]
+  verbs: ["create"]
+- apiGroups: ["authorization.k8s.io"]
+  resources: ["subjectaccessreviews"]
   verbs: ["create"]
 {{- end }}

@@ -63,6 +63,8 @@ CHIEF_ROLES = tuple(role.name for role in EXTRA_ROLES if role.chief)
 FINALIZER = f"{GROUP}/finalizer"
 # The container of a worker pod that runs the training (builders/pod.py); `tj logs` and the UI read its log.
 TRAINER_CONTAINER = "trainer"
+# The mutating webhook's proof that a job's author may run its pods (reconcile/admission.py).
+ADMISSION_ANNOTATION = f"{GROUP}/admission"
 LABEL_JOB_NAME = f"{GROUP}/job-name"
 LABEL_WORKER_INDEX = f"{GROUP}/worker-index"
 LABEL_ROLE = f"{GROUP}/role"

@@ -6,11 +6,13 @@ Shipped pointing at https://127.0.0.1:9443, where `tj operator` run outside the 
 `kubectl apply -f deploy/crd/ -f deploy/rbac/` plus `tj operator` is a working install on a local cluster;
 deploy/base/ patches them to the operator's Service for the in-cluster install.
 
-Both admission webhooks fail open (failurePolicy Ignore): everything that must hold for a job to be safe is in the
-schema and its CEL rules (including the immutability rules), which the API server enforces whether or not the
-operator runs. The webhooks add what only a live view of the cluster can judge (does that PVC exist, does the
-PriorityClass, can the quota ever fit the gang) and the image default; while the operator is down, jobs are still
-validated by the schema, and a v1 job that relies on the derived image is refused by a rule that says why.
+Both admission webhooks fail open (failurePolicy Ignore): every structural rule is in the schema and its CEL rules
+(including the immutability rules), which the API server enforces whether or not the operator runs; the one check
+that must never be skipped, whether the author may run the job's pods, is failed closed by the operator itself
+(a job without a valid admission stamp is held: reconcile/admission.py). The webhooks add what only a live view
+of the cluster can judge (does that PVC exist, does the PriorityClass, can the quota ever fit the gang) and the
+image default; while the operator is down, jobs are still validated by the schema, and a v1 job that relies on the
+derived image is refused by a rule that says why.
 """
 
 from __future__ import annotations
@@ -77,15 +79,26 @@ def conversion(endpoint: Endpoint = SHIPPED_ENDPOINT, ca_bundle: str | None = No
     }
 
 
-# CEL for the mutating webhook's matchConditions: a create without our finalizer, or a v1 request without an image.
-FINALIZER_UNSET = (
-    "request.operation == 'CREATE' && "
-    f"!(has(object.metadata.finalizers) && '{c.FINALIZER}' in object.metadata.finalizers)"
-)
+# CEL for the mutating webhook's matchConditions: every create; an update that changes the spec or the admission
+# stamp (reconcile/admission.py: it is checked and signed there); a v1 request without an image.
 IMAGE_UNSET = (
     f"request.kind.version == '{c.V1}' && (!has(object.spec) || !has(object.spec.image) || object.spec.image == '')"
 )
-MUTATE_WHEN = f"({FINALIZER_UNSET}) || ({IMAGE_UNSET})"
+
+
+def _stamp(obj: str) -> str:
+    """CEL: the admission stamp of `obj`, '' without one."""
+    key = c.ADMISSION_ANNOTATION
+    return (
+        f"(has({obj}.metadata.annotations) && '{key}' in {obj}.metadata.annotations ? "
+        f"{obj}.metadata.annotations['{key}'] : '')"
+    )
+
+
+SPEC_OR_STAMP_CHANGED = (
+    f"request.operation == 'UPDATE' && (object.spec != oldObject.spec || {_stamp('object')} != {_stamp('oldObject')})"
+)
+MUTATE_WHEN = f"request.operation == 'CREATE' || ({SPEC_OR_STAMP_CHANGED}) || ({IMAGE_UNSET})"
 
 
 def _rule(versions: list[str]) -> dict[str, Any]:
@@ -120,13 +133,15 @@ def _configuration(kind: str, webhook: dict[str, Any]) -> dict[str, Any]:
 
 
 def mutating_configuration(endpoint: Endpoint = SHIPPED_ENDPOINT, ca_bundle: str | None = None) -> dict[str, Any]:
-    """Defaults the schema cannot express: the operator's finalizer on a new job (any version), and a v1 job's image
-    from its model. Called only when one of them applies, so the operator's own writes never pay for a webhook
-    call."""
+    """Defaults the schema cannot express (the operator's finalizer on a new job, in any version; a v1 job's image
+    from its model), and the admission stamp: the author's permissions checked, then signed (webhooks/stamping.py).
+    Called for creates, for updates of the spec or the stamp, and for v1 requests without an image: the operator's
+    own writes (status, finalizers) never pay for a webhook call. Reinvoked if a later webhook changes the job, so
+    the stamp is made over the spec as stored."""
     webhook = _webhook(MUTATING_WEBHOOK, MUTATE_PATH, endpoint, ca_bundle)
-    webhook["reinvocationPolicy"] = "Never"
+    webhook["reinvocationPolicy"] = "IfNeeded"
     webhook["rules"] = [_rule(["*"])]
-    webhook["matchConditions"] = [{"name": "finalizer-or-image-unset", "expression": MUTATE_WHEN}]
+    webhook["matchConditions"] = [{"name": "create-spec-stamp-or-image", "expression": MUTATE_WHEN}]
     return _configuration("MutatingWebhookConfiguration", webhook)
 
 

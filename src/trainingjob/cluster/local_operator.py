@@ -25,6 +25,7 @@ from trainingjob.cluster.components import HealthCheck
 from trainingjob.cluster.control_plane import OPERATOR, ClusterState, command_marker, component_running, kubectl
 from trainingjob.cluster.errors import ClusterError
 from trainingjob.cluster.process import free_port, start, stop, wait_healthy
+from trainingjob.cluster.webhook_client import operator_flags
 
 NAMESPACE = "trainingjob-system"
 SERVICE_ACCOUNT = "trainingjob-operator"
@@ -52,7 +53,8 @@ def progress_host(state: ClusterState) -> str:
 
 def operator_command(state: ClusterState, ports: OperatorPorts, extra_args: Sequence[str] = ()) -> list[str]:
     """`tj operator` for this cluster: every namespace, JSON logs, progress on the gateway, metrics and webhooks on
-    loopback, and this cluster's identity in its Lease (also how `down` tells its pid from another process's)."""
+    loopback (admission answered for this API server's client certificate only), and this cluster's identity in its
+    Lease (also how `down` tells its pid from another process's)."""
     host = progress_host(state)
     return [
         sys.executable,
@@ -67,6 +69,7 @@ def operator_command(state: ClusterState, ports: OperatorPorts, extra_args: Sequ
         f"--metrics-port={ports.metrics}",
         "--metrics-bind=127.0.0.1",
         f"--webhook-port={ports.webhook}",
+        *operator_flags(state.layout),
         f"--leader-election-identity={command_marker(state, OPERATOR)}",
         *extra_args,
     ]

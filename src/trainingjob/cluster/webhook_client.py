@@ -13,7 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from trainingjob.cluster.pki import WEBHOOK_CLIENT_STEM
+from trainingjob.cluster.components import Layout
+from trainingjob.cluster.pki import WEBHOOK_CLIENT_NAME, WEBHOOK_CLIENT_STEM
 
 ADMISSION_FILE = "admission.yaml"
 KUBECONFIG_FILE = "webhook-client.kubeconfig"
@@ -41,3 +42,11 @@ def admission_configuration(kubeconfig: Path) -> dict[str, Any]:
         "kind": "AdmissionConfiguration",
         "plugins": [{"name": plugin, "configuration": webhook} for plugin in PLUGINS],
     }
+
+
+def operator_flags(layout: Layout) -> tuple[str, ...]:
+    """`tj operator` flags that let only this cluster's API server call the admission webhooks; none for a cluster
+    created before its API server had a webhook client certificate."""
+    if not (layout.root / ADMISSION_FILE).exists():
+        return ()
+    return ("--webhook-client-ca", str(layout.pki / "ca.crt"), "--webhook-client-name", WEBHOOK_CLIENT_NAME)

@@ -156,6 +156,7 @@ async def _serve(
         except PortUnavailable as error:
             raise Startup(str(error)) from None
         cleanup.append(webhooks.stop)
+        config = dataclasses.replace(config, admission_key=webhooks.admission_key)
     material = None
     if given.progress_port:
         material = await ensure_tls(api, given.operator_namespace, SERVICE_NAME, url_ips(config.progress_url))

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import datetime
 import ipaddress
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -27,16 +28,19 @@ from trainingjob.api import webhook_config as w
 from trainingjob.config import OperatorConfig
 from trainingjob.kube.ttl_cache import TtlCache
 from trainingjob.scheduling.quota import QUOTA_TTL
-from trainingjob.webhooks.admission import AdmissionRequest, Verdict
+from trainingjob.webhooks.admission import AdmissionRequest, UserInfo, Verdict
+from trainingjob.webhooks.authorization import Access
 from trainingjob.webhooks.client_auth import ApiServerCallers
 from trainingjob.webhooks.defaulting import mutate
 from trainingjob.webhooks.registration import Registration, answer
 from trainingjob.webhooks.server import WebhookObserver, WebhookServer
+from trainingjob.webhooks.stamping import admit
 from trainingjob.webhooks.tls import Rotation, SecretStore, ServingNames, WebhookTls, advance
 from trainingjob.webhooks.validation import validate
 
 logger = logging.getLogger(__name__)
 LOOKUP_TIMEOUT = 3.0  # the API server gives the webhook 5 s in all
+REVIEW_TTL = 10.0  # seconds a SubjectAccessReview's answer is kept
 OPTIONS = {"_preload_content": False, "_request_timeout": LOOKUP_TIMEOUT}
 
 
@@ -132,6 +136,29 @@ class ApiClusterView:
         return ((await answer(self.core.list_namespaced_limit_range(namespace, **OPTIONS))) or {}).get("items") or []
 
 
+class ApiAccessReviewer:
+    """authorization.AccessReviewer over the API: SubjectAccessReviews, each answer kept for REVIEW_TTL seconds
+    (a burst of jobs by one author into one namespace asks once; the API server's own webhook authorizer caches
+    the same way)."""
+
+    def __init__(self, api: client.ApiClient, clock: Callable[[], float] = time.monotonic) -> None:
+        self.authorization = client.AuthorizationV1Api(api)
+        self.answers: TtlCache[bool] = TtlCache(self._review, REVIEW_TTL, clock=clock)
+
+    async def allows(self, user: UserInfo, access: Access) -> bool:
+        key = json.dumps(
+            [user.username, user.uid, sorted(user.groups), user.extra, access.attributes()], sort_keys=True
+        )
+        return await self.answers.get(key)
+
+    async def _review(self, key: str) -> bool:
+        username, uid, groups, extra, attributes = json.loads(key)
+        spec = {"user": username, "uid": uid, "groups": groups, "extra": extra, "resourceAttributes": attributes}
+        review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec}
+        reviewed = await answer(self.authorization.create_subject_access_review(review, **OPTIONS))
+        return bool(((reviewed or {}).get("status") or {}).get("allowed"))
+
+
 class Webhooks:
     def __init__(
         self,
@@ -144,14 +171,23 @@ class Webhooks:
         self.config = config
         self.store = SecretStore(api, settings.namespace)
         self.view = ApiClusterView(api)
+        self.reviewer = ApiAccessReviewer(api)
         self.registration = Registration(api, settings.endpoint, settings.in_cluster)
         self.server = WebhookServer(self.mutate, self.validate, observer, callers=settings.callers)
         self.tls: WebhookTls | None = None
         self.registered = False  # the API server's objects carry our current bundle
         self.task: asyncio.Task | None = None
 
+    @property
+    def admission_key(self) -> bytes:
+        """The key admission stamps are signed with (in the TLS Secret, shared by every replica)."""
+        assert self.tls is not None and self.tls.admission_key
+        return bytes.fromhex(self.tls.admission_key)
+
     async def mutate(self, request: AdmissionRequest) -> Verdict:
-        return mutate(request, self.settings.default_image)
+        verdict = mutate(request, self.settings.default_image)
+        now = datetime.datetime.now(datetime.UTC)
+        return await admit(request, verdict, self.admission_key, self.reviewer, self.config, now)
 
     async def validate(self, request: AdmissionRequest) -> Verdict:
         return await validate(request, self.view, self.config, self.settings.default_image)

@@ -9,6 +9,9 @@ Rotation never leaves the API server without a trusted certificate:
 - a CA due for renewal gets a successor, which joins the bundle first and signs the serving certificate only once
   the API server's objects carry that bundle (`bundle_served`); a retired CA stays in the bundle until it expires.
 
+The same Secret holds the key the admission stamp is signed with (reconcile/admission.py): every replica signs
+and verifies with it, and it outlives restarts. A Secret written before it existed gets one on the next check.
+
 advance() decides all of this from the Secret's content and the time, without I/O; SecretStore reads and writes.
 """
 
@@ -17,6 +20,7 @@ from __future__ import annotations
 import base64
 import datetime
 import ipaddress
+import secrets
 from dataclasses import dataclass, replace
 
 from cryptography import x509
@@ -53,6 +57,7 @@ class WebhookTls:
     serving: certs.Pair
     bundle: str  # every CA the API server should trust: ca, a successor, a retired one not yet expired
     next_ca: certs.Pair | None = None  # a successor already in the bundle, waiting to take over
+    admission_key: str = ""  # hex; signs admission stamps (reconcile/admission.py)
 
     def to_data(self) -> dict[str, str]:
         data = {
@@ -64,6 +69,8 @@ class WebhookTls:
         }
         if self.next_ca is not None:
             data.update({"next-ca.crt": self.next_ca.cert_pem, "next-ca.key": self.next_ca.key_pem})
+        if self.admission_key:
+            data["admission.key"] = self.admission_key
         return data
 
     @classmethod
@@ -79,6 +86,7 @@ class WebhookTls:
             certs.Pair(data["tls.crt"], data["tls.key"]),
             data["ca-bundle.crt"],
             successor,
+            data.get("admission.key", ""),
         )
 
 
@@ -122,6 +130,10 @@ def _bundle(*cas: str, now: datetime.datetime) -> str:
     return "".join(seen)
 
 
+def new_admission_key() -> str:
+    return secrets.token_hex(32)
+
+
 def advance(
     state: WebhookTls | None,
     names: ServingNames,
@@ -132,7 +144,7 @@ def advance(
     """The TLS state to use now; equal to `state` when nothing is due."""
     if state is None:
         ca = certs.new_ca(CA_NAME, rotation.ca_validity, now)
-        return WebhookTls(ca, _serving(ca, names, rotation, now), ca.cert_pem)
+        return WebhookTls(ca, _serving(ca, names, rotation, now), ca.cert_pem, admission_key=new_admission_key())
     ca, serving, successor = state.ca, state.serving, state.next_ca
     if successor is not None and bundle_served:
         ca, successor = successor, None  # the API server trusts it now: let it sign
@@ -146,7 +158,8 @@ def advance(
         or not _signed_by(serving.cert_pem, ca)
     ):
         serving = _serving(ca, names, rotation, now)
-    updated = replace(state, ca=ca, serving=serving, bundle=bundle, next_ca=successor)
+    key = state.admission_key or new_admission_key()
+    updated = replace(state, ca=ca, serving=serving, bundle=bundle, next_ca=successor, admission_key=key)
     return state if updated == state else updated
 
 

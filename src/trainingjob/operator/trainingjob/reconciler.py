@@ -43,6 +43,8 @@ from trainingjob.operator.trainingjob.watches import (
     registration,
 )
 from trainingjob.progress.report import Report
+from trainingjob.reconcile.actions import Plan
+from trainingjob.reconcile.admission import admission_problem, hold
 from trainingjob.reconcile.blockers import stuck_pods
 from trainingjob.reconcile.inputs import PlanInputs
 from trainingjob.reconcile.observed import ObservedChildren, PodView
@@ -200,6 +202,9 @@ class Reconciler:
             return  # our own write is on its way through the watch; its event will bring us back
         job = TrainingJob.from_body(body)
         now = self.clock()
+        if (held := self.held(job, body, now)) is not None:
+            self.remember(key, resource_version, await self.applier.apply(job, body, held))
+            return
         finished = job.status.finished
         # A finished job carries whatever report is pending (PlanInputs.latest_progress), due or not.
         observed = self.observed(key, job.uid, None if finished else self.due_progress(key, memory))
@@ -247,6 +252,15 @@ class Reconciler:
         left = workers_left(observed.pods, job.uid)
         decision = queue_decision(job, body, self.indexes, self.config, self.kueue_served(), now, left)
         return dataclasses.replace(observed, queue=decision)
+
+    def held(self, job: TrainingJob, body: Mapping[str, Any], now: datetime.datetime) -> Plan | None:
+        """The hold of a live job whose admission stamp does not vouch for it (reconcile/admission.py): no pods
+        for a job nobody checked the author of. None: plan it."""
+        key = self.config.admission_key
+        if key is None or job.deleting or job.status.finished:
+            return None
+        problem = admission_problem(key, job, (body.get("metadata") or {}).get("annotations") or {})
+        return None if problem is None else hold(job, problem, now)
 
     async def surroundings(
         self, memory: JobMemory, job: TrainingJob, observed: ObservedChildren, now: datetime.datetime

@@ -1,0 +1,122 @@
+"""The admission stamp: proof, signed with a key only the operator has, that the mutating webhook checked the
+job's creator may run the pods it asks for (webhooks/authorization.py), and the hold for a job without one.
+
+Why: the webhooks fail open (failurePolicy Ignore), so a job created or changed while no operator answered them
+was never checked, and the operator creates its pods with its own rights (issue 41: a ServiceAccount allowed only
+TrainingJobs got a privileged root pod with a hostPath volume and a Secret). So the reconciler creates pods only
+for a job whose stamp verifies; any other is held (condition Blocked, reason NotAdmitted) until it is stamped.
+
+What is signed: the job's namespace and name, its uid (on UPDATE; a new object has none yet), the fingerprint of
+every spec field that shapes its pods (builders.common.spec_hash: version- and default-insensitive, so the v1
+object the operator watches and the v1alpha1 one a user sent give the same), and when it was signed. A stamp on a
+new object must be from within STAMP_WINDOW of its creationTimestamp, so one copied from an earlier job of the
+same name and spec is no good later. Changes that shape no pod (suspend, policies, an elastic job's worker count)
+keep the stamp valid.
+
+A job the operator already reconciled at its current generation (status.observedGeneration) counts as admitted:
+jobs from before the stamp existed keep running, and the hold never writes observedGeneration.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import hashlib
+import hmac
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from trainingjob.api import constants as k
+from trainingjob.api.status import Phase
+from trainingjob.api.times import format_time, parse_time
+from trainingjob.api.types import TrainingJob
+from trainingjob.builders.common import spec_hash
+from trainingjob.reconcile.actions import AddFinalizer, Event, Plan
+from trainingjob.reconcile.conditions import DesiredCondition, merge_conditions
+
+ANNOTATION = k.ADMISSION_ANNOTATION
+STAMP_VERSION = "v1"
+# creationTimestamp - signing time: the API server stores the object right after admission; allow for clock skew.
+STAMP_WINDOW = (datetime.timedelta(seconds=-60), datetime.timedelta(seconds=300))
+HOLD_REASON = "NotAdmitted"
+
+
+@dataclass(frozen=True)
+class Stamp:
+    signed_at: int  # unix seconds
+    uid: str  # "" for a new object
+    mac: str
+
+
+def _mac(key: bytes, namespace: str, name: str, uid: str, fingerprint: str, signed_at: int) -> str:
+    payload = "\n".join((STAMP_VERSION, namespace, name, uid, fingerprint, str(signed_at)))
+    digest = hmac.new(key, payload.encode(), hashlib.sha256).digest()
+    return base64.urlsafe_b64encode(digest).decode().rstrip("=")
+
+
+def sign(key: bytes, job: TrainingJob, uid: str, now: datetime.datetime) -> str:
+    """The annotation value for `job` (its spec as it will be stored), signed now."""
+    signed_at = int(now.timestamp())
+    mac = _mac(key, job.namespace, job.name, uid, spec_hash(job), signed_at)
+    return f"{STAMP_VERSION}.{signed_at}.{uid or '-'}.{mac}"
+
+
+def parse_stamp(value: Any) -> Stamp | None:
+    parts = value.split(".") if isinstance(value, str) else []
+    if len(parts) != 4 or parts[0] != STAMP_VERSION or not parts[1].isdigit():
+        return None
+    return Stamp(int(parts[1]), "" if parts[2] == "-" else parts[2], parts[3])
+
+
+def stamp_problem(key: bytes, job: TrainingJob, annotations: Mapping[str, Any]) -> str | None:
+    """Why the job's stamp does not vouch for it (None: it does)."""
+    stamp = parse_stamp(annotations.get(ANNOTATION))
+    if stamp is None:
+        return "it carries no admission stamp"
+    expected = _mac(key, job.namespace, job.name, stamp.uid, spec_hash(job), stamp.signed_at)
+    if not hmac.compare_digest(expected, stamp.mac):
+        return "its admission stamp is not for this spec (it changed while no admission webhook answered)"
+    if stamp.uid:
+        return None if stamp.uid == job.uid else "its admission stamp was made for another object"
+    created = parse_time(job.creation_timestamp)
+    signed = datetime.datetime.fromtimestamp(stamp.signed_at, datetime.UTC)
+    if created is None or not STAMP_WINDOW[0] <= created - signed <= STAMP_WINDOW[1]:
+        return "its admission stamp was made for an earlier object of the same name"
+    return None
+
+
+def admission_problem(key: bytes, job: TrainingJob, annotations: Mapping[str, Any]) -> str | None:
+    """Why the operator must not create pods for `job` (None: it may)."""
+    status = job.status
+    if status.phase is not None and status.observed_generation == job.generation:
+        return None  # reconciled at this very spec before: admitted then, or from before stamps existed
+    return stamp_problem(key, job, annotations)
+
+
+def hold_message(problem: str) -> str:
+    return (
+        f"not admitted: {problem}. The operator creates no pods until the admission webhook has checked that "
+        "the job's author may run them; it was created or changed while no operator answered the webhook. To "
+        f"have it checked now, as you: kubectl annotate trainingjob <name> {ANNOTATION}=check --overwrite "
+        "(or delete and create it again)"
+    )
+
+
+def hold(job: TrainingJob, problem: str, now: datetime.datetime) -> Plan:
+    """The plan for a job that is not admitted: nothing but its finalizer, condition Blocked (reason NotAdmitted)
+    and, the first time, a Warning Event. status.observedGeneration stays as it was: the hold admits nothing."""
+    message = hold_message(problem)
+    previous = job.status
+    blocked = previous.condition("Blocked")
+    conditions = merge_conditions(
+        previous.conditions or (),
+        [DesiredCondition("Blocked", True, HOLD_REASON, message)],
+        format_time(now),
+        job.generation,
+    )
+    status = previous.replace(phase=previous.phase or Phase.PENDING, message=message, conditions=tuple(conditions))
+    actions: list[Any] = [] if k.FINALIZER in job.finalizers else [AddFinalizer()]
+    newly = blocked is None or blocked.get("reason") != HOLD_REASON or blocked.get("status") != "True"
+    events = [Event("Warning", HOLD_REASON, message)] if newly else []
+    return Plan(actions=actions, status=status, events=events)
