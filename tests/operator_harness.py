@@ -346,11 +346,11 @@ def wait_healthy(running: RunningOperator) -> RunningOperator:
 def restart(running: RunningOperator) -> None:
     """Stop the operator and start it again on the same ports: what an upgrade or a rescheduled pod does."""
     running.stop()
-    _start_again(running)
+    start_again(running)
     running.stopped_process = None
 
 
-def _start_again(running: RunningOperator) -> None:
+def start_again(running: RunningOperator) -> None:
     """A new process for `running` on the same ports and log (webhooks, progress) and with the same arguments."""
     again = start_operator(
         running.kubeconfig,
@@ -374,7 +374,7 @@ def revive(running: RunningOperator) -> tuple[int, str] | None:
     if code is None or running.process is running.stopped_process:
         return None
     last_line = running.log_tail(1)
-    _start_again(running)
+    start_again(running)
     REVIVALS.append(f"exited with code {code}: {last_line[:200]}")
     return code, last_line
 
@@ -426,7 +426,7 @@ def restore_webhooks(kube: Kube, running: RunningOperator) -> str | None:
     last_line = running.log_tail(1)
     running.process.kill()
     running.process.wait(timeout=30)
-    _start_again(running)
+    start_again(running)
     REVIVALS.append(f"restarted: {what}; its log ended: {last_line[:200]}")
     return what
 

@@ -17,10 +17,10 @@ import pytest
 import yaml
 from kubernetes.client.exceptions import ApiException
 
-from tests.integration.v1_support import create, release, v1_job
+from tests.integration.v1_support import create, read, release, v1_job, wait_state
 from tests.jobs import event_reasons, get_job, job_manifest, live_pods, wait_phase
 from tests.kube import Kube, wait_until
-from tests.operator_harness import REPO, RunningOperator, start_operator
+from tests.operator_harness import REPO, RunningOperator, start_again, start_operator
 from trainingjob.api import constants as c
 from trainingjob.api import webhook_config as w
 
@@ -41,6 +41,8 @@ def author(kube: Kube, namespace: str, name: str, rules: list[dict[str, Any]]) -
 
 
 JOBS_ONLY = [{"apiGroups": [c.GROUP], "resources": [c.PLURAL], "verbs": ["create", "get", "list", "watch", "patch"]}]
+# v1 with an image: v1alpha1 needs the conversion webhook, and a v1 job without one the mutating webhook.
+IMAGE = "registry.example/train:1"
 PODS = {"apiGroups": [""], "resources": ["pods"], "verbs": ["create"]}
 
 
@@ -127,17 +129,9 @@ def test_a_job_stored_while_no_webhook_answered_is_held_until_checked(
     has it checked (here the admin, by setting the annotation the hold message names)."""
     operator.stop(hard=True)
     try:
-        # v1 with an image: v1alpha1 needs the conversion webhook, and a v1 job without one the mutating webhook.
-        create(kube, namespace, v1_job("unchecked", numWorkers=2, image="registry.example/train:1"))
+        create(kube, namespace, v1_job("unchecked", numWorkers=2, image=IMAGE))
     finally:
-        restarted = start_operator(
-            operator.kubeconfig,
-            operator.log_path,
-            progress_port=operator.progress_port,
-            webhook_port=operator.webhook_port,
-        )
-        operator.process, operator.metrics_port = restarted.process, restarted.metrics_port
-        operator.health_url = restarted.health_url
+        start_again(operator)
     held = wait_until(lambda: _blocked(kube, namespace, "unchecked"), 60, "the job to be held")
     assert held["reason"] == "NotAdmitted" and "kubectl annotate trainingjob" in held["message"]
     assert live_pods(kube, namespace, "unchecked") == []
@@ -149,6 +143,53 @@ def test_a_job_stored_while_no_webhook_answered_is_held_until_checked(
     release(kube, namespace, "unchecked")
 
 
+def test_a_job_an_older_operator_ran_is_not_held_after_the_upgrade(
+    kube: Kube, namespace: str, operator: RunningOperator
+) -> None:
+    """An operator from before stamps ran the job (played by this one without its webhooks, --webhook-port 0: it
+    signs nothing and holds nothing, and the API server's webhooks, failing open, stamp nothing). After the upgrade
+    the job is still reconciled (a deleted worker comes back, nothing Blocked), and a change that shapes no pod,
+    by someone who may not create pods, gets it a stamp instead of a refusal or a hold."""
+    operator.stop()
+    try:
+        older = start_operator(operator.kubeconfig, operator.log_path, "--webhook-port", "0")
+        try:
+            create(kube, namespace, v1_job("legacy", numWorkers=2, image=IMAGE))
+            wait_state(kube, namespace, "legacy", "Running")
+        finally:
+            older.stop()
+    finally:
+        start_again(operator)
+    assert c.ADMISSION_ANNOTATION not in (_legacy(kube, namespace)["metadata"].get("annotations") or {})
+    [first, _] = sorted(live_pods(kube, namespace, "legacy"), key=lambda pod: pod.metadata.name)
+    kube.core.delete_namespaced_pod(first.metadata.name, namespace, grace_period_seconds=0)
+    wait_until(lambda: _replaced(kube, namespace, first), 60, "the deleted worker to be created again")
+    assert _blocked_condition(_legacy(kube, namespace)) is None
+    client, _ = author(kube, namespace, "pauser", JOBS_ONLY)
+    patch = {"spec": {"suspend": True}}
+    client.custom.patch_namespaced_custom_object(c.GROUP, c.V1, namespace, c.PLURAL, "legacy", patch)
+    wait_state(kube, namespace, "legacy", "Suspended")
+    suspended = _legacy(kube, namespace)
+    assert suspended["metadata"]["annotations"][c.ADMISSION_ANNOTATION].startswith("v1.")
+    assert _blocked_condition(suspended) is None and "NotAdmitted" not in event_reasons(kube, namespace, "legacy")
+
+
+def _replaced(kube: Kube, namespace: str, pod: Any) -> bool:
+    return any(
+        p.metadata.name == pod.metadata.name and p.metadata.uid != pod.metadata.uid
+        for p in live_pods(kube, namespace, "legacy")
+    )
+
+
+def _legacy(kube: Kube, namespace: str) -> dict[str, Any]:
+    """The job as v1, which needs no conversion webhook (none answers while the older operator runs)."""
+    return read(kube, namespace, "legacy", c.V1) or {}
+
+
 def _blocked(kube: Kube, namespace: str, name: str) -> dict[str, Any] | None:
-    conditions = ((get_job(kube, namespace, name) or {}).get("status") or {}).get("conditions") or []
+    return _blocked_condition(get_job(kube, namespace, name) or {})
+
+
+def _blocked_condition(job: dict[str, Any]) -> dict[str, Any] | None:
+    conditions = (job.get("status") or {}).get("conditions") or []
     return next((cond for cond in conditions if cond["type"] == "Blocked" and cond["status"] == "True"), None)

@@ -16,7 +16,7 @@ from tests.integration import api_support
 from tests.integration.v1_support import apply, create, read, release, v1_job, wait_state
 from tests.jobs import job_manifest, wait_phase
 from tests.kube import Kube, wait_until
-from tests.operator_harness import RunningOperator, start_operator
+from tests.operator_harness import RunningOperator, start_again
 from trainingjob.api import constants as c
 from trainingjob.api import webhook_config as w
 
@@ -223,13 +223,7 @@ def test_while_the_operator_is_down_jobs_stay_safe_and_v1_stays_readable(
             )
         )
     finally:
-        restarted = start_operator(
-            operator.kubeconfig,
-            operator.log_path,
-            progress_port=operator.progress_port,
-            webhook_port=operator.webhook_port,
-        )
-        operator.process, operator.metrics_port = restarted.process, restarted.metrics_port
+        start_again(operator)
     wait_until(lambda: read(kube, namespace, "before", c.V1ALPHA1) is not None, 30, "v1alpha1 to be served again")
     assert read(kube, namespace, "unchecked", c.V1ALPHA1)["spec"]["dataVolume"]["claimName"] == "x"
     release(kube, namespace, "unchecked")

@@ -165,6 +165,28 @@ def test_a_change_that_shapes_no_pod_keeps_the_stamp_and_asks_nothing() -> None:
     ]
 
 
+def test_a_job_an_older_operator_ran_gets_a_stamp_for_a_change_that_shapes_no_pod() -> None:
+    """A job reconciled at its generation before stamps existed: suspending it needs no right to create pods, and
+    the stamp it gets then keeps it from being held at its new generation; a change of its pods is checked."""
+    old = body(spec(), uid="uid-1", creationTimestamp="2026-01-01T00:00:00Z")
+    old["metadata"]["generation"] = 3
+    old["status"] = {"phase": "Running", "observedGeneration": 3}
+    suspended = copy.deepcopy(old)
+    suspended["spec"]["suspend"] = True
+    reviewer = Reviewer()
+    verdict = admitted(request(suspended, old, UserInfo("bob")), reviewer)
+    assert verdict.allowed and reviewer.asked == []
+    [operation] = verdict.patch
+    suspended["metadata"]["generation"] = 4
+    assert stamp_problem(KEY, TrainingJob.from_body(suspended), operation["value"]) is None
+    never_planned = copy.deepcopy(old)
+    never_planned["status"] = {"phase": "Running", "observedGeneration": 2}
+    assert not admitted(request(suspended, never_planned, UserInfo("bob")), Reviewer()).allowed
+    reshaped = copy.deepcopy(old)
+    reshaped["spec"]["image"] = "other:2"
+    assert not admitted(request(reshaped, old, UserInfo("bob")), Reviewer()).allowed
+
+
 def test_a_change_of_the_pods_is_checked_again_as_its_author() -> None:
     old = stored_with_stamp()
     new = copy.deepcopy(old)

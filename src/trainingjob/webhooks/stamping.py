@@ -1,13 +1,13 @@
 """The mutating webhook's last step: check the author's permissions (authorization.py) and stamp the job as
 admitted (reconcile/admission.py), or deny it.
 
-Checked on CREATE, and on an UPDATE that changes what shapes the pods; an UPDATE that changes nothing of that
-keeps the stamp the job had (restored if the request dropped or altered it), so suspending, scaling an elastic
-job or editing policies needs no right to create pods. An UPDATE of a job whose stamp does not verify (it was
-created while no operator answered) checks whoever sends it: `kubectl annotate trainingjob NAME
-ml.example.com/admission=check --overwrite` has the job checked as you (and the stamp replaces `check`). When the
-API server cannot answer a SubjectAccessReview, the request is denied (retry): admission never stamps what it could
-not check.
+Checked on CREATE, and on an UPDATE that changes what shapes the pods; an UPDATE that changes nothing of that keeps the
+stamp the job had (restored if the request dropped or altered it; a job the operator reconciled before stamps existed
+gets one), so suspending, scaling an elastic job or editing policies needs no right to create pods. An UPDATE of a job
+whose stamp does not verify (it was created while no operator answered) checks whoever sends it: `kubectl annotate
+trainingjob NAME ml.example.com/admission=check --overwrite` has the job checked as you (and the stamp replaces
+`check`). When the API server cannot answer a SubjectAccessReview, the request is denied (retry): admission never stamps
+what it could not check.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from trainingjob.api.types import TrainingJob
 from trainingjob.builders.common import spec_hash
 from trainingjob.config import OperatorConfig
-from trainingjob.reconcile.admission import ANNOTATION, sign, stamp_problem
+from trainingjob.reconcile.admission import ANNOTATION, admission_problem, sign, stamp_problem
 from trainingjob.webhooks.admission import AdmissionRequest, Verdict
 from trainingjob.webhooks.authorization import AccessReviewer, denials
 
@@ -59,15 +59,20 @@ def annotation_patch(obj: dict[str, Any], value: str) -> dict[str, Any]:
     }
 
 
-def kept_stamp(request: AdmissionRequest, key: bytes, job: TrainingJob) -> str | None:
-    """On UPDATE, the old stamp when it verifies and nothing that shapes the pods changed."""
+def kept_stamp(request: AdmissionRequest, key: bytes, job: TrainingJob, now: datetime.datetime) -> str | None:
+    """On an UPDATE that changes nothing that shapes the pods of an admitted job: the stamp it had, or a new one
+    for a job admitted without one (the operator reconciled it at its generation, e.g. before stamps existed: an
+    older operator's job). Its pods stay what they were, so suspending it needs no right to create pods, and it
+    is not held later for want of a stamp. None: check the sender."""
     if request.old_object is None:
         return None
     old = _job(request, request.old_object)
     if spec_hash(old) != spec_hash(job):
         return None
-    stamp = _annotations(request.old_object).get(ANNOTATION)
-    return str(stamp) if stamp_problem(key, old, _annotations(request.old_object)) is None else None
+    annotations = _annotations(request.old_object)
+    if stamp_problem(key, old, annotations) is None:
+        return str(annotations[ANNOTATION])
+    return sign(key, job, old.uid, now) if admission_problem(key, old, annotations) is None else None
 
 
 async def admit(
@@ -83,7 +88,7 @@ async def admit(
         return verdict
     final = _patched(request.object, verdict.patch)
     job = _job(request, final)
-    stamp = kept_stamp(request, key, job)
+    stamp = kept_stamp(request, key, job, now)
     if stamp is None:
         try:
             refused = await denials(job, request.user, reviewer, config)
