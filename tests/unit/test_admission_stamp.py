@@ -45,6 +45,7 @@ def test_a_change_that_shapes_the_pods_voids_the_stamp_and_one_that_does_not_kee
         stamp_problem(KEY, job({"securityContext": {"privileged": True}}), annotations) or ""
     )
     assert stamp_problem(KEY, job({"suspend": True, "backoffLimit": 9}), annotations) is None
+    assert stamp_problem(KEY, job({"workers": 5}), annotations) is None, "scaled (no webhook sees /scale)"
 
 
 def test_a_stamp_is_worth_nothing_elsewhere() -> None:

@@ -7,11 +7,11 @@ TrainingJobs got a privileged root pod with a hostPath volume and a Secret). So 
 for a job whose stamp verifies; any other is held (condition Blocked, reason NotAdmitted) until it is stamped.
 
 What is signed: the job's namespace and name, its uid (on UPDATE; a new object has none yet), the fingerprint of
-every spec field that shapes its pods (builders.common.spec_hash: version- and default-insensitive, so the v1
-object the operator watches and the v1alpha1 one a user sent give the same), and when it was signed. A stamp on a
-new object must be from within STAMP_WINDOW of its creationTimestamp, so one copied from an earlier job of the
-same name and spec is no good later. Changes that shape no pod (suspend, policies, an elastic job's worker count)
-keep the stamp valid.
+every spec field that shapes its pods but the worker count (fingerprint below; builders.common.spec_hash: version-
+and default-insensitive, so the v1 object the operator watches and the v1alpha1 one a user sent give the same), and
+when it was signed. A stamp on a new object must be from within STAMP_WINDOW of its creationTimestamp, so one copied
+from an earlier job of the same name and spec is no good later. Changes that shape no pod (suspend, policies, the
+worker count) keep the stamp valid.
 
 A job the operator already reconciled at its current generation (status.observedGeneration) counts as admitted:
 jobs from before the stamp existed keep running, and the hold never writes observedGeneration.
@@ -20,6 +20,7 @@ jobs from before the stamp existed keep running, and the hold never writes obser
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime
 import hashlib
 import hmac
@@ -49,6 +50,14 @@ class Stamp:
     mac: str
 
 
+def fingerprint(job: TrainingJob) -> str:
+    """What a stamp vouches for: every spec field that shapes the pods except the worker count. Scaling adds or
+    removes pods of the very shape the author was checked for, so it grants nothing new; and the scale subresource
+    (kubectl scale, autoscalers, the UI's Scale) reaches no webhook registered for trainingjobs, so a stamp over the
+    count would hold every job scaled that way."""
+    return spec_hash(dataclasses.replace(job, raw_spec={k: v for k, v in job.raw_spec.items() if k != "workers"}))
+
+
 def _mac(key: bytes, namespace: str, name: str, uid: str, fingerprint: str, signed_at: int) -> str:
     payload = "\n".join((STAMP_VERSION, namespace, name, uid, fingerprint, str(signed_at)))
     digest = hmac.new(key, payload.encode(), hashlib.sha256).digest()
@@ -58,7 +67,7 @@ def _mac(key: bytes, namespace: str, name: str, uid: str, fingerprint: str, sign
 def sign(key: bytes, job: TrainingJob, uid: str, now: datetime.datetime) -> str:
     """The annotation value for `job` (its spec as it will be stored), signed now."""
     signed_at = int(now.timestamp())
-    mac = _mac(key, job.namespace, job.name, uid, spec_hash(job), signed_at)
+    mac = _mac(key, job.namespace, job.name, uid, fingerprint(job), signed_at)
     return f"{STAMP_VERSION}.{signed_at}.{uid or '-'}.{mac}"
 
 
@@ -74,7 +83,7 @@ def stamp_problem(key: bytes, job: TrainingJob, annotations: Mapping[str, Any]) 
     stamp = parse_stamp(annotations.get(ANNOTATION))
     if stamp is None:
         return "it carries no admission stamp"
-    expected = _mac(key, job.namespace, job.name, stamp.uid, spec_hash(job), stamp.signed_at)
+    expected = _mac(key, job.namespace, job.name, stamp.uid, fingerprint(job), stamp.signed_at)
     if not hmac.compare_digest(expected, stamp.mac):
         return "its admission stamp is not for this spec (it changed while no admission webhook answered)"
     if stamp.uid:

@@ -3,7 +3,7 @@ admitted (reconcile/admission.py), or deny it.
 
 Checked on CREATE, and on an UPDATE that changes what shapes the pods; an UPDATE that changes nothing of that keeps the
 stamp the job had (restored if the request dropped or altered it; a job the operator reconciled before stamps existed
-gets one), so suspending, scaling an elastic job or editing policies needs no right to create pods. An UPDATE of a job
+gets one), so suspending, scaling or editing policies needs no right to create pods. An UPDATE of a job
 whose stamp does not verify (it was created while no operator answered) checks whoever sends it: `kubectl annotate
 trainingjob NAME ml.example.com/admission=check --overwrite` has the job checked as you (and the stamp replaces
 `check`). When the API server cannot answer a SubjectAccessReview, the request is denied (retry): admission never stamps
@@ -20,9 +20,8 @@ from typing import Any
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from trainingjob.api.types import TrainingJob
-from trainingjob.builders.common import spec_hash
 from trainingjob.config import OperatorConfig
-from trainingjob.reconcile.admission import ANNOTATION, admission_problem, sign, stamp_problem
+from trainingjob.reconcile.admission import ANNOTATION, admission_problem, fingerprint, sign, stamp_problem
 from trainingjob.webhooks.admission import AdmissionRequest, Verdict
 from trainingjob.webhooks.authorization import AccessReviewer, denials
 
@@ -67,7 +66,7 @@ def kept_stamp(request: AdmissionRequest, key: bytes, job: TrainingJob, now: dat
     if request.old_object is None:
         return None
     old = _job(request, request.old_object)
-    if spec_hash(old) != spec_hash(job):
+    if fingerprint(old) != fingerprint(job):
         return None
     annotations = _annotations(request.old_object)
     if stamp_problem(key, old, annotations) is None:
