@@ -23,6 +23,23 @@ print("training", flush=True)
 time.sleep(300)
 """
 
+# PID 1 forks a helper into its own process group (as a DataLoader does) that has no SIGTERM handler of its own.
+FORKING = """
+import os, signal, sys, time
+helper = os.fork()
+if helper == 0:
+    time.sleep(300)
+    os._exit(0)
+def stop(*_):
+    alive = os.waitpid(helper, os.WNOHANG) == (0, 0)
+    print("helper alive at SIGTERM" if alive else "helper already gone", flush=True)
+    os.kill(helper, signal.SIGKILL)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, stop)
+print("training", flush=True)
+time.sleep(300)
+"""
+
 
 class PodRecorder:
     """Every state of one pod seen through a watch, until it is deleted (or the time runs out)."""
@@ -79,6 +96,19 @@ def test_deletion_sends_sigterm_and_the_pod_goes_once_the_process_exits(kube: Ku
     assert streamed.splitlines() == ["training", "got SIGTERM, saving a checkpoint"]
     terminated = container_state(recorder.last_status)["terminated"]
     assert terminated["exitCode"] == 0 and recorder.last_status["phase"] == "Succeeded"
+
+
+def test_sigterm_goes_to_pid_1_alone_as_a_container_runtime_sends_it(kube: Kube, namespace: str) -> None:
+    """A process PID 1 forked is PID 1's to stop: had SIGTERM reached it too, it would have died (no handler, not
+    PID 1) while PID 1 was still saving its checkpoint."""
+    start_running(kube, namespace, local_pod("forking", python_container(FORKING), terminationGracePeriodSeconds=60))
+    follow = kube.core.read_namespaced_pod_log(
+        "forking", namespace, container="main", follow=True, _preload_content=False
+    )
+    recorder = PodRecorder(kube, namespace, "forking")
+    kube.core.delete_namespaced_pod("forking", namespace)
+    recorder.wait_deleted(90)
+    assert follow.read().decode().splitlines() == ["training", "helper alive at SIGTERM"]
 
 
 def test_a_process_ignoring_sigterm_is_killed_after_the_grace_period(kube: Kube, namespace: str) -> None:

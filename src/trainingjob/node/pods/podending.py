@@ -1,7 +1,7 @@
 """How a pod ends on this node: stopping its containers, tearing its sandbox down, the final status and DELETE.
 
 A pod whose GPUs the node cannot assign at admission fails (UnexpectedAdmissionError); a pod's devices go back
-when it is torn down. Deletion, as the kubelet does it: SIGTERM to each container's process group, up to the grace
+when it is torn down. Deletion, as the kubelet does it: SIGTERM to each container (its PID 1), up to the grace
 period (shortened if the pod is deleted again with a shorter one), SIGKILL, sandbox and memory volumes torn down,
 final status (every container terminated; the pod Succeeded or Failed), then the DELETE with gracePeriodSeconds 0
 and the pod's uid as precondition in the body, which is what finally removes it from the API.

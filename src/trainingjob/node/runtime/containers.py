@@ -138,12 +138,21 @@ class ContainerProcess:
                 self._popen.poll()
 
     def signal(self, number: int) -> bool:
-        """Signal the container's process group; False when it no longer runs."""
+        """Signal the container; False when it no longer runs.
+
+        In its own PID namespace only its PID 1 is signalled, as a container runtime does (runc kill): a process
+        it forked (a DataLoader's workers) is its own to stop, and would die of an unhandled SIGTERM halfway
+        through the checkpoint PID 1 saves on its way out. SIGKILL of PID 1 ends the whole namespace. Without a
+        namespace (a node agent that is not root) the process group is the only handle on what it started.
+        """
         started = self.started()
         if started is None or not alive(started.get("pid"), started.get("pidStartTime")):
             return False
         try:
-            os.killpg(started["pid"], number)
+            if started.get("pidNamespace") and number != signal.SIGKILL:
+                os.kill(started["pid"], number)
+            else:
+                os.killpg(started["pid"], number)
         except ProcessLookupError:
             return False
         return True

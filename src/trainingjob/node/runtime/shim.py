@@ -227,7 +227,13 @@ def run(directory: Path) -> None:
         record = {"exitCode": 128, "reason": "StartError", "message": message, "startedAt": None}
         write_json(directory / EXIT_FILE, {**record, "finishedAt": rfc3339()})
         return
-    started = {"pid": pid, "pidStartTime": process_start_time(pid), "shimPid": os.getpid(), "startedAt": started_at}
+    started = {
+        "pid": pid,
+        "pidStartTime": process_start_time(pid),
+        "shimPid": os.getpid(),
+        "startedAt": started_at,
+        "pidNamespace": spec.isolate,  # PID 1 of its own namespace: signals go to it alone (containers.py)
+    }
     write_json(directory / STARTED_FILE, started)
     log = LogWriter(directory / LOG_FILE)
     try:
