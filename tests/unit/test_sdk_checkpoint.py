@@ -159,6 +159,29 @@ def test_should_resume_needs_the_flag_and_a_checkpoint(tmp_path: Path, monkeypat
     assert sdk.should_resume() is False
 
 
+def test_resume_from_another_run_is_explicit_and_own_checkpoints_come_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RESUME_FROM_CHECKPOINT may name another run's directory or checkpoint (spec.checkpoint.resumeFrom): it is
+    used until this run has checkpoints of its own, which are its later progress."""
+    earlier, own = tmp_path / "run-1", tmp_path / "run-2"
+    monkeypatch.setenv("CHECKPOINT_DIR", str(own))
+    sdk.save_checkpoint(write_bytes(b"old"), epoch=57, directory=earlier, report=False)
+    sdk.save_checkpoint(write_bytes(b"old"), epoch=56, directory=earlier, report=False)
+    assert sdk.resume_checkpoint() is None  # nothing asked for: a new run starts from scratch
+    monkeypatch.setenv("RESUME_FROM_CHECKPOINT", "true")
+    assert sdk.resume_checkpoint() is None  # "true" means this run's own checkpoints, and it has none
+    monkeypatch.setenv("RESUME_FROM_CHECKPOINT", str(earlier))
+    assert sdk.resume_checkpoint() == earlier / "ckpt-00000057"
+    monkeypatch.setenv("RESUME_FROM_CHECKPOINT", str(earlier / "ckpt-00000056"))
+    assert sdk.resume_checkpoint() == earlier / "ckpt-00000056"
+    monkeypatch.setenv("RESUME_FROM_CHECKPOINT", str(earlier / "ckpt-00000099"))
+    assert sdk.resume_checkpoint() is None and sdk.should_resume() is False  # named, but not there
+    sdk.save_checkpoint(write_bytes(b"new"), epoch=58, keep_last=1, report=False)
+    assert sdk.resume_checkpoint() == own / "ckpt-00000058"
+    assert len(sdk.list_checkpoints(earlier)) == 2  # pruning this run never touches another's
+
+
 def test_environment_helpers(monkeypatch: pytest.MonkeyPatch) -> None:
     assert sdk.checkpoint_dir() == Path("checkpoints")
     assert (sdk.checkpoint_interval(), sdk.checkpoint_keep_last()) == (1, None)

@@ -84,7 +84,10 @@ def sdk_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.name == "trainingjob.sdk" and r.levelno >= logging.WARNING]
 
 
-def test_outside_a_job_every_call_is_a_no_op_with_one_warning(caplog: pytest.LogCaptureFixture) -> None:
+def test_outside_a_job_every_call_is_a_quiet_no_op(caplog: pytest.LogCaptureFixture) -> None:
+    """A script run on a laptop: nothing is sent, nothing is warned about, and flush() has nothing to deliver (so a
+    script's "final report not accepted" warning stays quiet too)."""
+
     class ExplodingOpener:
         def open(self, *args: object, **kwargs: object) -> None:
             raise AssertionError("nothing may be sent outside a TrainingJob")
@@ -94,12 +97,21 @@ def test_outside_a_job_every_call_is_a_no_op_with_one_warning(caplog: pytest.Log
     assert reporter.report_progress(epoch=1, loss=0.5) is False
     assert reporter.report_progress(epoch=2, metrics={"loss": 0.4}) is False
     assert reporter.report_checkpoint("/checkpoints/ckpt-00000002", epoch=2) is False
-    assert reporter.flush() is False
-    assert len(sdk_warnings(caplog)) == 1
-    assert "not in a TrainingJob" in sdk_warnings(caplog)[0]
+    assert reporter.report_stop() is False
+    assert reporter.flush() is True
+    assert sdk_warnings(caplog) == []
 
 
-def test_module_functions_outside_a_job_warn_once_per_process(
+def test_a_job_that_names_an_endpoint_but_not_itself_warns_once(caplog: pytest.LogCaptureFixture) -> None:
+    reporter = ProgressReporter(env={"TRAININGJOB_PROGRESS_URL": "https://progress:8443"})
+    assert reporter.report_progress(epoch=1) is False
+    assert reporter.report_progress(epoch=2) is False
+    assert sdk_warnings(caplog) == [
+        "trainingjob.sdk: TRAININGJOB_NAME/TRAININGJOB_NAMESPACE unset; progress reports are ignored"
+    ]
+
+
+def test_module_functions_outside_a_job_stay_quiet(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.delenv("TRAININGJOB_PROGRESS_URL", raising=False)
@@ -108,11 +120,11 @@ def test_module_functions_outside_a_job_warn_once_per_process(
         assert sdk.report_progress(epoch=1, loss=0.1) is False
         assert sdk.report_checkpoint("ckpt", epoch=1) is False
         assert sdk.report_progress(epoch=2, loss=0.05) is False
-        assert sdk.flush() is False
+        assert sdk.flush() is True
         assert sdk.get_reporter() is sdk.get_reporter()
     finally:
         sdk.set_default_reporter(None)
-    assert len(sdk_warnings(caplog)) == 1
+    assert sdk_warnings(caplog) == []
 
 
 def test_report_is_posted_with_path_token_and_body(

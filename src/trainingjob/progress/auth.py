@@ -1,6 +1,7 @@
 """Who may report progress for which job: TokenReview with our audience, then the token's pod must be a
 worker of that very job (a pod of job A can never write job B) and one allowed to report (worker 0 by default; the
-chief 0 in a TensorFlow job with a chief).
+chief 0 in a TensorFlow job with a chief). A pod being deleted still reports: its last report is the checkpoint it
+saves on its way out (sdk.on_stop), the one the next attempt resumes from.
 
 "A worker of that job" means controlled by it (an ownerReference with controller=true and the job's uid), not
 merely labelled like one: anyone who may create pods in the namespace can copy our labels onto a pod of theirs."""
@@ -78,8 +79,6 @@ def authorize(
         raise ReportError(403, f"pod {caller.pod_name} is not a worker of this job")
     if not job_uid or pod.controller_uid != job_uid:
         raise ReportError(403, f"pod {caller.pod_name} is not controlled by this job")
-    if pod.deleting:
-        raise ReportError(403, f"pod {caller.pod_name} is being deleted")
     role = reporting_role(job_pods)
     if pod.role != role or pod.index not in reporters:
         allowed = ", ".join(f"{role} {index}" for index in sorted(reporters))

@@ -54,6 +54,8 @@ class Report:
     # (epoch, metrics) of the reports merged into this one before a status write, oldest first, at most
     # MAX_EARLIER: what status.progress.history (progress/history.py) records besides this report's own epoch.
     earlier: tuple[Point, ...] = ()
+    # The worker stops on request (SIGTERM) and says so; with `checkpoint`, the one it saved on the way out.
+    stopped: bool = False
 
     def points(self) -> tuple[Point, ...]:
         """Every (epoch, metrics) this report stands for, its own last."""
@@ -131,10 +133,18 @@ def parse_report(raw: bytes, now: datetime.datetime) -> Report:
         metrics=_metrics(body.get("metrics")),
         checkpoint=_checkpoint(body.get("checkpoint")),
         received=format_time(now),
+        stopped=_flag(body, "stopped"),
     )
     if report == Report(worker=report.worker, received=report.received):
-        raise ReportError(400, "report carries nothing: give epoch, step, metrics or checkpoint")
+        raise ReportError(400, "report carries nothing: give epoch, step, metrics, checkpoint or stopped")
     return report
+
+
+def _flag(body: Mapping[str, Any], key: str) -> bool:
+    value = body.get(key, False)
+    if not isinstance(value, bool):
+        raise ReportError(400, f"{key} must be true or false")
+    return value
 
 
 def merge_reports(older: Report, newer: Report) -> Report:
@@ -155,6 +165,7 @@ def merge_reports(older: Report, newer: Report) -> Report:
         checkpoint=pick("checkpoint"),
         received=newer.received,
         earlier=(*older.points(), *newer.earlier)[-MAX_EARLIER:],
+        stopped=older.stopped or newer.stopped,
     )
 
 

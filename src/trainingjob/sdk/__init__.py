@@ -6,10 +6,13 @@ Why it is a tiny standard-library-only package: it runs inside arbitrary trainin
 name) is as good as installing it.
 
 - Progress: ``report_progress(epoch=…, step=…, loss=…)``, ``report_checkpoint(path, epoch=…)``, ``flush()`` — the
-  protocol of docs/progress-protocol.md; never raise, no-ops (with one warning) outside a TrainingJob.
-- Checkpoints: ``checkpoint_dir()``, ``checkpoint_interval()``, ``should_resume()``, ``latest_checkpoint()``,
-  ``save_checkpoint(write_fn, epoch)`` (atomic, pruned to CHECKPOINT_KEEP_LAST, reported); with an ``s3://``
-  CHECKPOINT_URI also uploaded to and loaded from S3 (boto3, imported only then: ``checkpoint_store()``).
+  protocol of docs/progress-protocol.md; never raise, quiet no-ops outside a TrainingJob.
+- Checkpoints: ``checkpoint_dir()`` (this run's own), ``checkpoint_interval()``, ``resume_checkpoint()`` /
+  ``should_resume()``, ``latest_checkpoint()``, ``save_checkpoint(write_fn, epoch)`` (atomic, pruned to
+  CHECKPOINT_KEEP_LAST, reported); with an ``s3://`` CHECKPOINT_URI also uploaded to and loaded from S3 (boto3,
+  imported only then: ``checkpoint_store()``).
+- Graceful stop: ``on_stop(save_fn)`` turns SIGTERM into save-a-checkpoint-and-exit at the next safe point;
+  ``stop_requested()``.
 - Hyperparameters: ``parse_hyperparameters(path, defaults)`` (the JSON file TRAININGJOB_HYPERPARAMETERS_FILE
   over a script's defaults, converted to their types), ``ConfigError``.
 - Identity: ``rank()``, ``world_size()``, ``is_chief()``, ``restart_count()``.
@@ -27,6 +30,7 @@ from .checkpoint import (
     list_checkpoints,
     parse_checkpoint,
     prune_checkpoints,
+    resume_checkpoint,
     resume_requested,
     save_checkpoint,
     should_resume,
@@ -34,10 +38,12 @@ from .checkpoint import (
 from .hyperparameters import ConfigError, hyperparameters_file, parse_hyperparameters
 from .progress import flush, get_reporter, report_checkpoint, report_progress, set_default_reporter
 from .reporter import ProgressReporter
+from .stop import GracefulStop, on_stop, stop_requested
 
 __all__ = [
     "CheckpointInfo",
     "ConfigError",
+    "GracefulStop",
     "ProgressReporter",
     "checkpoint_dir",
     "checkpoint_interval",
@@ -51,6 +57,7 @@ __all__ = [
     "is_chief",
     "latest_checkpoint",
     "list_checkpoints",
+    "on_stop",
     "parse_checkpoint",
     "parse_hyperparameters",
     "prune_checkpoints",
@@ -58,9 +65,11 @@ __all__ = [
     "report_checkpoint",
     "report_progress",
     "restart_count",
+    "resume_checkpoint",
     "resume_requested",
     "save_checkpoint",
     "set_default_reporter",
     "should_resume",
+    "stop_requested",
     "world_size",
 ]

@@ -127,12 +127,15 @@ def build_body(
     metrics: object = None,
     extra_metrics: Mapping[str, object] | None = None,
     checkpoint: dict[str, Any] | None = None,
+    stopped: bool = False,
 ) -> tuple[dict[str, Any], list[Problem]]:
     """The JSON body of one report, with every invalid field left out and described in the problems."""
     body: dict[str, Any] = {}
     problems: list[Problem] = []
     if worker is not None:
         body["worker"] = worker
+    if stopped:
+        body["stopped"] = True
     for key, value in (("epoch", epoch), ("totalEpochs", total_epochs), ("step", step), ("totalSteps", total_steps)):
         if value is None:
             continue

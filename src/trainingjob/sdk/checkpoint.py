@@ -5,6 +5,10 @@ whatever it finds in CHECKPOINT_DIR (with RESUME_FROM_CHECKPOINT=true). So a che
 never half-written: ``save_checkpoint`` lets the caller write into a temporary name in the same directory, fsyncs it,
 and only then renames it into place (``os.replace`` is atomic within one file system).
 
+CHECKPOINT_DIR is this run's own directory (``<checkpoint.dir>/<job uid>`` inside a TrainingJob), so a job submitted
+again under the same name on the same volume neither resumes from nor prunes the previous run's checkpoints;
+resuming from another run is an explicit request (spec.checkpoint.resumeFrom, see ``resume_checkpoint``).
+
 Naming scheme — the only thing ``latest_checkpoint`` trusts (not modification times, which a copied or restored
 volume does not keep):
 
@@ -31,7 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from . import _env, _s3
+from . import _env, _s3, _safepoint
 from ._body import as_count
 from .progress import get_reporter
 
@@ -123,10 +127,30 @@ def resume_requested() -> bool:
     return value.lower() not in ("", "false")
 
 
+def resume_checkpoint(directory: str | os.PathLike[str] | None = None) -> Path | None:
+    """The checkpoint to resume from, or None to start from scratch.
+
+    RESUME_FROM_CHECKPOINT says whether and from where: ``false`` or unset, start from scratch; ``true`` (a
+    restarted or resumed attempt), the newest checkpoint of this run in `directory` (default CHECKPOINT_DIR); a
+    path (spec.checkpoint.resumeFrom: another run's directory or checkpoint), this run's own newest checkpoint when
+    it has one, else the newest checkpoint at that path (or the path itself when its name is a checkpoint's).
+    Own checkpoints come first: they are this run's later progress, whatever it was started from.
+    """
+    value = os.environ.get(_env.RESUME_FROM_CHECKPOINT, "").strip()
+    if value.lower() in ("", "false", "0", "no"):
+        return None
+    own = latest_checkpoint(directory)
+    if own is not None or value.lower() == "true":
+        return own
+    source = Path(value)
+    if parse_checkpoint(source) is not None:
+        return source if os.path.lexists(source) else None
+    return latest_checkpoint(source)
+
+
 def should_resume(directory: str | os.PathLike[str] | None = None) -> bool:
-    """Whether to resume: this is a restarted attempt (RESUME_FROM_CHECKPOINT set, see resume_requested) and a
-    checkpoint exists."""
-    return resume_requested() and latest_checkpoint(directory) is not None
+    """Whether to resume: RESUME_FROM_CHECKPOINT asks for it and there is a checkpoint (see resume_checkpoint)."""
+    return resume_checkpoint(directory) is not None
 
 
 def save_checkpoint(
@@ -168,6 +192,7 @@ def save_checkpoint(
     reported = _upload(store, final, keep_last) if store is not None else final
     if report:
         get_reporter().report_checkpoint(reported, epoch=epoch, step=step)
+    _safepoint.reached(final)  # a stop requested by SIGTERM (sdk.on_stop) ends the process here, with this one
     return final
 
 

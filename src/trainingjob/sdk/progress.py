@@ -13,6 +13,7 @@ import os
 import threading
 from collections.abc import Mapping
 
+from . import _safepoint
 from .reporter import FLUSH_SECONDS, ProgressReporter
 
 log = logging.getLogger("trainingjob.sdk")
@@ -45,13 +46,16 @@ def report_progress(
     metrics: Mapping[str, float] | None = None,
     **extra_metrics: float,
 ) -> bool:
-    """Report progress through the default reporter (see ProgressReporter.report_progress). Never raises."""
+    """Report progress through the default reporter (see ProgressReporter.report_progress). Never raises, except
+    that after ``on_stop`` it is a safe point: a stop requested by SIGTERM saves, reports and exits here."""
     try:
         reporter = get_reporter()
     except Exception:  # e.g. a broken environment: still never raise into the training loop
         log.debug("cannot create the progress reporter", exc_info=True)
         return False
-    return reporter.report_progress(epoch, total_epochs, step, total_steps, metrics, **extra_metrics)
+    handed = reporter.report_progress(epoch, total_epochs, step, total_steps, metrics, **extra_metrics)
+    _safepoint.reached()  # a stop requested by SIGTERM (sdk.on_stop) may end the process here
+    return handed
 
 
 def report_checkpoint(path: str | os.PathLike[str], epoch: int | None = None, step: int | None = None) -> bool:
@@ -67,7 +71,7 @@ def report_checkpoint(path: str | os.PathLike[str], epoch: int | None = None, st
 def flush(timeout: float = FLUSH_SECONDS) -> bool:
     """Send what the default reporter held back and wait up to `timeout` s for it (call it when training ends).
 
-    True if everything reported so far reached the endpoint. Never raises.
+    True if everything reported so far reached the endpoint (or reporting is off, outside a job). Never raises.
     """
     try:
         reporter = get_reporter()

@@ -12,9 +12,9 @@ Why it is built like this (the contract is docs/progress-protocol.md):
   sends at most one report per ``min_interval`` seconds and drops the ones in between. The newest dropped report is
   kept, and ``flush()`` sends it (call it when training ends; it is also attempted, briefly, at interpreter exit);
   a report sent later simply replaces it (no merging).
-- Checkpoint reports are never throttled away: they go out even inside the throttle window. Only while the endpoint
-  asked for a pause (429 Retry-After) or after it was unreachable is a checkpoint held back, and then it rides along
-  with the next report that is sent (or with ``flush()``), so ``status.lastCheckpoint`` catches up.
+- Checkpoint and stop reports are never throttled away: they go out even inside the throttle window. Only while the
+  endpoint asked for a pause (429 Retry-After) or after it was unreachable is a checkpoint held back, and then it
+  rides along with the next report that is sent (or with ``flush()``), so ``status.lastCheckpoint`` catches up.
 - 5xx answers and connection errors are retried ``retries`` times with exponential backoff (``backoff``, 2 * backoff,
   …); after that, or after a 429, reports are skipped for a while (``failure_pause``, or the Retry-After).
   ``flush(timeout)`` waits out such a pause when it ends within the timeout, then sends again.
@@ -139,14 +139,27 @@ class ProgressReporter:
 
         return self._guarded(report)
 
+    def report_stop(
+        self, path: str | os.PathLike[str] | None = None, epoch: int | None = None, step: int | None = None
+    ) -> bool:
+        """Tell the operator this worker stops on request (SIGTERM), with the checkpoint it saved on the way out
+        (`path`; None: it saved none), so status says whether the stop was checkpointed. Never throttled away;
+        True if handed to the sender. Never raises."""
+
+        def report() -> bool:
+            checkpoint, problems = (None, []) if path is None else clean_checkpoint(path, epoch, step)
+            return self._report({"stopped": True}, checkpoint, problems)
+
+        return self._guarded(report)
+
     def flush(self, timeout: float = FLUSH_SECONDS) -> bool:
         """Send the newest report (and checkpoint) held back, then wait up to `timeout` s for the sender.
 
         Ignores the throttle window. A pause (after a 429, or after the endpoint was unreachable) is waited out
         when it ends within `timeout`, and the report is sent again: the last report of a training run is the one
         worth waiting for, and an operator restarting or a network blip lasts seconds. True if everything reported
-        so far has been accepted by the endpoint; False if something is held back, still in flight, or failed.
-        Never raises.
+        so far has been accepted by the endpoint, or reporting is off (outside a TrainingJob: nothing to deliver);
+        False if something is held back, still in flight, or failed. Never raises.
         """
 
         def send_pending() -> bool:
@@ -154,7 +167,7 @@ class ProgressReporter:
             while True:
                 with self._lock:
                     if self._transport is None:
-                        return False
+                        return True  # outside a job nothing was to be delivered
                     self._queue_pending(self._clock())
                 idle = self._sender.wait_idle(max(0.0, deadline - self._clock()))
                 with self._lock:
@@ -200,8 +213,11 @@ class ProgressReporter:
         self, fields: dict[str, Any], checkpoint: dict[str, Any] | None = None, problems: Sequence[Problem] = ()
     ) -> bool:
         if self._transport is None:
-            reason = "TRAININGJOB_NAME/TRAININGJOB_NAMESPACE unset" if self._in_job else "not in a TrainingJob"
-            self._once("not-in-job", logging.WARNING, "trainingjob.sdk: %s; progress reports are ignored", reason)
+            # A script run outside a job (no endpoint) is normal and stays quiet; a job that names an endpoint but
+            # not itself is misconfigured, and says so.
+            level = logging.WARNING if self._in_job else logging.DEBUG
+            reason = "TRAININGJOB_NAME/TRAININGJOB_NAMESPACE unset" if self._in_job else "no progress endpoint"
+            self._once("not-in-job", level, "trainingjob.sdk: %s; progress reports are ignored", reason)
             return False
         body, more = build_body(worker=self.worker, checkpoint=checkpoint, **fields)
         self._warn_invalid([*problems, *more])
@@ -214,7 +230,7 @@ class ProgressReporter:
                 self._hold(number, body)
                 return False
             throttled = self._last_sent is not None and now - self._last_sent < self.min_interval
-            if throttled and "checkpoint" not in body:
+            if throttled and "checkpoint" not in body and "stopped" not in body:
                 self._pending = (number, body)
                 return False
             self._queue(number, body, now)

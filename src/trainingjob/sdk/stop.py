@@ -1,0 +1,175 @@
+"""Graceful stop: SIGTERM (suspend, scale, preemption, delete) becomes a request that the training loop honours at
+its next safe point, where the process saves a checkpoint, tells the operator, and exits within the grace period.
+
+    sdk.on_stop(lambda: save_checkpoint(model, optimizer, epoch))   # one line, before the training loop
+
+Why a hook at all: the container's first process is PID 1 of its PID namespace, and PID 1 ignores every signal it
+has no handler for, so without one SIGTERM does nothing and the worker trains on until SIGKILL ends the grace
+period (30 s by default), losing everything since its last checkpoint. With the hook, a suspended job is gone in
+seconds and resumes where it stopped.
+
+Why at a safe point and not inside the signal handler: Python runs a handler between any two bytecodes, e.g.
+halfway through an optimizer step, and a checkpoint of half-updated weights labelled "epoch 7" would be silently
+wrong. A safe point is where the loop's state is whole and the loop says so already: ``report_progress`` (after
+an epoch or step), ``save_checkpoint`` (the checkpoint just written is then the stop's, no second save), or
+``stop.check()`` where a loop reports nothing.
+
+Why only the chief saves and reports, and the other ranks need nothing but the hook: in a collective (DDP,
+XGBoost, JAX) all ranks take each step together. The chief leaves at its first safe point after the signal; the
+others go on until their next collective fails because it has gone (gloo, XGBoost and JAX notice at once), and a
+rank that sees its training fail while ``stop_requested()`` calls ``leave()``. Were every rank to leave at its own
+first safe point, one whose signal came a moment earlier would leave a step before the chief and break the step the
+chief is in, and its checkpoint would be lost.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
+
+from . import _env, _safepoint
+from .checkpoint import parse_checkpoint
+from .progress import flush, get_reporter
+
+log = logging.getLogger("trainingjob.sdk")
+
+EXIT_CODE = 128 + signal.SIGTERM  # what the worker would have exited with had SIGTERM ended it: a stop, not success
+DEFAULT_GRACE_SECONDS = 30.0  # Kubernetes' default terminationGracePeriodSeconds
+UNWIND_SECONDS = 3.0  # after SystemExit, at most this long for finally blocks (a collective's shutdown may hang)
+REPORT_SECONDS = 10.0  # at most this long for the stop report to be accepted
+MARGIN_SECONDS = 1.0  # leave before SIGKILL by this much
+
+SaveFunction = Callable[[], object]
+
+
+class GracefulStop:
+    """The stop request of this process and what to do about it; one per process (see on_stop)."""
+
+    def __init__(
+        self,
+        save: SaveFunction | None = None,
+        *,
+        exit_code: int = EXIT_CODE,
+        grace_seconds: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.save = save
+        self.exit_code = exit_code
+        self.grace_seconds = grace_seconds if grace_seconds is not None else _grace_from_env()
+        self._clock = clock
+        self.requested_at: float | None = None
+        self.checkpoint: Path | None = None  # what the stop saved, once it has
+        self._leaving = False
+
+    @property
+    def requested(self) -> bool:
+        """Whether a stop was requested (SIGTERM arrived); a rank stuck in a broken collective can check this to
+        tell a stop from a failure."""
+        return self.requested_at is not None
+
+    def request(self, signum: int | None = None, _frame: FrameType | None = None) -> None:
+        """The signal handler: note the request (once) and return, so the loop carries on to its safe point."""
+        if self.requested_at is not None:
+            return
+        self.requested_at = self._clock()
+        name = signal.Signals(signum).name if signum is not None else "a stop"
+        log.warning("%s received: stopping at the next safe point (within %.0fs)", name, self.grace_seconds)
+
+    def check(self, saved: Path | None = None) -> None:
+        """A safe point: if a stop was requested, save (unless `saved` was just written), report, and exit."""
+        if self.requested_at is None or self._leaving:
+            return
+        self._leaving = True
+        self.checkpoint = saved if saved is not None else self._save()
+        if self.save is not None or saved is not None:
+            self._report()  # the process that saves is the one that reports (the chief)
+        self.leave()
+
+    def leave(self) -> None:
+        """Exit now with `exit_code`: SystemExit (finally blocks and atexit run), and should they hang (a
+        collective's shutdown waiting for peers that are gone), the process ends UNWIND_SECONDS later anyway."""
+        self._leaving = True
+        if threading.current_thread() is not threading.main_thread():
+            _exit_now(self.exit_code)  # SystemExit would end only this thread
+        _exit_no_later_than(UNWIND_SECONDS, self.exit_code)
+        raise SystemExit(self.exit_code)
+
+    def _save(self) -> Path | None:
+        if self.save is None:
+            return None
+        try:
+            result = self.save()
+        except Exception:
+            log.exception("saving a checkpoint on stop failed; stopping without one")
+            return None
+        return Path(result) if isinstance(result, str | os.PathLike) else None
+
+    def _report(self) -> None:
+        info = parse_checkpoint(self.checkpoint) if self.checkpoint is not None else None
+        epoch, step = (info.epoch, info.step) if info is not None else (None, None)
+        get_reporter().report_stop(self.checkpoint, epoch=epoch, step=step)
+        left = self.grace_seconds - (self._clock() - (self.requested_at or 0.0)) - MARGIN_SECONDS
+        flush(timeout=max(0.0, min(REPORT_SECONDS, left)))
+        if self.checkpoint is not None:
+            log.warning("stopped with checkpoint %s", self.checkpoint)
+        else:
+            log.warning("stopped without a checkpoint")
+
+
+_current: GracefulStop | None = None
+
+
+def on_stop(
+    save: SaveFunction | None = None,
+    *,
+    exit_code: int = EXIT_CODE,
+) -> GracefulStop:
+    """Make SIGTERM a graceful stop: at the next safe point call `save()` (it saves a checkpoint, e.g. with
+    save_checkpoint, and returns its path), report the stop to the operator and exit with `exit_code`.
+
+    Call it once, from the main thread, before the training loop; again to replace `save`. Give `save` to the
+    process that saves checkpoints (the chief) and None to the others (see the module's docstring). The grace
+    period is TRAININGJOB_GRACE_PERIOD_SECONDS (the job's spec.terminationGracePeriodSeconds), else 30 s.
+    """
+    global _current
+    stop = GracefulStop(save, exit_code=exit_code)
+    previous = _current
+    if previous is not None and previous.requested_at is not None:
+        stop.requested_at = previous.requested_at
+    signal.signal(signal.SIGTERM, stop.request)
+    _current = stop
+    _safepoint.hook = stop.check
+    return stop
+
+
+def stop_requested() -> bool:
+    """Whether SIGTERM asked this process to stop (only known once on_stop was called)."""
+    return _current is not None and _current.requested
+
+
+def _grace_from_env() -> float:
+    value = _env.env_int(_env.GRACE_PERIOD_SECONDS, None)
+    return float(value) if value is not None and value >= 0 else DEFAULT_GRACE_SECONDS
+
+
+def _exit_no_later_than(seconds: float, exit_code: int) -> None:
+    """A daemon timer that ends the process after `seconds` if it is still there."""
+
+    timer = threading.Timer(seconds, _exit_now, args=(exit_code,))
+    timer.daemon = True
+    timer.start()
+
+
+def _exit_now(exit_code: int) -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(exit_code)

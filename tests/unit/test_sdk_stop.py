@@ -1,0 +1,170 @@
+"""trainingjob.sdk.on_stop: SIGTERM becomes save-a-checkpoint, report it, exit, at the loop's next safe point.
+
+The training programs run as real child processes (a signal handler and an exit are what is tested, and they must
+not hit pytest's own process), reporting to a real local HTTPS endpoint (tests/sdk_server.py); the parent sends the
+real SIGTERM once the child says where it is.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.sdk_server import Pki, ProgressEndpoint, https_endpoint, make_pki
+from tests.unit.test_sdk_reporting import FakeClock, job_env
+from trainingjob import sdk
+from trainingjob.sdk import ProgressReporter
+from trainingjob.sdk.stop import EXIT_CODE
+
+SRC = Path(sdk.__file__).parents[2]
+TIMEOUT = 60  # seconds a child may take at most; it normally ends within a second of SIGTERM
+
+# A chief: epochs of 50 ms, progress after each; SIGTERM saves the state of the last whole epoch and exits.
+CHIEF = """
+import logging, sys, time
+from trainingjob import sdk
+logging.basicConfig(level=logging.INFO)
+state = {"epoch": 0}
+def save():
+    return sdk.save_checkpoint(lambda p: p.write_text(str(state["epoch"])), epoch=state["epoch"], suffix=".txt")
+sdk.on_stop(save)
+try:
+    for epoch in range(1, 100000):
+        time.sleep(0.05)
+        state["epoch"] = epoch
+        print(f"epoch {epoch}", flush=True)
+        sdk.report_progress(epoch=epoch, total_epochs=100000)
+finally:
+    print("unwound", flush=True)
+    HANG
+"""
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+@pytest.fixture
+def endpoint(pki: Pki) -> Iterator[ProgressEndpoint]:
+    with https_endpoint(pki) as server:
+        yield server
+
+
+def start(program: str, env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(program)],
+        env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(SRC), **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def stop_after(child: subprocess.Popen[str], line: str) -> tuple[list[str], str]:
+    """SIGTERM once the child printed `line`; its stdout lines and stderr once it has exited."""
+    assert child.stdout is not None
+    seen = []
+    for output in child.stdout:
+        seen.append(output.strip())
+        if output.strip() == line:
+            child.send_signal(signal.SIGTERM)
+            break
+    out, err = child.communicate(timeout=TIMEOUT)
+    return seen + out.splitlines(), err
+
+
+@pytest.mark.parametrize("hang", [False, True], ids=["unwinds", "hangs-while-unwinding"])
+def test_sigterm_saves_the_last_whole_epoch_reports_the_stop_and_exits(
+    endpoint: ProgressEndpoint, pki: Pki, tmp_path: Path, hang: bool
+) -> None:
+    token = tmp_path / "token"
+    token.write_text("t")
+    env = {**job_env(endpoint.url, pki, token), "CHECKPOINT_DIR": str(tmp_path / "run")}
+    # A finally block that never returns (a collective's shutdown waiting for peers that are gone) must not keep
+    # the worker until SIGKILL.
+    program = CHIEF.replace("HANG", "time.sleep(3600)" if hang else "pass")
+    lines, err = stop_after(start(program, env), "epoch 3")
+
+    stopped = [r.json() for r in endpoint.received if r.json().get("stopped")]
+    assert len(stopped) == 1, err
+    saved = sdk.latest_checkpoint(tmp_path / "run")
+    assert saved is not None and stopped[0]["checkpoint"]["path"] == str(saved)
+    epoch = int(saved.read_text())
+    assert epoch >= 3 and stopped[0]["checkpoint"]["epoch"] == epoch  # the state of a whole epoch, under its name
+    assert lines[-2:] == [f"epoch {epoch}", "unwound"]  # it left at the safe point after that epoch
+    assert "SIGTERM received" in err and f"stopped with checkpoint {saved}" in err
+
+
+def test_the_exit_code_says_the_worker_was_stopped(endpoint: ProgressEndpoint, pki: Pki, tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("t")
+    child = start(CHIEF.replace("HANG", "pass"), {**job_env(endpoint.url, pki, token), "CHECKPOINT_DIR": str(tmp_path)})
+    stop_after(child, "epoch 2")
+    assert child.returncode == EXIT_CODE == 143  # as if SIGTERM had ended it: a stop, never a success
+
+
+def test_a_rank_without_a_save_function_neither_saves_nor_reports(tmp_path: Path) -> None:
+    """The other ranks: they leave when their collective breaks (here: at once) and report nothing (the endpoint
+    takes reports from the chief only)."""
+    program = """
+    import sys, time
+    from trainingjob import sdk
+    stop = sdk.on_stop()
+    print("training", flush=True)
+    while not sdk.stop_requested():
+        time.sleep(0.01)
+    print("collective broken while stopping", flush=True)
+    stop.leave()
+    """
+    child = start(program, {"CHECKPOINT_DIR": str(tmp_path)})
+    lines, err = stop_after(child, "training")
+    assert child.returncode == EXIT_CODE, err
+    assert lines[-1] == "collective broken while stopping"
+    assert not list(tmp_path.iterdir())
+
+
+def test_the_handler_only_notes_the_request_and_the_loop_leaves_at_its_next_safe_point(
+    tmp_path: Path,
+) -> None:
+    """The handler itself only notes the request: code between two safe points runs to the end."""
+    program = """
+    import os, signal, time
+    from trainingjob import sdk
+    sdk.on_stop(lambda: None)
+    os.kill(os.getpid(), signal.SIGTERM)
+    print("still running after SIGTERM", sdk.stop_requested(), flush=True)
+    sdk.report_progress(epoch=1)
+    print("never printed", flush=True)
+    """
+    child = start(program, {"CHECKPOINT_DIR": str(tmp_path)})
+    out, err = child.communicate(timeout=TIMEOUT)
+    assert (child.returncode, out.splitlines()) == (EXIT_CODE, ["still running after SIGTERM True"]), err
+    assert "stopped without a checkpoint" in err
+
+
+def test_the_stop_report_is_never_throttled_and_carries_the_checkpoint(
+    endpoint: ProgressEndpoint, pki: Pki, tmp_path: Path
+) -> None:
+    token = tmp_path / "token"
+    token.write_text("t")
+    reporter = ProgressReporter(env=job_env(endpoint.url, pki, token), clock=FakeClock(), sleep=lambda _: None)
+    assert reporter.report_progress(epoch=1) is True and reporter.wait()
+    assert reporter.report_progress(epoch=2) is False  # throttled
+    assert reporter.report_stop(tmp_path / "ckpt-00000002", epoch=2) is True
+    assert reporter.wait()
+    assert endpoint.received[-1].json() == {
+        "worker": 0,
+        "stopped": True,
+        "checkpoint": {"epoch": 2, "path": str(tmp_path / "ckpt-00000002")},
+    }
+    assert reporter.report_stop() is True
+    assert reporter.wait()
+    assert endpoint.received[-1].json() == {"worker": 0, "stopped": True}
