@@ -29,9 +29,9 @@ from trainingjob.builders.env import (
 from trainingjob.frameworks.registry import framework_for
 
 
-def make_job(**spec: Any) -> TrainingJob:
+def make_job(uid: str = "u-1", **spec: Any) -> TrainingJob:
     body = {"framework": "pytorch", "image": "train:1", "command": ["python", "train.py"], "workers": 2, **spec}
-    return TrainingJob.from_body({"metadata": {"name": "mnist", "namespace": "ml", "uid": "u-1"}, "spec": body})
+    return TrainingJob.from_body({"metadata": {"name": "mnist", "namespace": "ml", "uid": uid}, "spec": body})
 
 
 def names(env: list[dict[str, Any]]) -> list[str]:
@@ -147,9 +147,10 @@ def test_identity_env_at_attempt_zero_is_exact() -> None:
         "TRAININGJOB_RESTART_COUNT": "0",
         "TRAININGJOB_HYPERPARAMETERS_FILE": "/etc/trainingjob/hyperparameters.json",
         "DISTRIBUTED_BACKEND": "gloo",
-        "CHECKPOINT_DIR": "/checkpoints",
+        "CHECKPOINT_DIR": "/checkpoints/u-1",  # this run's own directory, named by the job's uid
         "CHECKPOINT_INTERVAL": "1",
         "RESUME_FROM_CHECKPOINT": "false",
+        "TRAININGJOB_GRACE_PERIOD_SECONDS": "30",
         "NUM_WORKERS": "2",
         "GPUS_PER_WORKER": "0",
         "CHECKPOINT_FREQUENCY": "1",
@@ -201,6 +202,33 @@ def test_a_later_attempt_resumes_from_the_newest_reported_checkpoints_path() -> 
     assert identity_env(TrainingJob.from_body(body), 1, 2)["RESUME_FROM_CHECKPOINT"] == "true"
 
 
+@pytest.mark.parametrize(
+    ("checkpoint", "attempt", "resume"),
+    [
+        ({"resumeFrom": "u-0"}, 0, "/checkpoints/u-0"),
+        ({"resumeFrom": "u-0/ckpt-00000057.json"}, 3, "/checkpoints/u-0/ckpt-00000057.json"),
+        ({"resumeFrom": ".", "dir": "/ckpt"}, 0, "/ckpt"),
+        ({"resumeFrom": "u-0/"}, 0, "/checkpoints/u-0"),
+        (
+            {"resumeFrom": "u-0", "enabled": True, "storage": {"type": "s3", "path": "s3://bucket/runs"}},
+            0,
+            "s3://bucket/runs/u-0",
+        ),
+    ],
+)
+def test_resume_from_another_run_is_passed_to_every_attempt(checkpoint: dict, attempt: int, resume: str) -> None:
+    assert identity_env(make_job(checkpoint=checkpoint), 0, attempt)["RESUME_FROM_CHECKPOINT"] == resume
+
+
+def test_each_run_has_its_own_checkpoint_directory_and_object_store_prefix() -> None:
+    first, again = make_job(), make_job(uid="u-2")
+    assert identity_env(first, 0, 0)["CHECKPOINT_DIR"] != identity_env(again, 0, 0)["CHECKPOINT_DIR"]
+    s3 = make_job(uid="u-2", checkpoint={"enabled": True, "storage": {"type": "s3", "path": "s3://bucket/runs/"}})
+    assert identity_env(s3, 0, 0)["CHECKPOINT_URI"] == "s3://bucket/runs/u-2"
+    grace = make_job(terminationGracePeriodSeconds=90)
+    assert identity_env(grace, 0, 0)["TRAININGJOB_GRACE_PERIOD_SECONDS"] == "90"
+
+
 def test_optional_identity_variables_only_when_set() -> None:
     plain = identity_env(make_job(), 0, 0)
     assert not {"DATA_DIR", "MODEL", "DATASET"} & set(plain)
@@ -216,7 +244,7 @@ def test_optional_identity_variables_only_when_set() -> None:
         0,
     )
     assert (full["MODEL"], full["DATASET"], full["DATA_DIR"]) == ("bert", "wiki", "/mnt/corpus")
-    assert (full["CHECKPOINT_DIR"], full["CHECKPOINT_INTERVAL"]) == ("/ckpt", "5")
+    assert (full["CHECKPOINT_DIR"], full["CHECKPOINT_INTERVAL"]) == ("/ckpt/u-1", "5")
     assert identity_env(make_job(dataVolume={"claimName": "corpus"}), 0, 0)["DATA_DIR"] == "/data"
 
 

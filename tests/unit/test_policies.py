@@ -338,7 +338,7 @@ def test_checkpoint_claim_is_created_and_mounted() -> None:
     container = created["Pod"]["spec"]["containers"][0]
     assert {"name": "checkpoints", "mountPath": "/ckpt"} in container["volumeMounts"]
     env = {e["name"]: e.get("value") for e in container["env"]}
-    assert (env["CHECKPOINT_DIR"], env["CHECKPOINT_KEEP_LAST"]) == ("/ckpt", "3")
+    assert (env["CHECKPOINT_DIR"], env["CHECKPOINT_KEEP_LAST"]) == ("/ckpt/uid-1", "3")  # this run's own directory
 
 
 @pytest.mark.parametrize(

@@ -98,6 +98,8 @@ MAX_WORKERS = 1024
 MAX_GPUS_PER_WORKER = 8
 DEFAULT_MASTER_PORT = 29500
 DEFAULT_CHECKPOINT_DIR = "/checkpoints"
+DEFAULT_GRACE_PERIOD_SECONDS = 30  # a pod's default terminationGracePeriodSeconds
+MAX_GRACE_PERIOD_SECONDS = 86400
 DEFAULT_DATA_MOUNT_PATH = "/data"
 # The image v1 jobs without spec.image get, from their spec.model (the guide's pattern; tj operator --default-image).
 DEFAULT_IMAGE_PATTERN = "training-image:{model}"

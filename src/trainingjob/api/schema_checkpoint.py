@@ -18,6 +18,8 @@ DEFAULT_ACCESS_MODES = ["ReadWriteMany"]
 # An object-store URI: s3://bucket/prefix or gs://bucket/prefix (bucket names as both stores allow them).
 OBJECT_STORE_URI = r"^(s3|gs)://[a-z0-9][a-z0-9._-]{1,61}[a-z0-9](/[^\s]*)?$"
 URI_SCHEMES = {"s3": "s3://", "gcs": "gs://"}
+RELATIVE_PATH = r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*/?$"
+PARENT_SEGMENT = r"(^|/)[.][.](/|$)"
 
 
 def _storage_type() -> Schema:
@@ -166,9 +168,10 @@ def checkpoint_schema(shape: VersionShape) -> Schema:
                 default=shape.default_checkpoint_enabled,
             ),
             "dir": string(
-                "Absolute path in every worker where checkpoints are saved and storage is mounted (CHECKPOINT_DIR). "
-                f"Defaults to spec.checkpointDir; must differ from dataVolume.mountPath and from "
-                f"{', '.join(OPERATOR_MOUNTS)}.",
+                "Absolute path in every worker where storage is mounted. Each run saves its checkpoints in a "
+                "directory of its own, <dir>/<the job's uid> (CHECKPOINT_DIR), so a job submitted again under the "
+                "same name neither resumes from nor prunes an earlier run's (see resumeFrom). Defaults to "
+                f"spec.checkpointDir; must differ from dataVolume.mountPath and from {', '.join(OPERATOR_MOUNTS)}.",
                 pattern=ABSOLUTE_PATH,
                 max_length=MAX_PATH_LENGTH,
                 rules=[
@@ -184,19 +187,20 @@ def checkpoint_schema(shape: VersionShape) -> Schema:
                 minimum=1,
             ),
             "keepLast": integer(
-                "How many of the newest checkpoints the training code should keep (CHECKPOINT_KEEP_LAST); the "
-                "operator deletes none itself. At least 1; unset: the variable is not set and the training code "
-                "decides.",
+                "How many of the newest checkpoints the training code should keep in its run's directory "
+                "(CHECKPOINT_KEEP_LAST); the operator deletes none itself. At least 1; unset: the variable is not "
+                "set and the training code decides.",
                 minimum=1,
             ),
             "deleteOnCompletion": boolean(
                 f"Whether the PVC {CHECKPOINT_CLAIM} the operator creates for storage.size goes with the job. "
-                "false (default): it has no owner and outlives the job, so a new job of the same name resumes from "
-                "it or a server loads the model; delete it by hand. true: it is owned by the TrainingJob and "
+                "false (default): it has no owner and outlives the job, so a new job can start from it "
+                "(resumeFrom) or a server load the model; delete it by hand. true: it is owned by the TrainingJob and "
                 "garbage-collected when the job is deleted (by hand or by ttlSecondsAfterFinished). Read when the "
                 "PVC is created, so it cannot change once storage is set. A claimName PVC is never deleted.",
                 default=False,
             ),
+            "resumeFrom": _resume_from(),
             "storage": _storage(),
         },
         rules=[
@@ -205,4 +209,19 @@ def checkpoint_schema(shape: VersionShape) -> Schema:
                 _needs_storage_message(shape),
             )
         ],
+    )
+
+
+def _resume_from() -> Schema:
+    return string(
+        "An earlier run's checkpoint to start this job from; a new job never does so by itself (its checkpoints go "
+        "to a directory of its own, named by its uid). A path relative to the root of the checkpoint storage: a "
+        "run's directory (<that job's uid>: its newest checkpoint), one checkpoint (<uid>/ckpt-00000057.json), or "
+        "'.' for checkpoints at the root, written before runs had directories of their own; for storage of type "
+        "s3 or gcs, relative to storage.path. Every attempt's workers get it as RESUME_FROM_CHECKPOINT=<dir>/"
+        "<resumeFrom>; trainingjob.sdk.resume_checkpoint() takes this run's own newest checkpoint instead once "
+        "there is one.",
+        pattern=RELATIVE_PATH,
+        max_length=MAX_PATH_LENGTH,
+        rules=[rule(f"!self.matches('{PARENT_SEGMENT}')", "checkpoint.resumeFrom must not contain '..'")],
     )

@@ -31,6 +31,17 @@ def _run_control_fields() -> dict[str, Schema]:
             "(status.suspendedSeconds) does not count against activeDeadlineSeconds. Defaults to false.",
             default=False,
         ),
+        "terminationGracePeriodSeconds": integer(
+            "Seconds the workers get to stop whenever they are stopped before they finish (suspend, scale, a "
+            "restart, preemption, delete): they get SIGTERM, and SIGKILL this long after. A worker that uses "
+            "trainingjob.sdk.on_stop saves a checkpoint at its next safe point and exits, and status.lastStop says "
+            "whether it did; the next attempt resumes from that checkpoint. Passed to the pods as their "
+            "terminationGracePeriodSeconds and to the workers as TRAININGJOB_GRACE_PERIOD_SECONDS. Defaults to "
+            f"{c.DEFAULT_GRACE_PERIOD_SECONDS}, as for any pod.",
+            minimum=0,
+            maximum=c.MAX_GRACE_PERIOD_SECONDS,
+            default=c.DEFAULT_GRACE_PERIOD_SECONDS,
+        ),
         "activeDeadlineSeconds": integer(
             "Seconds the job may be active, counted from its first start (status.startTime) with the time spent "
             "suspended left out; restarts and their backoff delays count. When it is reached the workers are "

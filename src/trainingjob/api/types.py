@@ -99,6 +99,7 @@ class Checkpoint:
     keep_last: int | None = None
     delete_on_completion: bool = False
     storage: CheckpointStorage | None = None
+    resume_from: str | None = None  # an earlier run's checkpoint, relative to the storage's root
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> Checkpoint:
@@ -110,6 +111,7 @@ class Checkpoint:
             interval=data.get("interval"),
             keep_last=data.get("keepLast"),
             delete_on_completion=bool(data.get("deleteOnCompletion", False)),
+            resume_from=data.get("resumeFrom") or None,
             storage=CheckpointStorage(
                 claim_name=storage.get("claimName"),
                 size=None if storage.get("size") is None else str(storage["size"]),
@@ -214,6 +216,7 @@ class JobSpec:
     volume_mounts: list[dict[str, Any]] = field(default_factory=list)
     security_context: dict[str, Any] | None = None
     suspend: bool = False
+    termination_grace_period_seconds: int = k.DEFAULT_GRACE_PERIOD_SECONDS
     active_deadline_seconds: int | None = None
     startup_timeout_seconds: int | None = None
     ttl_seconds_after_finished: int | None = None
@@ -306,6 +309,9 @@ class JobSpec:
             volume_mounts=[dict(m) for m in spec.get("volumeMounts") or []],
             security_context=spec.get("securityContext"),
             suspend=bool(spec.get("suspend", False)),
+            termination_grace_period_seconds=int(
+                spec.get("terminationGracePeriodSeconds", k.DEFAULT_GRACE_PERIOD_SECONDS)
+            ),
             active_deadline_seconds=spec.get("activeDeadlineSeconds"),
             startup_timeout_seconds=spec.get("startupTimeoutSeconds"),
             ttl_seconds_after_finished=spec.get("ttlSecondsAfterFinished"),

@@ -83,6 +83,30 @@ def hyperparameter_env(hyperparameters: dict[str, Any]) -> dict[str, str]:
     return {**ours, **guide}
 
 
+def run_checkpoint_dir(job: TrainingJob) -> str:
+    """CHECKPOINT_DIR: this run's own directory under the checkpoint mount, named by the job's uid.
+
+    Why per run: the storage (a claim, or the PVC that outlives its job) is shared by every job that names it, and
+    a job deleted and submitted again under the same name used to resume from the earlier run's newest
+    checkpoint and prune its own as older. Starting from another run is spec.checkpoint.resumeFrom.
+    """
+    return _join(job.spec.checkpoint_path, job.uid)
+
+
+def _storage_root(job: TrainingJob) -> str:
+    """Where the checkpoint storage is: the mount in the workers, or an object store's URI."""
+    storage = job.spec.checkpoint.storage
+    if job.spec.checkpoint.enabled and storage is not None and not storage.is_volume and storage.path:
+        return storage.path
+    return job.spec.checkpoint_path
+
+
+def _join(base: str, child: str) -> str:
+    if not child or child == ".":
+        return base
+    return f"{base.rstrip('/')}/{child}"
+
+
 def identity_env(job: TrainingJob, index: int, attempt: int, role: str = k.WORKER) -> dict[str, str]:
     spec = job.spec
     chief = chief_replica(spec)
@@ -97,16 +121,18 @@ def identity_env(job: TrainingJob, index: int, attempt: int, role: str = k.WORKE
         "TRAININGJOB_RESTART_COUNT": str(attempt),
         "TRAININGJOB_HYPERPARAMETERS_FILE": f"{k.CONFIG_MOUNT_PATH}/{k.HYPERPARAMETERS_FILE}",
         "DISTRIBUTED_BACKEND": spec.backend,
-        "CHECKPOINT_DIR": spec.checkpoint_path,
+        "CHECKPOINT_DIR": run_checkpoint_dir(job),
         "CHECKPOINT_INTERVAL": str(spec.checkpoint_every),
         "RESUME_FROM_CHECKPOINT": resume_from(job, attempt),
+        "TRAININGJOB_GRACE_PERIOD_SECONDS": str(spec.termination_grace_period_seconds),
         **guide_env(job, role),
     }
     if spec.checkpoint.keep_last:
         env["CHECKPOINT_KEEP_LAST"] = str(spec.checkpoint.keep_last)
     storage = spec.checkpoint.storage
     if spec.checkpoint.enabled and storage is not None and not storage.is_volume and storage.path:
-        env["CHECKPOINT_URI"] = storage.path  # s3/gcs: the training code writes there with its own client
+        # s3/gcs: the training code writes there with its own client, into this run's own prefix
+        env["CHECKPOINT_URI"] = _join(storage.path, job.uid)
     if spec.data_volume is not None:
         env["DATA_DIR"] = spec.data_volume.mount_path
     if spec.model:
@@ -117,14 +143,19 @@ def identity_env(job: TrainingJob, index: int, attempt: int, role: str = k.WORKE
 
 
 def resume_from(job: TrainingJob, attempt: int) -> str:
-    """RESUME_FROM_CHECKPOINT: false on the first attempt; on a later one the newest checkpoint's path the workers
-    reported (status.lastCheckpoint; seed 002's operator sets the variable to it), else true. trainingjob.sdk
-    resumes on either; the value is only ever an environment variable's value, never run or parsed here."""
-    if attempt == 0:
-        return "false"
-    checkpoint = job.status.last_checkpoint or {}
-    path = checkpoint.get("path")
-    return path if isinstance(path, str) and path.strip() else "true"
+    """RESUME_FROM_CHECKPOINT: on a later attempt the newest checkpoint's path the workers reported
+    (status.lastCheckpoint; seed 002's operator sets the variable to it); else the earlier run's checkpoint that
+    spec.checkpoint.resumeFrom names (every attempt: the SDK takes this run's own newest one once it has one); else
+    true on a later attempt and false on the first. trainingjob.sdk resumes on a path as on true; the value is only
+    ever an environment variable's value, never run or parsed here."""
+    if attempt > 0:
+        path = (job.status.last_checkpoint or {}).get("path")
+        if isinstance(path, str) and path.strip():
+            return path
+    source = job.spec.checkpoint.resume_from
+    if source:
+        return _join(_storage_root(job), source.rstrip("/"))
+    return "true" if attempt > 0 else "false"
 
 
 def guide_env(job: TrainingJob, role: str) -> dict[str, str]:

@@ -244,6 +244,8 @@ def desired_worker_pod(
             "subdomain": service_name(job.name),
             # Service links would add env vars for every Service in the namespace to thousands of pods.
             "enableServiceLinks": False,
+            # Time to save a checkpoint on the way out (sdk.on_stop) when stopped: suspend, scale, preemption.
+            "terminationGracePeriodSeconds": spec.termination_grace_period_seconds,
             **({"securityContext": pod_security} if spec.security_context is None else {}),
             "containers": [container],
             "volumes": volumes,
