@@ -245,3 +245,33 @@ def test_save_reports_the_checkpoint_even_inside_the_throttle_window(tmp_path: P
         {"worker": 0, "epoch": 4, "metrics": {"loss": 1.0}},
         {"worker": 0, "checkpoint": {"epoch": 4, "step": 800, "path": str(path)}},
     ]
+
+
+def test_a_checkpoint_report_carries_the_epoch_report_the_throttle_held_back(tmp_path: Path) -> None:
+    """A fast loop reports an epoch (throttled) and then saves its checkpoint (sent at once): the checkpoint's
+    report must bring that epoch along. It used to drop it, and a four-epoch job Succeeded at 25 %."""
+    token = tmp_path / "token"
+    token.write_text("t")
+    opener = RecordingOpener()
+    env = {
+        "TRAININGJOB_PROGRESS_URL": "https://operator.example:8443",
+        "TRAININGJOB_PROGRESS_TOKEN_FILE": str(token),
+        "TRAININGJOB_NAME": "j",
+        "TRAININGJOB_NAMESPACE": "ns",
+        "TRAININGJOB_WORKER_INDEX": "0",
+    }
+    reporter = ProgressReporter(env=env, opener=opener, clock=lambda: 50.0)
+    sdk.set_default_reporter(reporter)
+    for epoch in range(1, 5):
+        sdk.report_progress(epoch=epoch, total_epochs=4, loss=1.0 / epoch)
+        assert reporter.wait()  # the sender is idle between epochs: nothing merges in its queue of one
+        sdk.save_checkpoint(write_bytes(b"x"), epoch=epoch, directory=tmp_path / "ckpts")
+        assert reporter.wait()
+    last = opener.bodies[-1]
+    assert (last["epoch"], last["totalEpochs"], last["metrics"], last["checkpoint"]["epoch"]) == (
+        4,
+        4,
+        {"loss": 0.25},
+        4,
+    )
+    assert reporter.flush() is True and opener.bodies[-1] is last  # nothing was left behind to send

@@ -162,6 +162,7 @@ def test_the_stop_report_is_never_throttled_and_carries_the_checkpoint(
     assert reporter.wait()
     assert endpoint.received[-1].json() == {
         "worker": 0,
+        "epoch": 2,  # the throttled report rides along
         "stopped": True,
         "checkpoint": {"epoch": 2, "path": str(tmp_path / "ckpt-00000002")},
     }

@@ -7,10 +7,10 @@ name) is as good as installing it.
 
 - Progress: ``report_progress(epoch=…, step=…, loss=…)``, ``report_checkpoint(path, epoch=…)``, ``flush()`` — the
   protocol of docs/progress-protocol.md; never raise, quiet no-ops outside a TrainingJob.
-- Checkpoints: ``checkpoint_dir()`` (this run's own), ``checkpoint_interval()``, ``resume_checkpoint()`` /
-  ``should_resume()``, ``latest_checkpoint()``, ``save_checkpoint(write_fn, epoch)`` (atomic, pruned to
-  CHECKPOINT_KEEP_LAST, reported); with an ``s3://`` CHECKPOINT_URI also uploaded to and loaded from S3 (boto3,
-  imported only then: ``checkpoint_store()``).
+- Checkpoints: ``checkpoint_dir()`` (this run's own), ``checkpoint_interval()``, ``resume_checkpoint()``,
+  ``resume_point()``, ``should_resume()``, ``latest_checkpoint()``, ``save_checkpoint(write_fn, epoch)`` (atomic,
+  pruned to CHECKPOINT_KEEP_LAST, reported); with an ``s3://`` CHECKPOINT_URI also uploaded to and loaded from S3
+  (boto3, imported only then: ``checkpoint_store()``).
 - Graceful stop: ``on_stop(save_fn)`` turns SIGTERM into save-a-checkpoint-and-exit at the next safe point;
   ``stop_requested()``.
 - Hyperparameters: ``parse_hyperparameters(path, defaults)`` (the JSON file TRAININGJOB_HYPERPARAMETERS_FILE
@@ -31,6 +31,7 @@ from .checkpoint import (
     parse_checkpoint,
     prune_checkpoints,
     resume_checkpoint,
+    resume_point,
     resume_requested,
     save_checkpoint,
     should_resume,
@@ -66,6 +67,7 @@ __all__ = [
     "report_progress",
     "restart_count",
     "resume_checkpoint",
+    "resume_point",
     "resume_requested",
     "save_checkpoint",
     "set_default_reporter",

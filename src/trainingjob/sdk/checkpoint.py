@@ -148,6 +148,17 @@ def resume_checkpoint(directory: str | os.PathLike[str] | None = None) -> Path |
     return latest_checkpoint(source)
 
 
+def resume_point(directory: str | os.PathLike[str] | None = None) -> tuple[int, Path | None]:
+    """(first epoch to train, checkpoint to load), with epochs counted from 1: ckpt-E holds the state after epoch
+    E, so training continues at E + 1 (at E for a checkpoint taken at a step inside E). Without a checkpoint to
+    resume from (see resume_checkpoint), epoch 1 and None. `directory`: CHECKPOINT_DIR."""
+    checkpoint = resume_checkpoint(directory)
+    info = parse_checkpoint(checkpoint) if checkpoint is not None else None
+    if info is None:
+        return 1, None
+    return (info.epoch + 1 if info.step is None else info.epoch), checkpoint
+
+
 def should_resume(directory: str | os.PathLike[str] | None = None) -> bool:
     """Whether to resume: RESUME_FROM_CHECKPOINT asks for it and there is a checkpoint (see resume_checkpoint)."""
     return resume_checkpoint(directory) is not None

@@ -258,7 +258,14 @@ class ProgressReporter:
             self._pending_checkpoint = (number, checkpoint)
 
     def _queue(self, number: int, body: dict[str, Any], now: float) -> None:
-        """Hand `body` to the sender thread, with the checkpoint held back if it has none (caller holds the lock)."""
+        """Hand `body` to the sender thread, with the fields of an older report held back (throttled) under it and
+        the checkpoint held back if it has none (caller holds the lock).
+
+        Why merge: a loop that reports an epoch and then saves a checkpoint has the epoch report throttled and the
+        checkpoint report sent at once; dropping the former lost every epoch after the first of a fast job, which
+        then Succeeded at 25 %."""
+        if self._pending is not None and self._pending[0] < number:
+            body = {**self._pending[1], **body}
         if "checkpoint" not in body and self._pending_checkpoint is not None:
             body["checkpoint"] = self._pending_checkpoint[1]
         self._pending = self._pending_checkpoint = None
