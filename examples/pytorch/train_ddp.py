@@ -141,17 +141,9 @@ def make_dataset(
 # --- checkpoints ---------------------------------------------------------------------------------------------------
 
 
-def resume_point(directory: str | os.PathLike[str] | None = None) -> tuple[int, Path | None]:
-    """(first epoch to train, checkpoint to load): epochs count from 1, and checkpoint ckpt-E holds the state
-    after epoch E, so a restarted attempt (RESUME_FROM_CHECKPOINT=true) with one continues at E + 1. A first
-    attempt, or one that finds no checkpoint, starts at epoch 1 from scratch. `directory`: CHECKPOINT_DIR."""
-    if not sdk.should_resume(directory):
-        return 1, None
-    latest = sdk.latest_checkpoint(directory)
-    info = sdk.parse_checkpoint(latest) if latest is not None else None
-    if info is None:  # removed since should_resume looked
-        return 1, None
-    return info.epoch + 1, latest
+# (first epoch to train, checkpoint to load): a restarted or resumed attempt continues after its newest checkpoint,
+# a new run starts at epoch 1 unless spec.checkpoint.resumeFrom names an earlier run's (sdk.resume_point).
+resume_point = sdk.resume_point
 
 
 def should_checkpoint(epoch: int, interval: int, total_epochs: int) -> bool:

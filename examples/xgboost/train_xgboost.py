@@ -14,7 +14,9 @@ What it shows:
 - progress (epoch, totalEpochs, rmse) reported by the chief (worker 0) through trainingjob.sdk;
 - the model (JSON) as checkpoint every CHECKPOINT_INTERVAL epochs and after the last one, saved atomically by the
   chief with sdk.save_checkpoint and pruned to CHECKPOINT_KEEP_LAST; a restarted attempt
-  (RESUME_FROM_CHECKPOINT=true) loads the newest model and boosts on from the next epoch.
+  (RESUME_FROM_CHECKPOINT=true) loads the newest model and boosts on from the next epoch;
+- a graceful stop (sdk.on_stop): on SIGTERM (suspend, scale, preemption, delete) the chief saves the last whole
+  epoch at its next progress report and exits within seconds; the others leave when the collective breaks.
 
 The synthetic dataset is generated from `seed` and the digits ship with scikit-learn, so every worker builds the
 same one and nothing is downloaded. With digits, every fifth image is held out: progress carries the held-out
@@ -223,17 +225,9 @@ def booster_parameters(params: Mapping[str, Any]) -> dict[str, Any]:
 # --- checkpoints ---------------------------------------------------------------------------------------------------
 
 
-def resume_point(directory: str | os.PathLike[str] | None = None) -> tuple[int, Path | None]:
-    """(first epoch to train, checkpoint to load): epochs count from 1, and checkpoint ckpt-E holds the state
-    after epoch E, so a restarted attempt (RESUME_FROM_CHECKPOINT=true) with one continues at E + 1. A first
-    attempt, or one that finds no checkpoint, starts at epoch 1 from scratch. `directory`: CHECKPOINT_DIR."""
-    if not sdk.should_resume(directory):
-        return 1, None
-    latest = sdk.latest_checkpoint(directory)
-    info = sdk.parse_checkpoint(latest) if latest is not None else None
-    if info is None:  # removed since should_resume looked
-        return 1, None
-    return info.epoch + 1, latest
+# (first epoch to train, checkpoint to load): a restarted or resumed attempt continues after its newest checkpoint,
+# a new run starts at epoch 1 unless spec.checkpoint.resumeFrom names an earlier run's (sdk.resume_point).
+resume_point = sdk.resume_point
 
 
 def should_checkpoint(epoch: int, interval: int, total_epochs: int) -> bool:
@@ -332,17 +326,23 @@ def train(params: Mapping[str, Any], settings: CollectiveSettings) -> None:
     if start > epochs:
         log.info("the checkpoint already completes all %d epochs", epochs)
     metrics: dict[str, float] = {}
-    for epoch in range(start, epochs + 1):
-        began = time.monotonic()
-        booster, metrics = train_epoch(booster_params, dtrain, booster, params["roundsPerEpoch"], dtest)
-        time.sleep(max(0.0, params["epochSeconds"] - (time.monotonic() - began)))
-        if not settings.is_chief:
-            continue
-        shown = " ".join(f"{name} {value:.4f}" for name, value in sorted(metrics.items()))
-        log.info("epoch %d/%d (%d rounds): %s", epoch, epochs, booster.num_boosted_rounds(), shown)
-        sdk.report_progress(epoch=epoch, total_epochs=epochs, metrics=metrics)
-        if should_checkpoint(epoch, interval, epochs):
-            log.info("saved checkpoint %s", save_checkpoint(booster, epoch))
+    done = {"booster": booster, "epoch": start - 1}  # the last whole epoch: what a stop saves
+    # SIGTERM (suspend, scale, preemption, delete): the chief saves the last whole epoch at its next progress report
+    # and exits; the other workers leave when the collective breaks (below).
+    stop = sdk.on_stop((lambda: save_checkpoint(done["booster"], done["epoch"])) if settings.is_chief else None)
+    try:
+        for epoch in range(start, epochs + 1):
+            began = time.monotonic()
+            booster, metrics = train_epoch(booster_params, dtrain, booster, params["roundsPerEpoch"], dtest)
+            done.update(booster=booster, epoch=epoch)
+            time.sleep(max(0.0, params["epochSeconds"] - (time.monotonic() - began)))
+            if settings.is_chief:
+                report_epoch(booster, epoch, epochs, interval, metrics)
+    except Exception:
+        if not stop.requested:
+            raise
+        log.info("stopping: the chief has saved and left, so the collective is gone")
+        stop.leave()
     if settings.is_chief:
         sdk.report_progress(epoch=epochs, total_epochs=epochs, metrics=metrics)
         # The last report carries 100 % and the final checkpoint: wait for it longer than flush's default 5 s (a
@@ -350,6 +350,16 @@ def train(params: Mapping[str, Any], settings: CollectiveSettings) -> None:
         if not sdk.flush(timeout=FINAL_REPORT_SECONDS):
             log.warning("the final progress report was not accepted within %ds", FINAL_REPORT_SECONDS)
         log.info("final: %s", json.dumps({"epochs": epochs, "workers": settings.num_workers, **metrics}))
+
+
+def report_epoch(booster: Any, epoch: int, epochs: int, interval: int, metrics: Mapping[str, float]) -> None:
+    """The chief after each epoch: log, report progress (a safe point: a requested stop saves and exits there),
+    and checkpoint every `interval` epochs."""
+    shown = " ".join(f"{name} {value:.4f}" for name, value in sorted(metrics.items()))
+    log.info("epoch %d/%d (%d rounds): %s", epoch, epochs, booster.num_boosted_rounds(), shown)
+    sdk.report_progress(epoch=epoch, total_epochs=epochs, metrics=metrics)
+    if should_checkpoint(epoch, interval, epochs):
+        log.info("saved checkpoint %s", save_checkpoint(booster, epoch))
 
 
 def check_collective(collective: Any) -> dict[str, Any]:

@@ -97,10 +97,11 @@ def test_a_high_priority_gang_preempts_a_low_one_which_resumes_from_its_checkpoi
     assert (status["attempt"], status["disruptionCount"], status.get("restartCount", 0)) == (1, 1, 0)
     assert status["lastCheckpoint"]["path"] == "/checkpoints/ckpt-3"
     assert gang_status(kube, namespace, "low")["state"] == "Scheduled"
+    run_dir = f"/checkpoints/{job['metadata']['uid']}"  # this run's own directory on the volume
     for pod in live_pods(kube, namespace, "low"):
         env = env_of(pod)
         # the newest checkpoint's path, as seed 002's operator sets it (trainingjob.sdk resumes on it as on true)
-        assert env["RESUME_FROM_CHECKPOINT"] == "/checkpoints/ckpt-3" and env["CHECKPOINT_DIR"] == "/checkpoints"
+        assert env["RESUME_FROM_CHECKPOINT"] == "/checkpoints/ckpt-3" and env["CHECKPOINT_DIR"] == run_dir
         assert pod.spec.priority_class_name == low
         claims = {v.persistent_volume_claim.claim_name for v in pod.spec.volumes if v.persistent_volume_claim}
         assert claims == {"low-checkpoints"}  # the volume the first gang wrote its checkpoints to

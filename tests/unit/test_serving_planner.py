@@ -128,18 +128,30 @@ def test_a_model_waits_for_its_training_job_and_then_mounts_its_checkpoints() ->
     assert conditions(running.status)["Progressing"] == ("True", "WaitingForTraining")
     assert running.status["source"] == {"trainingJob": "train", "jobPhase": "Running"}
     after = model({"source": {"trainingJob": "train"}}, status=running.status)
-    done = plan_model(after, ObservedServing(job=SourceJob(Phase.SUCCEEDED, "train-checkpoints")), CONFIG, NOW)
+    done = plan_model(after, ObservedServing(job=SourceJob(Phase.SUCCEEDED, "train-checkpoints", "uid-7")), CONFIG, NOW)
     deployment = next(a.manifest for a in done.actions if a.kind == "Deployment")
     pod = deployment["spec"]["template"]["spec"]
     assert pod["volumes"] == [
         {"name": "model", "persistentVolumeClaim": {"claimName": "train-checkpoints", "readOnly": True}}
     ]
+    # The job's own run directory in the claim (its uid), not an earlier run's of the same name.
     assert pod["containers"][0]["volumeMounts"] == [
-        {"name": "model", "mountPath": k.MODEL_MOUNT_PATH, "readOnly": True}
+        {"name": "model", "mountPath": k.MODEL_MOUNT_PATH, "readOnly": True, "subPath": "uid-7"}
     ]
     assert {"name": "MODEL_DIR", "value": k.MODEL_MOUNT_PATH} in pod["containers"][0]["env"]
     assert "SourceReady" in [e.reason for e in done.events]
-    assert done.status["source"] == {"trainingJob": "train", "jobPhase": "Succeeded", "claimName": "train-checkpoints"}
+    assert done.status["source"] == {
+        "trainingJob": "train",
+        "jobPhase": "Succeeded",
+        "claimName": "train-checkpoints",
+        "path": "uid-7",
+    }
+    chosen = model({"source": {"trainingJob": "train", "path": "exported"}}, status=running.status)
+    served = plan_model(
+        chosen, ObservedServing(job=SourceJob(Phase.SUCCEEDED, "train-checkpoints", "uid-7")), CONFIG, NOW
+    )
+    mounts = next(a.manifest for a in served.actions if a.kind == "Deployment")["spec"]["template"]["spec"]
+    assert mounts["containers"][0]["volumeMounts"][0]["subPath"] == "exported"
 
 
 def test_a_failed_or_checkpointless_source_job_degrades_the_model() -> None:

@@ -42,8 +42,9 @@ def _source() -> Schema:
             ),
             "claimName": string("A PersistentVolumeClaim in this namespace that holds the model (a checkpoint path)."),
             "path": string(
-                "Directory inside the volume to serve (a subPath; default: the volume's root, where a TrainingJob "
-                "writes its checkpoints).",
+                "Directory inside the volume to serve (a subPath). Default: for trainingJob, the directory that "
+                "job's run wrote its checkpoints to (its uid, see checkpoint.dir of TrainingJob); for claimName, "
+                "the volume's root.",
                 pattern=r"^[^/].*$",
             ),
         },

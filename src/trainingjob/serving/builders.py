@@ -52,9 +52,10 @@ def content_hash(value: Any) -> str:
 
 
 def model_mount(
-    model: LLMModel, claim_name: str | None, store: ModelStore | None = None
+    model: LLMModel, claim_name: str | None, store: ModelStore | None = None, run_dir: str | None = None
 ) -> tuple[list[dict], list[dict]]:
-    """The model volume (read-only) and its mount, when the source is a claim or a TrainingJob's checkpoint claim;
+    """The model volume (read-only) and its mount, when the source is a claim or a TrainingJob's checkpoint claim
+    (for a TrainingJob the directory its run saved checkpoints in, `run_dir`, unless source.path names another);
     with the model in S3, an emptyDir the server downloads the checkpoint into."""
     if store is not None:
         return [{"name": MODEL_VOLUME, "emptyDir": {}}], [{"name": MODEL_VOLUME, "mountPath": k.MODEL_MOUNT_PATH}]
@@ -62,7 +63,7 @@ def model_mount(
         return [], []
     volume = {"name": MODEL_VOLUME, "persistentVolumeClaim": {"claimName": claim_name, "readOnly": True}}
     mount: dict[str, Any] = {"name": MODEL_VOLUME, "mountPath": k.MODEL_MOUNT_PATH, "readOnly": True}
-    path = model.spec.source.path if model.spec.source else None
+    path = (model.spec.source.path if model.spec.source else None) or run_dir
     if path:
         mount["subPath"] = path
     return [volume], [mount]
@@ -94,6 +95,7 @@ def container(
     claim_name: str | None,
     gpus: dict[str, str],
     store: ModelStore | None = None,
+    run_dir: str | None = None,
 ) -> dict:
     spec = model.spec
     env = [
@@ -108,7 +110,7 @@ def container(
     resources = {key: dict(value) for key, value in spec.resources.items() if isinstance(value, Mapping)}
     if gpus:
         resources["limits"] = {**resources.get("limits", {}), **gpus}
-    _, mounts = model_mount(model, claim_name, store)
+    _, mounts = model_mount(model, claim_name, store, run_dir)
     result: dict[str, Any] = {
         "name": "server",
         "image": spec.image or config.image,
@@ -140,14 +142,19 @@ def container(
 
 
 def deployment(
-    model: LLMModel, config: ServingConfig, claim_name: str | None, store: ModelStore | None = None
+    model: LLMModel,
+    config: ServingConfig,
+    claim_name: str | None,
+    store: ModelStore | None = None,
+    run_dir: str | None = None,
 ) -> dict[str, Any]:
-    """The Deployment of model servers; `claim_name` is the volume holding the model, `store` the checkpoints in S3
-    it is downloaded from (neither: the image has it)."""
+    """The Deployment of model servers; `claim_name` is the volume holding the model (`run_dir` the source
+    TrainingJob's checkpoint directory in it), `store` the checkpoints in S3 it is downloaded from (neither: the
+    image has it)."""
     node_selector, tolerations, gpus = gpu_placement(model, config)
     volumes, _ = model_mount(model, claim_name, store)
     pod_spec: dict[str, Any] = {
-        "containers": [container(model, config, claim_name, gpus, store)],
+        "containers": [container(model, config, claim_name, gpus, store, run_dir)],
         "enableServiceLinks": False,
     }
     if node_selector:

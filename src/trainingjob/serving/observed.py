@@ -108,18 +108,23 @@ class SourceJob:
 
     phase: Phase
     claim_name: str | None
-    store: ModelStore | None = None  # its checkpoints are in S3 (checkpoint.storage type s3)
+    store: ModelStore | None = None  # its checkpoints are in S3 (checkpoint.storage type s3), its run's prefix
+    # The directory in the claim its run wrote its checkpoints to (its uid: builders/env.run_checkpoint_dir).
+    run_dir: str = ""
 
 
 def source_job(body: Mapping[str, Any] | None) -> SourceJob | None:
-    """From the TrainingJob cache (internal shape): its phase and where its checkpoints are (a claim, or S3)."""
+    """From the TrainingJob cache (internal shape): its phase and where its run's checkpoints are (a directory in a
+    claim, or a prefix in S3)."""
     if body is None:
         return None
     job = TrainingJob.from_body(body)
     storage = job.spec.checkpoint.storage
     in_s3 = job.spec.checkpoint.enabled and storage is not None and storage.type == "s3" and storage.path
-    store = ModelStore(storage.path, storage.secret_name) if in_s3 and storage is not None else None
-    return SourceJob(phase=job.status.phase or Phase.PENDING, claim_name=checkpoint_claim_name(job), store=store)
+    uri = f"{storage.path.rstrip('/')}/{job.uid}" if in_s3 and storage is not None and storage.path else ""
+    store = ModelStore(uri, storage.secret_name) if uri and storage is not None else None
+    phase = job.status.phase or Phase.PENDING
+    return SourceJob(phase=phase, claim_name=checkpoint_claim_name(job), store=store, run_dir=job.uid)
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ def desired_children(model: LLMModel, config: ServingConfig, source: SourceState
     """By kind; no Deployment while the source is not ready (the Service may exist: it has no endpoints yet)."""
     children = {"Service": builders.service(model)}
     if source.ready:
-        children["Deployment"] = builders.deployment(model, config, source.claim_name, source.store)
+        children["Deployment"] = builders.deployment(model, config, source.claim_name, source.store, source.run_dir)
     scaler = builders.autoscaler(model)
     if scaler is not None:
         children["HorizontalPodAutoscaler"] = scaler

@@ -26,6 +26,7 @@ class SourceState:
     store: ModelStore | None = None  # the model is in S3 instead of on a claim
     failed: tuple[str, str] | None = None  # Degraded: (reason, message)
     job_phase: Phase | None = None
+    run_dir: str | None = None  # a TrainingJob's own checkpoint directory in the claim, served unless path says
 
 
 def resolve_source(model: LLMModel, observed: ObservedServing) -> SourceState:
@@ -47,7 +48,8 @@ def resolve_source(model: LLMModel, observed: ObservedServing) -> SourceState:
     if job.phase is not Phase.SUCCEEDED:
         waiting = f"waiting for TrainingJob {name} to succeed (phase {job.phase})"
         return SourceState(None, False, waiting=waiting, job_phase=job.phase)
-    return SourceState(claim_name=job.claim_name, ready=True, job_phase=job.phase, store=job.store)
+    run_dir = None if job.store is not None else job.run_dir or None
+    return SourceState(claim_name=job.claim_name, ready=True, job_phase=job.phase, store=job.store, run_dir=run_dir)
 
 
 def source_events(model: LLMModel, source: SourceState) -> list[Event]:
@@ -77,6 +79,6 @@ def source_status(model: LLMModel, source: SourceState) -> dict[str, Any] | None
         status["claimName"] = source.claim_name
     if source.store is not None:
         status["uri"] = source.store.uri
-    if spec.path:
-        status["path"] = spec.path
+    if spec.path or source.run_dir:
+        status["path"] = spec.path or source.run_dir
     return status
