@@ -304,16 +304,33 @@ def train(params: Mapping[str, Any], process: JaxProcess) -> None:
     epochs, interval = params["epochs"], sdk.checkpoint_interval()
     if start > epochs:
         log.info("the checkpoint already completes all %d epochs", epochs)
-    for epoch in range(start, epochs + 1):
-        seed = [abs(params["seed"]), epoch, process.process_id]  # a new order for each epoch and process
-        weights, metrics = train_epoch(weights, x, y, batch, steps, params["learningRate"], seed, process.num_processes)
-        if not process.is_chief:
-            continue
-        error = float(np.linalg.norm(np.asarray(weights["w"]) - np.asarray(true_weights, dtype=np.float32)))
-        log.info("epoch %d/%d: loss %.5f, distance to the true weights %.4f", epoch, epochs, metrics["loss"], error)
-        sdk.report_progress(epoch=epoch, total_epochs=epochs, metrics=metrics)
-        if should_checkpoint(epoch, interval, epochs):
-            log.info("saved checkpoint %s", save_checkpoint(weights, epoch))
+    done = {"weights": weights, "epoch": start - 1}  # the last whole epoch: what a stop saves
+
+    # SIGTERM: the chief saves the last whole epoch at its next progress report and exits; the other processes leave
+    # when their next collective fails because it has gone.
+    def save_on_stop() -> Path:
+        return save_checkpoint(done["weights"], done["epoch"])
+
+    stop = sdk.on_stop(save_on_stop if process.is_chief else None)
+    try:
+        for epoch in range(start, epochs + 1):
+            seed = [abs(params["seed"]), epoch, process.process_id]  # a new order for each epoch and process
+            weights, metrics = train_epoch(
+                weights, x, y, batch, steps, params["learningRate"], seed, process.num_processes
+            )
+            done.update(weights=weights, epoch=epoch)
+            if not process.is_chief:
+                continue
+            error = float(np.linalg.norm(np.asarray(weights["w"]) - np.asarray(true_weights, dtype=np.float32)))
+            log.info("epoch %d/%d: loss %.5f, distance to the true weights %.4f", epoch, epochs, metrics["loss"], error)
+            sdk.report_progress(epoch=epoch, total_epochs=epochs, metrics=metrics)  # a safe point: a stop exits here
+            if should_checkpoint(epoch, interval, epochs):
+                log.info("saved checkpoint %s", save_checkpoint(weights, epoch))
+    except Exception:
+        if not stop.requested:
+            raise
+        log.info("stopping: the chief has saved and left, so the collective is gone")
+        stop.leave()
     if process.is_chief:
         sdk.report_progress(epoch=epochs, total_epochs=epochs)
         # The last report carries 100 % and the final checkpoint: wait for it longer than flush's default 5 s (a

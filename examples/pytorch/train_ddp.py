@@ -14,7 +14,9 @@ What it shows:
 - progress (epoch, totalEpochs, loss, accuracy) reported by the chief (global rank 0) through trainingjob.sdk;
 - a checkpoint every CHECKPOINT_INTERVAL epochs (and after the last one), saved atomically by the chief with
   sdk.save_checkpoint and pruned to CHECKPOINT_KEEP_LAST; a restarted attempt (RESUME_FROM_CHECKPOINT=true) loads the
-  newest one and continues with the next epoch.
+  newest one and continues with the next epoch;
+- a graceful stop (sdk.on_stop): on SIGTERM, which torchrun passes on to its workers, the chief saves the last whole
+  epoch at its next progress report and exits; the other ranks leave when the collective breaks.
 
 The dataset is generated from `seed`, so every process builds the same one and nothing is downloaded. The functions
 above `main` are pure or import torch only when called, so tests can import this file without PyTorch.
@@ -283,15 +285,30 @@ def train(params: Mapping[str, Any], settings: DistributedSettings) -> None:
     epochs, interval = params["epochs"], sdk.checkpoint_interval()
     if start > epochs:
         log.info("the checkpoint already completes all %d epochs", epochs)
-    for epoch in range(start, epochs + 1):
-        indices = epoch_shard(labels.numel(), settings, params["seed"] + epoch, device)
-        metrics = train_epoch(net, features, labels, indices, params["batchSize"], optimizer)
-        if not settings.is_chief:
-            continue
-        log.info("epoch %d/%d: loss %.4f accuracy %.4f", epoch, epochs, metrics["loss"], metrics["accuracy"])
-        sdk.report_progress(epoch=epoch, total_epochs=epochs, metrics=metrics)
-        if should_checkpoint(epoch, interval, epochs):
-            log.info("saved checkpoint %s", save_checkpoint(model, optimizer, epoch, params))
+    done = {"epoch": start - 1}  # the last whole epoch: what a stop saves
+
+    # SIGTERM (suspend, scale, preemption, delete): the chief saves the last whole epoch at its next progress report
+    # and exits; the other ranks leave when their next collective fails because it has gone.
+    def save_on_stop() -> Path:
+        return save_checkpoint(model, optimizer, done["epoch"], params)
+
+    stop = sdk.on_stop(save_on_stop if settings.is_chief else None)
+    try:
+        for epoch in range(start, epochs + 1):
+            indices = epoch_shard(labels.numel(), settings, params["seed"] + epoch, device)
+            metrics = train_epoch(net, features, labels, indices, params["batchSize"], optimizer)
+            done["epoch"] = epoch
+            if not settings.is_chief:
+                continue
+            log.info("epoch %d/%d: loss %.4f accuracy %.4f", epoch, epochs, metrics["loss"], metrics["accuracy"])
+            sdk.report_progress(epoch=epoch, total_epochs=epochs, metrics=metrics)  # a safe point: a stop exits here
+            if should_checkpoint(epoch, interval, epochs):
+                log.info("saved checkpoint %s", save_checkpoint(model, optimizer, epoch, params))
+    except Exception:
+        if not stop.requested:
+            raise
+        log.info("stopping: the chief has saved and left, so the collective is gone")
+        stop.leave()
     if settings.is_chief:
         sdk.report_progress(epoch=epochs, total_epochs=epochs)
         # The last report carries 100 % and the final checkpoint: wait for it longer than flush's default 5 s (a

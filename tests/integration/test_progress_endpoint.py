@@ -104,7 +104,8 @@ def test_chief_report_updates_status_and_printer_columns(
     progress = job["status"]["progress"]
     assert (progress["epoch"], progress["totalEpochs"], progress["percent"]) == (3, 10, 30.0)
     assert progress["metrics"] == {"loss": 0.42, "accuracy": 0.9}
-    assert progress["estimatedRemainingSeconds"] > 0 and progress["lastUpdateTime"]
+    assert progress["lastUpdateTime"] and progress["recent"] == [{"percent": 30.0, "time": progress["lastUpdateTime"]}]
+    assert "estimatedRemainingSeconds" not in progress  # one report: the pace is unknown (not guessed)
     assert job["status"]["lastCheckpoint"]["path"] == "/checkpoints/ckpt-00000003"
     table = kubectl(cluster, "get", "trainingjobs.v1alpha1.ml.example.com", running_job, "-n", namespace)
     header, row = table.splitlines()[:2]

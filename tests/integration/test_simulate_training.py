@@ -39,6 +39,17 @@ def test_simulated_training_reaches_full_progress_then_succeeds(
     assert (progress["epoch"], progress["totalEpochs"], progress["percent"]) == (3, 3, 100)
     assert set(progress["metrics"]) == {"loss", "accuracy"}
     assert status["lastCheckpoint"]["path"] == "/checkpoints/ckpt-00000003"
+    # kwok played the workers: no code ran, and the job says so wherever it is shown.
+    assert status["simulated"] is True
+    listing = subprocess.run(
+        [sys.executable, "-m", "trainingjob.cli", "get", "-n", namespace, "--kubeconfig", str(cluster.kubeconfig)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        cwd=REPO,
+    )
+    assert "Succeeded (simulated)" in listing.stdout
 
 
 def test_refused_reports_fail_the_simulator_and_leave_the_pods_running(

@@ -205,6 +205,28 @@ def test_progress_view_with_and_without_reports() -> None:
     assert by_steps.percent == 25.0 and "step 50/200" in by_steps.summary
 
 
+def test_an_unknown_eta_says_so_and_a_simulated_job_says_so_everywhere() -> None:
+    early = render.progress_view(job(phase="Running", progress={"percent": 20.0, "epoch": 2, "totalEpochs": 10}))
+    assert early.summary.endswith("epoch 2/10 · ETA unknown")  # too little pace yet: no number rather than a wrong one
+    done = render.progress_view(job(phase="Succeeded", progress={"percent": 100.0, "epoch": 10, "totalEpochs": 10}))
+    assert "ETA" not in done.summary
+    simulated = job(phase="Running", simulated=True)
+    assert render.progress_view(simulated).summary.startswith("Running (simulated) · ")
+    assert "Running (simulated)" in render.job_row(simulated, NOW)
+
+
+def test_describe_says_whether_the_last_stop_was_checkpointed() -> None:
+    saved = {"path": "/checkpoints/u/ckpt-00000007.json", "epoch": 7}
+    stop = {"reason": "Suspended", "time": "2026-11-22T12:00:00Z", "checkpointed": True, "checkpoint": saved}
+    assert (
+        render.describe_stop(stop)
+        == "Suspended at 2026-11-22T12:00:00Z: checkpointed /checkpoints/u/ckpt-00000007.json"
+    )
+    unsaved = {"reason": "SpecChanged", "time": "2026-11-22T12:00:00Z", "checkpointed": False}
+    assert render.describe_stop(unsaved) == "SpecChanged at 2026-11-22T12:00:00Z: no checkpoint saved"
+    assert "Last stop" in describe_text(job(phase="Suspended", lastStop=stop))
+
+
 def test_a_succeeded_job_shows_only_the_progress_that_was_reported() -> None:
     silent = render.progress_view(job(phase="Succeeded"))
     assert silent.percent is None

@@ -87,6 +87,14 @@ def test_running_pod() -> None:
     assert view.live and view.active and not view.disrupted
 
 
+def test_a_pod_a_simulator_plays_says_so() -> None:
+    """The local cluster's kwok stages give the containers they play an imageID of sim://: no code runs there."""
+    played = {**RUNNING, "containerStatuses": [{"name": "trainer", "imageID": "sim://train:1", "state": {}}]}
+    assert pod_view(pod(status=played)).simulated is True
+    real = {**RUNNING, "containerStatuses": [{"name": "trainer", "imageID": "local://train:1", "state": {}}]}
+    assert pod_view(pod(status=real)).simulated is False
+
+
 def test_oom_killed_pod() -> None:
     view = pod_view(pod(status=OOM_KILLED))
     assert (view.phase, view.exit_code, view.reason) == ("Failed", 137, "OOMKilled")

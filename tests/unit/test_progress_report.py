@@ -66,13 +66,13 @@ def test_bad_reports_are_refused_with_a_reason(raw: bytes, status: int, reason: 
     assert refused.value.status == status and reason in refused.value.reason
 
 
-def test_progress_status_prefers_steps_and_estimates_the_remaining_time() -> None:
+def test_progress_status_prefers_steps_and_keeps_earlier_metrics() -> None:
     report = parse({"epoch": 1, "totalEpochs": 4, "step": 30, "totalSteps": 40, "metrics": {"loss": 0.1}})
     started = (NOW - datetime.timedelta(seconds=300)).strftime("%Y-%m-%dT%H:%M:%SZ")
     status = progress_status(report, {"metrics": {"accuracy": 0.5}}, started)
     assert status["percent"] == 75.0
-    assert status["estimatedRemainingSeconds"] == 100
     assert status["metrics"] == {"accuracy": 0.5, "loss": 0.1}
+    assert "estimatedRemainingSeconds" not in status  # one point: the pace is unknown, not 300 s for 75 %
 
 
 def review(
@@ -202,20 +202,43 @@ def report_at(seconds: float, step: int) -> object:
     )
 
 
-def test_eta_after_a_restart_uses_only_the_progress_of_the_current_attempt() -> None:
-    """Attempt 0 reached 50 % in 500 s; attempt 1 starts at 1000 s, resumes from its checkpoint at 50 % and then
-    needs 100 s per 10 %: 400 s are left at 60 %, not the 107 s the cumulative percent suggests."""
-    first_attempt = progress_status(report_at(500, 50), {}, at(0))
-    assert first_attempt["estimatedRemainingSeconds"] == 500
-    resumed = progress_status(report_at(1060, 50), first_attempt, at(1000))
+def paced(points: list[tuple[float, int]], since: float, previous: dict | None = None) -> dict:
+    """progress after reports of (seconds after NOW, step of 100) in that order, all in an attempt from `since`."""
+    status = previous or {}
+    for seconds, step in points:
+        status = progress_status(report_at(seconds, step), status, at(since))
+    return status
+
+
+def test_eta_is_unknown_until_three_points_then_follows_the_recent_pace() -> None:
+    status = paced([(100, 20)], since=0)
+    assert "estimatedRemainingSeconds" not in status, "the time before the first report is not training"
+    status = paced([(110, 22)], 0, status)
+    assert "estimatedRemainingSeconds" not in status
+    status = paced([(120, 24)], 0, status)
+    assert status["estimatedRemainingSeconds"] == 380  # 2 % per 10 s, 76 % to go
+    status = paced([(125, 24), (130, 26)], 0, status)  # a report without progress adds no point
+    assert [p["percent"] for p in status["recent"]] == [20.0, 22.0, 24.0, 26.0]
+
+
+def test_a_blocked_start_does_not_count_against_the_pace() -> None:
+    """Workers created at 0 s waited 30 s (unschedulable, an image pull) before training at 2 % per 5 s."""
+    status = paced([(35, 2), (40, 4), (45, 6)], since=0)
+    assert status["estimatedRemainingSeconds"] == 235  # not (100 - 6) * 45 / 6 = 705
+
+
+def test_a_new_attempt_starts_its_pace_anew_and_only_recent_points_count() -> None:
+    """Attempt 0 ran at 1 % per 10 s; after a scale (attempt 1, from 1000 s) it resumes at 50 % and runs at 1 %
+    per 2 s: its ETA is unknown until it has three points of its own, then at the new pace."""
+    first = paced([(10 * step, step) for step in range(1, 40)], since=0)
+    assert first["estimatedRemainingSeconds"] == 610 and len(first["recent"]) == 6
+    resumed = paced([(1060, 50), (1062, 51)], since=1000, previous=first)
     assert "estimatedRemainingSeconds" not in resumed, "no pace of this attempt yet"
-    later = progress_status(report_at(1160, 60), resumed, at(1000))
-    assert later["percent"] == 60.0
-    assert later["estimatedRemainingSeconds"] == 400
+    later = paced([(1064, 52)], since=1000, previous=resumed)
+    assert later["percent"] == 52.0 and later["estimatedRemainingSeconds"] == 96
 
 
-def test_eta_of_a_first_attempt_counts_from_its_start() -> None:
-    status = progress_status(report_at(100, 20), {"metrics": {"loss": 1.0}}, at(0))
-    assert status["estimatedRemainingSeconds"] == 400
-    status = progress_status(report_at(200, 50), status, at(0))
-    assert status["estimatedRemainingSeconds"] == 200
+def test_going_back_starts_the_points_over_and_100_percent_is_done() -> None:
+    status = paced([(10, 10), (20, 20), (30, 30), (40, 5)], since=0)  # restored an older checkpoint
+    assert status["recent"] == [{"percent": 5.0, "time": at(40)}] and "estimatedRemainingSeconds" not in status
+    assert paced([(50, 100)], 0, status)["estimatedRemainingSeconds"] == 0

@@ -100,6 +100,10 @@ DEFAULT_MASTER_PORT = 29500
 DEFAULT_CHECKPOINT_DIR = "/checkpoints"
 DEFAULT_GRACE_PERIOD_SECONDS = 30  # a pod's default terminationGracePeriodSeconds
 MAX_GRACE_PERIOD_SECONDS = 86400
+# The local cluster's kwok stages (cluster/stages/pod-running.yaml) give the containers they play this imageID:
+# such a pod runs no code, and a job whose workers ran there is labelled simulated (status.simulated).
+SIMULATED_IMAGE_ID_PREFIX = "sim://"
+RECENT_PROGRESS_POINTS = 6  # status.progress.recent: the points the ETA's pace is measured over
 DEFAULT_DATA_MOUNT_PATH = "/data"
 # The image v1 jobs without spec.image get, from their spec.model (the guide's pattern; tj operator --default-image).
 DEFAULT_IMAGE_PATTERN = "training-image:{model}"

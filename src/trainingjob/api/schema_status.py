@@ -7,7 +7,7 @@ rejected instead of silently stored, and `kubectl explain` documents every field
 from __future__ import annotations
 
 from trainingjob.api import constants as c
-from trainingjob.api.schema_builders import Schema, array, integer, node, obj, string, string_map
+from trainingjob.api.schema_builders import Schema, array, boolean, integer, node, obj, string, string_map
 from trainingjob.api.schema_runtime_ref import runtime_record_schema
 from trainingjob.api.schema_tracking import tracking_status
 
@@ -149,14 +149,34 @@ def _last_failure() -> Schema:
     )
 
 
-def _last_checkpoint() -> Schema:
+def _last_checkpoint(
+    description: str = "The newest checkpoint the workers reported, filled from the workers' progress reports.",
+) -> Schema:
     return obj(
-        "The newest checkpoint the workers reported, filled from the workers' progress reports.",
+        description,
         {
             "epoch": integer("Epoch the checkpoint was saved after."),
             "step": integer("Training step (iteration) the checkpoint was saved at."),
             "path": string("Where the checkpoint is, as the workers see it (under the checkpoint directory)."),
             "time": _timestamp("When the checkpoint was saved."),
+        },
+    )
+
+
+def _last_stop() -> Schema:
+    return obj(
+        "The last time running workers were stopped before they finished: suspend, a restart for a spec change "
+        "(a scale), a disruption (preemption) or a failed peer. Workers using trainingjob.sdk.on_stop save a "
+        "checkpoint on their way out (spec.terminationGracePeriodSeconds) and report it; the next attempt resumes "
+        "from it.",
+        {
+            "reason": string(
+                "Why: Suspended, SpecChanged, WorkerDisrupted or WorkerFailed (a restart's reason), or WorkerStopped "
+                "for a worker that reported a stop the operator did not start (its pod deleted by hand)."
+            ),
+            "time": _timestamp("When the workers were told to stop."),
+            "checkpointed": boolean("Whether a worker reported a checkpoint saved on its way out."),
+            "checkpoint": _last_checkpoint("The checkpoint saved on the way out, as the worker reported it."),
         },
     )
 
@@ -182,16 +202,23 @@ def _progress() -> Schema:
                 max_properties=32,
             ),
             "estimatedRemainingSeconds": integer(
-                "Estimated seconds until the training finishes, from the progress made since the attempt started.",
+                "Estimated seconds until the training finishes, at the current attempt's recent pace (status."
+                "progress.recent). Absent while unknown: until the attempt has made three progress points, so "
+                "neither its start (scheduling, a blocked start, restoring a checkpoint) nor an earlier attempt "
+                "before a restart or scale skews it. 0 once at 100 %.",
                 minimum=0,
             ),
-            "attemptStart": obj(
-                "Where the current attempt's pace is measured from: 0 % at its start for a job's first progress, "
-                "else its first report (an attempt after a restart or resume continues from a checkpoint).",
-                {
-                    "percent": node("number", "Completion in percent at that point.", minimum=0, maximum=100),
-                    "time": _timestamp("When the attempt was at that completion."),
-                },
+            "recent": array(
+                f"The current attempt's last progress points (at most {c.RECENT_PROGRESS_POINTS}, oldest first, one "
+                "per new percent), which estimatedRemainingSeconds is computed from; a new attempt starts them anew.",
+                obj(
+                    "Completion at one moment.",
+                    {
+                        "percent": node("number", "Completion in percent.", minimum=0, maximum=100),
+                        "time": _timestamp("When the report with that completion was accepted."),
+                    },
+                ),
+                max_items=c.RECENT_PROGRESS_POINTS,
             ),
             "lastUpdateTime": _timestamp("When the operator accepted the newest report."),
             "history": _metric_history(),
@@ -301,6 +328,7 @@ def _lifecycle() -> dict[str, Schema]:
             minimum=0,
         ),
         "lastCheckpoint": _last_checkpoint(),
+        "lastStop": _last_stop(),
         "progress": _progress(),
         "gang": _gang(),
         "resources": _resources(),
@@ -364,6 +392,11 @@ def status_schema() -> Schema:
             **_counters(),
             **_lifecycle(),
             "message": string("Human-readable summary of the current phase, e.g. why the job failed."),
+            "simulated": boolean(
+                "True once a worker of the job ran on a simulated node (kwok on the local cluster): such a worker "
+                "runs no code, so its phase and any progress are a simulation's, not a training's. tj and the UI "
+                "label the job simulated."
+            ),
             "tracking": tracking_status(),
             "runtime": runtime_record_schema(),
         },

@@ -147,7 +147,9 @@ AS_STORED = {
     "role_statuses": "roleStatuses",
     "last_failure": "lastFailure",
     "last_checkpoint": "lastCheckpoint",
+    "last_stop": "lastStop",
     "progress": "progress",
+    "simulated": "simulated",
     "tracking": "tracking",
     "resources": "resources",
     "runtime": "runtime",
@@ -186,7 +188,9 @@ class JobStatus:
     suspend_time: datetime.datetime | None = None
     suspended_seconds: int | None = None
     last_checkpoint: Record | None = None
+    last_stop: Record | None = None  # reconcile/stops.py
     progress: Record | None = None
+    simulated: bool | None = None  # once a worker ran on a simulated (kwok) node
     gang: GangRecord | None = None
     tracking: Record | None = None
     resources: Record | None = None

@@ -356,7 +356,11 @@ def current_pod(pods: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 @click.command()
 @click.argument("name")
-@click.option("--wait", is_flag=True, help="Wait until the job is gone (its workers removed first).")
+@click.option(
+    "--wait",
+    is_flag=True,
+    help="Wait until the job and its workers are gone (they get spec.terminationGracePeriodSeconds to stop).",
+)
 @click.option(
     "--timeout",
     type=click.FloatRange(min=0, min_open=True),
@@ -380,13 +384,23 @@ async def _delete(target: Target, name: str, wait: bool, limit: float) -> int:
             click.echo(f"{k.SINGULAR} {ref} marked for deletion (its workers are removed first; --wait waits)")
             return 0
         if wait:
+            uid = str((answer.get("metadata") or {}).get("uid") or "")
             try:
                 async with asyncio.timeout(limit):
                     await _gone(kube, namespace, name)
+                    await _workers_gone(kube, namespace, name, uid)
             except TimeoutError:
                 raise CliError(f"timed out after {limit:g}s waiting for {ref} to be deleted", TIMEOUT_EXIT) from None
     click.echo(f"{k.SINGULAR} {ref} deleted")
     return 0
+
+
+async def _workers_gone(kube: Client, namespace: str, name: str, job_uid: str) -> None:
+    """Until no pod of the deleted job is left, Terminating ones included: the job object goes first (its
+    finalizer only asks for the deletes), while the workers take up to their grace period to stop and save. A
+    job submitted again under the name meanwhile would find the names taken (Blocked, PodNameTaken)."""
+    if job_uid:
+        await kube.wait_job_pods_gone(namespace, name, job_uid)
 
 
 async def _gone(kube: Client, namespace: str, name: str) -> None:

@@ -40,6 +40,7 @@ READ_TIMEOUT = 60.0
 # Watches end on the server after this long and are resumed from the last resourceVersion seen.
 WATCH_SECONDS = 290
 JOBS = Resource(k.GROUP, k.STORAGE_VERSION, k.PLURAL, k.KIND)
+PODS = Resource("", "v1", "pods", "Pod")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -273,6 +274,40 @@ class Client:
 
     # Pods, logs and events ---------------------------------------------------------------------------------------
 
+    async def wait_job_pods_gone(self, namespace: str, name: str, job_uid: str) -> None:
+        """Until no pod that job `name` of uid `job_uid` controlled is left, Terminating ones included (a later job
+        of the same name is not waited for): a list, then the shared watch loop (kube/reflector.py) on the job's
+        pods until the last one is deleted; a 410 lists again."""
+        selector = f"{k.LABEL_JOB_NAME}={name}"
+        reflector = Reflector(
+            ApiClientTransport(self.api),
+            PODS.path(namespace),
+            None,
+            "pods",
+            label_selector=selector,
+            watch_timeout=WATCH_SECONDS,
+        )
+        while True:
+            with self.errors(namespace, None, resource="pods"):
+                listing = await self.core.list_namespaced_pod(
+                    namespace, label_selector=selector, _request_timeout=_timeout()
+                )
+            left = {pod.metadata.uid for pod in listing.items if _controlled_by(pod, job_uid)}
+            version = listing.metadata.resource_version
+            try:
+                while left:
+                    with self.errors(namespace, None, resource="pods"):
+                        async with contextlib.aclosing(reflector.events(version)) as events:
+                            async for kind, pod in events:
+                                if kind == "DELETED":
+                                    left.discard((pod.get("metadata") or {}).get("uid"))
+                                if not left:
+                                    return
+                    version = reflector.resource_version or version
+                return
+            except Gone:
+                continue
+
     async def worker_pods(self, namespace: str, name: str, index: int) -> list[dict[str, Any]]:
         """Pods of worker `index` of job `name` (usually one; two while an old attempt's pod terminates)."""
         selector = f"{k.LABEL_JOB_NAME}={name},{k.LABEL_WORKER_INDEX}={index}"
@@ -321,3 +356,7 @@ class Client:
         if uid:
             plain = [e for e in plain if e.get("involvedObject", {}).get("uid") in (None, "", uid)]
         return sorted(plain, key=event_time)
+
+
+def _controlled_by(pod: Any, uid: str) -> bool:
+    return any(ref.uid == uid and ref.controller for ref in pod.metadata.owner_references or [])

@@ -91,7 +91,7 @@ def job_row(job: dict[str, Any], now: datetime, all_namespaces: bool = False) ->
         metadata.get("name", NONE),
         spec.get("framework") or NONE,
         str(spec.get("workers", NONE)),
-        status.get("phase") or NONE,
+        (status.get("phase") or NONE) + (" (simulated)" if status.get("simulated") else ""),
         str(status.get("restartCount", 0)),
         age(metadata.get("creationTimestamp"), now),
     ]
@@ -181,8 +181,8 @@ class ProgressView:
     summary: str
 
 
-def progress_parts(progress: dict[str, Any]) -> list[str]:
-    """status.progress as short phrases: epoch 3/10, step 1200/4000, loss=0.41, ETA 5m20s."""
+def progress_parts(progress: dict[str, Any], running: bool = False) -> list[str]:
+    """status.progress as short phrases: epoch 3/10, step 1200/4000, loss=0.41, ETA 5m20s (or unknown, running)."""
     parts = []
     for done, total, label in (("epoch", "totalEpochs", "epoch"), ("step", "totalSteps", "step")):
         if progress.get(done) is not None:
@@ -193,6 +193,8 @@ def progress_parts(progress: dict[str, Any]) -> list[str]:
     remaining = progress.get("estimatedRemainingSeconds")
     if isinstance(remaining, int | float):
         parts.append(f"ETA {human_duration(remaining)}")
+    elif running and progress_percent(progress) not in (None, 100.0):
+        parts.append("ETA unknown")
     return parts
 
 
@@ -203,12 +205,13 @@ def progress_view(job: dict[str, Any]) -> ProgressView:
     # Only what the workers reported: a job can succeed without reports (or short of 100 %), and a bar filled
     # because of the phase would claim progress nobody measured. "done" says it finished without faking a number.
     percent = progress_percent(progress) if progress else None
-    parts = [phase, workers_part(phase, running_workers(job), spec.get("workers", "?"))]
+    parts = [phase + (" (simulated)" if status.get("simulated") else "")]
+    parts.append(workers_part(phase, running_workers(job), spec.get("workers", "?")))
     if percent is not None:
         parts.append(f"{percent:.0f}%")
     elif phase == "Succeeded":
         parts.append("done (no progress reported)")
-    parts.extend(progress_parts(progress))
+    parts.extend(progress_parts(progress, running=phase == "Running"))
     if phase not in ("Running", *FINISHED_PHASES) and status.get("message"):
         parts.append(status["message"])
     return ProgressView(percent, " · ".join(parts))
@@ -288,10 +291,14 @@ def _summary_rows(job: dict[str, Any], now: datetime) -> list[tuple[str, str]]:
     checkpoint = status.get("lastCheckpoint") or {}
     if checkpoint:
         rows.append(("Last checkpoint", checkpoint_summary(checkpoint)))
+    stop = status.get("lastStop") or {}
+    if stop:
+        rows.append(("Last stop", describe_stop(stop)))
     progress = status.get("progress") or {}
     if progress:
         percent = progress_percent(progress)
-        parts = ([f"{percent:.0f}%"] if percent is not None else []) + progress_parts(progress)
+        running = status.get("phase") == "Running"
+        parts = ([f"{percent:.0f}%"] if percent is not None else []) + progress_parts(progress, running)
         rows.append(("Progress", ", ".join(parts) or NONE))
     return rows
 
@@ -302,6 +309,13 @@ def checkpoint_summary(checkpoint: dict[str, Any]) -> str:
     if checkpoint.get("path"):
         parts.append(str(checkpoint["path"]))
     return " ".join(parts) or NONE
+
+
+def describe_stop(stop: dict[str, Any]) -> str:
+    """status.lastStop in a line: why and when, and the checkpoint saved on the way out (or that there was none)."""
+    saved = stop.get("checkpoint") or {}
+    what = f"checkpointed {saved.get('path') or ''}".strip() if stop.get("checkpointed") else "no checkpoint saved"
+    return f"{stop.get('reason', '?')} at {stop.get('time', '?')}: {what}"
 
 
 def condition_rows(job: dict[str, Any], now: datetime) -> list[list[str]]:

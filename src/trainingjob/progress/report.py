@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainingjob.api.constants import RECENT_PROGRESS_POINTS
 from trainingjob.api.times import format_time, parse_time
 from trainingjob.http_bodies import MalformedBody, parse_json
 from trainingjob.progress.history import Point, recorded
@@ -189,33 +190,44 @@ def percent_done(report: Report) -> float | None:
     return None
 
 
-def attempt_baseline(
+# The pace is measured over the current attempt's last few progress points, never from its start: time spent
+# scheduling, blocked, pulling, restoring a checkpoint or at a rendezvous is not training, and counting it made a
+# job that waited 30 s before its first report say 23 min for 2.5 min of work.
+RECENT_POINTS = RECENT_PROGRESS_POINTS
+MIN_POINTS = 3  # two intervals between reports at least; with fewer, the ETA is unknown rather than a guess
+
+
+def recent_points(
     previous: Mapping[str, Any], percent: float | None, received: str, since: str | None
-) -> dict[str, Any] | None:
-    """Where the current attempt's pace is measured from (status.progress.attemptStart).
+) -> list[dict[str, Any]]:
+    """status.progress.recent: the current attempt's last progress points (percent, time), oldest first.
 
-    Percent is cumulative but an attempt after a restart or resume starts from a checkpoint, not from 0: its pace
-    is the progress since its first report. Only a job that never reported a percent before starts from 0 at
-    `since` (the attempt's start). A baseline recorded before `since` belongs to an earlier attempt.
+    A point recorded before `since` (the attempt's start) belongs to an earlier attempt: after a restart, a scale
+    or a resume the pace is another one. A percent lower than the last point's means training went back (a
+    checkpoint older than its progress): the points start over.
     """
-    baseline = previous.get("attemptStart") or {}
-    recorded, started = parse_time(baseline.get("time")), parse_time(since)
-    if recorded is not None and (started is None or recorded >= started):
-        return dict(baseline)
-    if percent is None:
-        return None
-    if previous.get("percent") is None and since:
-        return {"percent": 0.0, "time": since}
-    return {"percent": percent, "time": received}
+    started = parse_time(since)
+    points = [
+        dict(point)
+        for point in previous.get("recent") or []
+        if started is None or ((moment := parse_time(point.get("time"))) is not None and moment >= started)
+    ]
+    if percent is None or (points and points[-1].get("percent") == percent):
+        return points[-RECENT_POINTS:]
+    if points and percent < points[-1].get("percent", 0):
+        points = []
+    points.append({"percent": percent, "time": received})
+    return points[-RECENT_POINTS:]
 
 
-def estimated_remaining(percent: float | None, baseline: Mapping[str, Any] | None, received: str) -> int | None:
-    """Seconds left at the pace since the baseline; None until this attempt made measurable progress."""
+def estimated_remaining(percent: float | None, points: list[dict[str, Any]]) -> int | None:
+    """Seconds left at the pace of the recent points; None (unknown) until there are MIN_POINTS of them."""
     if percent == 100:
         return 0
-    if percent is None or baseline is None:
+    if percent is None or len(points) < MIN_POINTS:
         return None
-    done, begun, now = percent - baseline["percent"], parse_time(baseline["time"]), parse_time(received)
+    first, last = points[0], points[-1]
+    done, begun, now = last["percent"] - first["percent"], parse_time(first["time"]), parse_time(last["time"])
     if done <= 0 or begun is None or now is None or now <= begun:
         return None
     return max(int((now - begun).total_seconds() * (100 - percent) / done), 0)
@@ -224,9 +236,11 @@ def estimated_remaining(percent: float | None, baseline: Mapping[str, Any] | Non
 def progress_status(
     report: Report, previous: Mapping[str, Any], since: str | None, history: Sequence[str] = ()
 ) -> dict[str, Any]:
-    """status.progress: the newest report over the previous one, with an ETA from the attempt's pace so far, and
+    """status.progress: the newest report over the previous one, with an ETA from the attempt's recent pace, and
     the per-epoch values of the `history` metrics (progress/history.py)."""
-    progress = {key: value for key, value in previous.items() if key != "estimatedRemainingSeconds"}
+    progress = {
+        key: value for key, value in previous.items() if key not in ("estimatedRemainingSeconds", "attemptStart")
+    }
     fields = {
         "epoch": report.epoch,
         "totalEpochs": report.total_epochs,
@@ -240,16 +254,24 @@ def progress_status(
     if percent is not None:
         progress["percent"] = percent
     progress["lastUpdateTime"] = report.received
-    baseline = attempt_baseline(previous, percent, report.received, since)
-    if baseline is not None:
-        progress["attemptStart"] = baseline
-    remaining = estimated_remaining(percent, baseline, report.received)
+    points = recent_points(previous, percent, report.received, since)
+    if points:
+        progress["recent"] = points
+    remaining = estimated_remaining(percent, points)
     if remaining is not None:
         progress["estimatedRemainingSeconds"] = remaining
     series = recorded(previous.get("history"), report.points(), history) if history else None
     if series is not None:
         progress["history"] = series
     return progress
+
+
+def without_pace(progress: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """status.progress once its attempt's workers are stopped (a restart, a scale, a suspend): what was reached
+    stays, the pace and the ETA go, since the next attempt measures its own."""
+    if not progress:
+        return None
+    return {key: value for key, value in progress.items() if key not in ("estimatedRemainingSeconds", "recent")}
 
 
 def checkpoint_status(report: Report) -> dict[str, Any] | None:

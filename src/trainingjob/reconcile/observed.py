@@ -57,6 +57,8 @@ class PodView:
     ip: str | None = None
     hostname: str | None = None
     started_at: datetime.datetime | None = None
+    # Played by a simulator (kwok): it runs no code (api/constants.SIMULATED_IMAGE_ID_PREFIX).
+    simulated: bool = False
 
     @property
     def replica(self) -> Replica:
@@ -137,6 +139,10 @@ def pod_view(body: Mapping[str, Any]) -> PodView:
         ip=status.get("podIP") or None,
         hostname=(body.get("spec") or {}).get("hostname"),
         started_at=parse_time(status.get("startTime")),
+        simulated=any(
+            str(c.get("imageID") or "").startswith(k.SIMULATED_IMAGE_ID_PREFIX)
+            for c in status.get("containerStatuses") or []
+        ),
     )
 
 

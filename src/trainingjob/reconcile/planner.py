@@ -23,7 +23,6 @@ from trainingjob.builders.pvc import desired_checkpoint_pvc
 from trainingjob.builders.service import desired_service, service_ports
 from trainingjob.builders.tracking import link_run
 from trainingjob.config import OperatorConfig
-from trainingjob.progress.fold import progress_fields
 from trainingjob.reconcile.actions import (
     AddFinalizer,
     CreateChild,
@@ -35,7 +34,7 @@ from trainingjob.reconcile.actions import (
     ReplaceChild,
     delete_pods,
 )
-from trainingjob.reconcile.decision import Changes, Decision, Summary
+from trainingjob.reconcile.decision import Decision, Summary
 from trainingjob.reconcile.endpoints import plan_endpoints
 from trainingjob.reconcile.finished import finished_worker_details
 from trainingjob.reconcile.gangs import release_gangs
@@ -45,6 +44,7 @@ from trainingjob.reconcile.queued import plan_queued, queue_notes, stop_workers
 from trainingjob.reconcile.resources import plan_resources
 from trainingjob.reconcile.runtimes import RUNTIME_GRACE_SECONDS, Resolved, resolve_runtime
 from trainingjob.reconcile.status import Outcome, hold_details
+from trainingjob.reconcile.stops import report_changes
 from trainingjob.reconcile.validation import spec_errors
 from trainingjob.reconcile.workers import plan_workers
 
@@ -81,7 +81,7 @@ def plan_job(
         return plan_deletion(job, observed), job.status
     decision = Decision() if k.FINALIZER in job.finalizers else Decision(actions=(AddFinalizer(),))
     if job.status.finished:
-        decision += Decision(changes=Changes(progress_fields(job, inputs.latest_progress)))
+        decision += Decision(changes=report_changes(job, inputs.latest_progress, decision))
         cleanup, status = plan_finished(job, observed, decision.status_of(job, now), now, decision)
         return decision + cleanup, status
     resolved = resolve_runtime(job, observed.runtime, now)
@@ -106,7 +106,7 @@ def plan_job(
     decision += queue_notes(gate) + plan_workers(job, observed, now, config)
     finishing = decision.summary is not None and decision.summary.outcome.phase.finished
     report = inputs.latest_progress if finishing else observed.progress
-    decision += Decision(changes=Changes(progress_fields(job, report)))
+    decision += Decision(changes=report_changes(job, report, decision))
     decision = plan_resources(job, observed, now, config, decision)
     status = decision.status_of(job, now)
     if status.finished:

@@ -11,13 +11,16 @@ from __future__ import annotations
 import datetime
 
 from trainingjob.api.status import Phase
+from trainingjob.api.times import format_time
 from trainingjob.api.types import TrainingJob
+from trainingjob.progress.report import without_pace
 from trainingjob.queueing.planner import QueueDecision
 from trainingjob.reconcile.actions import Event, delete_pods
 from trainingjob.reconcile.decision import Changes, Decision, Summary
 from trainingjob.reconcile.gangs import release_gangs
 from trainingjob.reconcile.observed import ObservedChildren
 from trainingjob.reconcile.status import Outcome
+from trainingjob.reconcile.stops import report_changes, stop_begun
 
 EVICTION_REASONS = ("Preempted", "Evicted")
 # Kueue's API not served: look again now and then (installing Kueue makes no event on the job).
@@ -36,17 +39,25 @@ def queue_events(gate: QueueDecision) -> tuple[Event, ...]:
 
 def stop_workers(job: TrainingJob, observed: ObservedChildren, now: datetime.datetime) -> Decision:
     """The suspend path, for spec.suspend and for Kueue's hold alike: no workers (deleted with their grace period)
-    and no gang; everything else stays. The deadline clock stops (suspendTime)."""
+    and no gang; everything else stays. The deadline clock stops (suspendTime). The stop is status.lastStop, and
+    what the stopping workers report goes into lastCheckpoint and lastStop (the checkpoint saved on the way out)
+    but not progress: status.progress stays where the job was stopped (a sweep judges a pruned trial by it)."""
     changes = {
         "suspend_time": job.status.suspend_time or now,
         "next_restart_time": None,
         "attempt_start_time": None,
         "gang": None,
+        "progress": without_pace(job.status.progress),
     }
-    return Decision(
+    stopping = job.status.phase not in (Phase.SUSPENDED, Phase.QUEUED)
+    if stopping and (stop := stop_begun("Suspended", format_time(now), observed.pods)) is not None:
+        changes["last_stop"] = stop
+    decision = Decision(
         actions=(*delete_pods(p for p in observed.pods if p.live), *release_gangs(job, observed)),
         changes=Changes(changes),
     )
+    reported = report_changes(job, observed.progress, decision).fields
+    return decision + Decision(changes=Changes({key: v for key, v in reported.items() if key != "progress"}))
 
 
 def plan_queued(job: TrainingJob, observed: ObservedChildren, now: datetime.datetime, gate: QueueDecision) -> Decision:

@@ -17,12 +17,14 @@ from trainingjob.api.replicas import Replica, is_desired, replica_order
 from trainingjob.api.status import Counters, Phase, WorkerSpec
 from trainingjob.api.times import format_time
 from trainingjob.api.types import TrainingJob
+from trainingjob.progress.report import without_pace
 from trainingjob.reconcile import policies
 from trainingjob.reconcile.actions import Event, delete_pods
 from trainingjob.reconcile.decision import Changes, Decision, Summary
 from trainingjob.reconcile.observed import PodView
 from trainingjob.reconcile.roles import restarts_alone, tolerated
 from trainingjob.reconcile.status import Outcome, failure_message
+from trainingjob.reconcile.stops import stop_begun
 
 
 @dataclass
@@ -181,12 +183,17 @@ def worker_failed_events(pods: Iterable[PodView]) -> list[Event]:
     return [Event("Warning", "WorkerFailed", failure_message(pod)) for pod in pods]
 
 
-def restarting(gang: Gang, restart: Restart, now: datetime.datetime, so_far: Decision) -> Decision:
-    """Record the restart and delete the pods it replaces; new pods come once names are free and the delay is over."""
+def restarting(job: TrainingJob, gang: Gang, restart: Restart, now: datetime.datetime, so_far: Decision) -> Decision:
+    """Record the restart and delete the pods it replaces; new pods come once names are free and the delay is over.
+    The stop it starts is status.lastStop; the pace goes (the next attempt measures its own)."""
     next_time = now + datetime.timedelta(seconds=restart.delay_seconds) if restart.delay_seconds else None
     fields: dict[str, Any] = {"next_restart_time": next_time, "attempt_start_time": None}
     if restart.failure is not None:
         fields["last_failure"] = failure_record(restart.failure, now)
+    stop = stop_begun(restart.reason, format_time(now), restart.replace)
+    if stop is not None:
+        fields["last_stop"] = stop
+    fields["progress"] = without_pace(job.status.progress)
     replaced_uids = (*(so_far.changes.fields.get("replaced_pods") or ()), *(p.uid for p in restart.replace if p.uid))
     fields["replaced_pods"] = replaced_uids or None
     replaced = {p.name for p in restart.replace}

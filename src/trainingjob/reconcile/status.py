@@ -24,6 +24,8 @@ CARRIED_FIELDS = (
     "completion_time",
     "last_failure",
     "last_checkpoint",
+    "last_stop",
+    "simulated",
     "suspended_seconds",
     "suspend_time",
     "attempt_start_time",
@@ -221,6 +223,8 @@ def build_status(
     if outcome.phase is Phase.RUNNING and carried["start_time"] is None:
         carried["start_time"] = now
     carried.update(changes)
+    if any(pod.simulated for pod in current.values()):
+        carried["simulated"] = True  # and stays: the job's results are a simulation's
     if outcome.phase.finished:
         carried["completion_time"] = carried["completion_time"] or now
         carried["next_restart_time"] = None

@@ -32,6 +32,7 @@ from trainingjob.reconcile.queued import was_evicted
 from trainingjob.reconcile.restarts import Gang, decide, failed, restarting
 from trainingjob.reconcile.spec_version import current_worker_spec
 from trainingjob.reconcile.status import Outcome, pods_outcome
+from trainingjob.reconcile.stops import resume_source
 
 
 def observe_gang(job: TrainingJob, observed: ObservedChildren) -> Gang:
@@ -60,7 +61,7 @@ def plan_workers(
     if isinstance(verdict, Outcome):
         return opening + failed(job, gang, verdict, now)
     if verdict is not None:
-        return opening + restarting(gang, verdict, now, opening)
+        return opening + restarting(job, gang, verdict, now, opening)
     return opening + run_gang(job, observed, gang, now, config, opening)
 
 
@@ -99,11 +100,12 @@ def resume_starts_attempt(job: TrainingJob) -> bool:
 
 
 def resume_event(job: TrainingJob) -> Event:
-    """Every resume says so, the pair of `Suspended`: a job created suspended (queued) has no TrainingResumed to
-    come, it will be TrainingStarted."""
+    """Every resume says so, the pair of `Suspended`, and what the workers resume from (status.lastStop): a job
+    created suspended (queued) has no TrainingResumed to come, it will be TrainingStarted."""
     why = "admitted by Kueue" if job.status.queue and not job.spec.suspend else "spec.suspend is false"
     if job.status.start_time is not None:
-        return Event("Normal", "Resumed", f"{why}: recreating the workers from the last checkpoint")
+        source = resume_source(job.status.last_stop, job.status.last_checkpoint)
+        return Event("Normal", "Resumed", f"{why}: recreating the workers, {source}")
     return Event("Normal", "Resumed", f"{why}: creating the workers")
 
 

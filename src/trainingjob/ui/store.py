@@ -45,6 +45,7 @@ def summary(job: dict[str, Any]) -> dict[str, Any]:
         "totalEpochs": progress.get("totalEpochs"),
         "metrics": progress.get("metrics") or {},
         "etaSeconds": progress.get("estimatedRemainingSeconds"),
+        "simulated": bool(status.get("simulated")),
         "restarts": status.get("restartCount", 0),
     }
 

@@ -1,5 +1,5 @@
 // The page shell: the live job list (one event stream on /api/stream for the whole session) and a hash router.
-import { el, age, authHeaders, duration, EventStream, number, phaseBadge, progressBar, takeToken } from "./common.js";
+import { el, age, authHeaders, duration, EventStream, number, phaseBadge, progressBar, simulatedBadge, takeToken } from "./common.js";
 import { showJob } from "./job.js";
 import { showSubmit } from "./submit.js";
 
@@ -60,11 +60,11 @@ function renderList() {
     el("td", {}, el("a", { href: `#/jobs/${row.namespace}/${row.name}` }, row.name)),
     el("td", {}, row.framework),
     el("td", { "data-testid": "workers" }, `${row.running}/${row.workers}`),
-    el("td", {}, phaseBadge(row.deleting ? "Deleting" : row.phase)),
+    el("td", {}, phaseBadge(row.deleting ? "Deleting" : row.phase), row.simulated ? simulatedBadge() : ""),
     el("td", {}, progressBar(row.percent)),
     el("td", {}, row.epoch !== undefined && row.epoch !== null ? `${row.epoch}/${row.totalEpochs ?? "?"}` : ""),
     el("td", {}, Object.entries(row.metrics).map(([k, v]) => `${k}=${number(v)}`).join(" ")),
-    el("td", { "data-testid": "eta" }, row.etaSeconds !== undefined && row.etaSeconds !== null ? duration(row.etaSeconds) : ""),
+    el("td", { "data-testid": "eta" }, row.etaSeconds !== undefined && row.etaSeconds !== null ? duration(row.etaSeconds) : (row.phase === "Running" && row.percent !== null && row.percent < 100 ? "unknown" : "")),
     el("td", {}, row.restarts || ""),
     el("td", {}, age(row.created)),
   )));

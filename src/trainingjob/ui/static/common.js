@@ -40,6 +40,11 @@ export function phaseBadge(phase) {
   return el("span", { class: `phase phase-${phase}`, "data-testid": "phase" }, phase);
 }
 
+// A job whose workers ran on a simulated node (kwok): nothing trained, whatever its phase says (status.simulated).
+export function simulatedBadge() {
+  return el("span", { class: "simulated", "data-testid": "simulated", title: "its workers ran on a simulated (kwok) node: no code ran" }, "simulated");
+}
+
 export function progressBar(percent) {
   if (percent === null || percent === undefined) return el("span", { class: "muted" }, "—");
   const shown = Math.max(0, Math.min(100, percent));

@@ -1,6 +1,6 @@
 // One job: summary, actions, curves (Chart.js), conditions, workers, checkpoints, Events and worker logs.
 // Everything arrives on one event stream; the job object is re-rendered on each change, charts grow in place.
-import { el, age, api, confirmAction, duration, EventStream, number, phaseBadge, progressBar, showResult } from "./common.js";
+import { el, age, api, confirmAction, duration, EventStream, number, phaseBadge, progressBar, showResult, simulatedBadge } from "./common.js";
 import { showLog } from "./logs.js";
 
 const COLORS = ["#2457c5", "#d9480f", "#2b8a3e", "#862e9c", "#e67700", "#0b7285"];
@@ -79,11 +79,11 @@ function workersText(job) {
 function summary(job) {
   const spec = job.spec || {}, status = job.status || {}, progress = status.progress || {};
   const items = [
-    ["Phase", phaseBadge(status.phase || "Pending")],
+    ["Phase", el("span", {}, phaseBadge(status.phase || "Pending"), status.simulated ? simulatedBadge() : "")],
     ["Progress", progressBar(progress.percent)],
     ["Epoch", progress.epoch !== undefined ? `${progress.epoch}/${progress.totalEpochs ?? "?"}` : "—"],
     ["Step", progress.step !== undefined ? `${progress.step}/${progress.totalSteps ?? "?"}` : "—"],
-    ["ETA", el("span", { "data-testid": "job-eta" }, progress.estimatedRemainingSeconds !== undefined ? duration(progress.estimatedRemainingSeconds) : "—")],
+    ["ETA", el("span", { "data-testid": "job-eta" }, progress.estimatedRemainingSeconds !== undefined ? duration(progress.estimatedRemainingSeconds) : (status.phase === "Running" && progress.percent !== undefined && progress.percent < 100 ? "unknown" : "—"))],
     ["Metrics", Object.entries(progress.metrics || {}).map(([k, v]) => `${k}=${number(v)}`).join("  ") || "—"],
     ["Workers", el("span", { "data-testid": "job-workers" }, workersText(job))],
     ["Framework", spec.framework], ["Image", spec.image],
