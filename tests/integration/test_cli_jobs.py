@@ -180,15 +180,15 @@ def test_get_lists_jobs_as_tables_and_json(cluster, kube: Kube, namespace: str) 
     lines = [line.split() for line in table.stdout.splitlines()]
     assert lines[0] == ["NAME", "FRAMEWORK", "WORKERS", "PHASE", "RESTARTS", "AGE"]
     assert [line[:5] for line in lines[1:]] == [
-        ["alpha", "pytorch", "2", "Running", "0"],
-        ["beta", "pytorch", "2", "Running", "0"],
+        ["alpha", "pytorch", "2", "Running(simulated)", "0"],  # kwok plays their workers
+        ["beta", "pytorch", "2", "Running(simulated)", "0"],
     ]
 
     everywhere = tj(cluster, "get", "-A")
     assert everywhere.returncode == 0, everywhere.stderr
     rows = [line.split() for line in everywhere.stdout.splitlines()]
     assert rows[0][:2] == ["NAMESPACE", "NAME"]
-    assert [namespace, "alpha", "pytorch", "2", "Running", "0"] in [row[:6] for row in rows]
+    assert [namespace, "alpha", "pytorch", "2", "Running(simulated)", "0"] in [row[:6] for row in rows]
 
     one = tj(cluster, "get", "alpha", "-n", namespace, "-o", "json")
     assert one.returncode == 0 and json.loads(one.stdout)["metadata"]["name"] == "alpha"

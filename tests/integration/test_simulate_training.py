@@ -49,7 +49,7 @@ def test_simulated_training_reaches_full_progress_then_succeeds(
         check=True,
         cwd=REPO,
     )
-    assert "Succeeded (simulated)" in listing.stdout
+    assert "Succeeded(simulated)" in listing.stdout
 
 
 def test_refused_reports_fail_the_simulator_and_leave_the_pods_running(

@@ -212,7 +212,7 @@ def test_an_unknown_eta_says_so_and_a_simulated_job_says_so_everywhere() -> None
     assert "ETA" not in done.summary
     simulated = job(phase="Running", simulated=True)
     assert render.progress_view(simulated).summary.startswith("Running (simulated) · ")
-    assert "Running (simulated)" in render.job_row(simulated, NOW)
+    assert "Running(simulated)" in render.job_row(simulated, NOW)
 
 
 def test_describe_says_whether_the_last_stop_was_checkpointed() -> None:

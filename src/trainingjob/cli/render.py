@@ -91,7 +91,8 @@ def job_row(job: dict[str, Any], now: datetime, all_namespaces: bool = False) ->
         metadata.get("name", NONE),
         spec.get("framework") or NONE,
         str(spec.get("workers", NONE)),
-        (status.get("phase") or NONE) + (" (simulated)" if status.get("simulated") else ""),
+        # One token, so that the table still splits on spaces: a kwok-played job ran no code.
+        (status.get("phase") or NONE) + ("(simulated)" if status.get("simulated") else ""),
         str(status.get("restartCount", 0)),
         age(metadata.get("creationTimestamp"), now),
     ]
