@@ -43,10 +43,13 @@ def test_job_list_follows_phase_progress_and_eta_live(
     try:
         worker.report(1, 4, loss=1.6, accuracy=0.41)
         expect(row.get_by_test_id("percent")).to_have_text("25%")
-        # Status times have second precision: an ETA needs the attempt to have run at least one whole second.
+        expect(row.get_by_test_id("eta")).to_have_text("unknown")  # one report: no pace yet, and no guess
+        # Status times have second precision: the pace needs the reports to be whole seconds apart.
         time.sleep(1.1)
         worker.report(2, 4, loss=0.9, accuracy=0.63)
         expect(row.get_by_test_id("percent")).to_have_text("50%")
+        worker.report(3, 4, loss=0.7, accuracy=0.71)
+        expect(row.get_by_test_id("percent")).to_have_text("75%")
         expect(row.get_by_test_id("eta")).to_have_text(re.compile(r"^\d+[smhd]"))
     finally:
         worker.close()
