@@ -10,6 +10,7 @@ import pytest
 import yaml
 from rich.console import Console
 
+from trainingjob.api.readouts import stop_summary
 from trainingjob.cli import render
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
@@ -218,12 +219,9 @@ def test_an_unknown_eta_says_so_and_a_simulated_job_says_so_everywhere() -> None
 def test_describe_says_whether_the_last_stop_was_checkpointed() -> None:
     saved = {"path": "/checkpoints/u/ckpt-00000007.json", "epoch": 7}
     stop = {"reason": "Suspended", "time": "2026-11-22T12:00:00Z", "checkpointed": True, "checkpoint": saved}
-    assert (
-        render.describe_stop(stop)
-        == "Suspended at 2026-11-22T12:00:00Z: checkpointed /checkpoints/u/ckpt-00000007.json"
-    )
+    assert stop_summary(stop) == "Suspended at 2026-11-22T12:00:00Z: checkpointed /checkpoints/u/ckpt-00000007.json"
     unsaved = {"reason": "SpecChanged", "time": "2026-11-22T12:00:00Z", "checkpointed": False}
-    assert render.describe_stop(unsaved) == "SpecChanged at 2026-11-22T12:00:00Z: no checkpoint saved"
+    assert stop_summary(unsaved) == "SpecChanged at 2026-11-22T12:00:00Z: no checkpoint saved"
     assert "Last stop" in describe_text(job(phase="Suspended", lastStop=stop))
 
 

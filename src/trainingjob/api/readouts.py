@@ -20,3 +20,10 @@ def progress_percent(progress: dict[str, Any]) -> float | None:
         if numbers and progress[total] > 0:
             return max(0.0, min(100.0, 100.0 * progress[done] / progress[total]))
     return None
+
+
+def stop_summary(stop: dict[str, Any]) -> str:
+    """status.lastStop in a line: why and when, and the checkpoint saved on the way out, or that there was none."""
+    saved = stop.get("checkpoint") or {}
+    what = f"checkpointed {saved.get('path') or ''}".strip() if stop.get("checkpointed") else "no checkpoint saved"
+    return f"{stop.get('reason', '?')} at {stop.get('time', '?')}: {what}"

@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from trainingjob.api import constants as k
-from trainingjob.api.readouts import progress_percent, running_workers
+from trainingjob.api.readouts import progress_percent, running_workers, stop_summary
 
 NONE = "<none>"
 JOB_HEADERS = ("NAME", "FRAMEWORK", "WORKERS", "PHASE", "RESTARTS", "AGE")
@@ -91,8 +91,7 @@ def job_row(job: dict[str, Any], now: datetime, all_namespaces: bool = False) ->
         metadata.get("name", NONE),
         spec.get("framework") or NONE,
         str(spec.get("workers", NONE)),
-        # One token, so that the table still splits on spaces: a kwok-played job ran no code.
-        (status.get("phase") or NONE) + ("(simulated)" if status.get("simulated") else ""),
+        (status.get("phase") or NONE) + ("(simulated)" if status.get("simulated") else ""),  # one token
         str(status.get("restartCount", 0)),
         age(metadata.get("creationTimestamp"), now),
     ]
@@ -292,9 +291,8 @@ def _summary_rows(job: dict[str, Any], now: datetime) -> list[tuple[str, str]]:
     checkpoint = status.get("lastCheckpoint") or {}
     if checkpoint:
         rows.append(("Last checkpoint", checkpoint_summary(checkpoint)))
-    stop = status.get("lastStop") or {}
-    if stop:
-        rows.append(("Last stop", describe_stop(stop)))
+    if stop := status.get("lastStop"):
+        rows.append(("Last stop", stop_summary(stop)))
     progress = status.get("progress") or {}
     if progress:
         percent = progress_percent(progress)
@@ -310,13 +308,6 @@ def checkpoint_summary(checkpoint: dict[str, Any]) -> str:
     if checkpoint.get("path"):
         parts.append(str(checkpoint["path"]))
     return " ".join(parts) or NONE
-
-
-def describe_stop(stop: dict[str, Any]) -> str:
-    """status.lastStop in a line: why and when, and the checkpoint saved on the way out (or that there was none)."""
-    saved = stop.get("checkpoint") or {}
-    what = f"checkpointed {saved.get('path') or ''}".strip() if stop.get("checkpointed") else "no checkpoint saved"
-    return f"{stop.get('reason', '?')} at {stop.get('time', '?')}: {what}"
 
 
 def condition_rows(job: dict[str, Any], now: datetime) -> list[list[str]]:
