@@ -326,9 +326,7 @@ def train(params: Mapping[str, Any], settings: CollectiveSettings) -> None:
     if start > epochs:
         log.info("the checkpoint already completes all %d epochs", epochs)
     metrics: dict[str, float] = {}
-    done = {"booster": booster, "epoch": start - 1}  # the last whole epoch: what a stop saves
-    # SIGTERM (suspend, scale, preemption, delete): the chief saves the last whole epoch at its next progress report
-    # and exits; the other workers leave when the collective breaks (below).
+    done = {"booster": booster, "epoch": start - 1}  # the last whole epoch: what a stop (SIGTERM) saves
     stop = sdk.on_stop((lambda: save_checkpoint(done["booster"], done["epoch"])) if settings.is_chief else None)
     try:
         for epoch in range(start, epochs + 1):
@@ -341,8 +339,7 @@ def train(params: Mapping[str, Any], settings: CollectiveSettings) -> None:
     except Exception:
         if not stop.requested:
             raise
-        log.info("stopping: the chief has saved and left, so the collective is gone")
-        stop.leave()
+        stop.leave()  # the chief has saved and left: the collective is gone
     if settings.is_chief:
         sdk.report_progress(epoch=epochs, total_epochs=epochs, metrics=metrics)
         # The last report carries 100 % and the final checkpoint: wait for it longer than flush's default 5 s (a

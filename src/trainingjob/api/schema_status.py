@@ -7,7 +7,8 @@ rejected instead of silently stored, and `kubectl explain` documents every field
 from __future__ import annotations
 
 from trainingjob.api import constants as c
-from trainingjob.api.schema_builders import Schema, array, boolean, integer, node, obj, string, string_map
+from trainingjob.api.schema_builders import Schema, array, boolean, integer, node, obj, string
+from trainingjob.api.schema_progress import last_checkpoint, last_stop, progress
 from trainingjob.api.schema_runtime_ref import runtime_record_schema
 from trainingjob.api.schema_tracking import tracking_status
 
@@ -149,99 +150,6 @@ def _last_failure() -> Schema:
     )
 
 
-def _last_checkpoint(
-    description: str = "The newest checkpoint the workers reported, filled from the workers' progress reports.",
-) -> Schema:
-    return obj(
-        description,
-        {
-            "epoch": integer("Epoch the checkpoint was saved after."),
-            "step": integer("Training step (iteration) the checkpoint was saved at."),
-            "path": string("Where the checkpoint is, as the workers see it (under the checkpoint directory)."),
-            "time": _timestamp("When the checkpoint was saved."),
-        },
-    )
-
-
-def _last_stop() -> Schema:
-    return obj(
-        "The last time running workers were stopped before they finished: suspend, a restart for a spec change "
-        "(a scale), a disruption (preemption) or a failed peer. Workers using trainingjob.sdk.on_stop save a "
-        "checkpoint on their way out (spec.terminationGracePeriodSeconds) and report it; the next attempt resumes "
-        "from it.",
-        {
-            "reason": string(
-                "Why: Suspended, SpecChanged, WorkerDisrupted or WorkerFailed (a restart's reason), or WorkerStopped "
-                "for a worker that reported a stop the operator did not start (its pod deleted by hand)."
-            ),
-            "time": _timestamp("When the workers were told to stop."),
-            "checkpointed": boolean("Whether a worker reported a checkpoint saved on its way out."),
-            "checkpoint": _last_checkpoint("The checkpoint saved on the way out, as the worker reported it."),
-        },
-    )
-
-
-def _progress() -> Schema:
-    return obj(
-        "Training progress as the chief worker reports it through the operator's progress endpoint "
-        "(docs/progress-protocol.md); written at most once every few seconds per job.",
-        {
-            "percent": node(
-                "number",
-                "Completion in percent (0-100), from steps when known, else from epochs.",
-                minimum=0,
-                maximum=100,
-            ),
-            "epoch": integer("Current epoch.", minimum=0),
-            "totalEpochs": integer("Epochs the training will run.", minimum=0),
-            "step": integer("Current training step (iteration).", minimum=0),
-            "totalSteps": integer("Steps the training will run.", minimum=0),
-            "metrics": string_map(
-                "Latest metrics the worker reported, by name (loss, accuracy, ...).",
-                node("number", "A metric value."),
-                max_properties=32,
-            ),
-            "estimatedRemainingSeconds": integer(
-                "Estimated seconds until the training finishes, at the current attempt's recent pace (status."
-                "progress.recent). Absent while unknown: until the attempt has made three progress points, so "
-                "neither its start (scheduling, a blocked start, restoring a checkpoint) nor an earlier attempt "
-                "before a restart or scale skews it. 0 once at 100 %.",
-                minimum=0,
-            ),
-            "recent": array(
-                f"The current attempt's last progress points (at most {c.RECENT_PROGRESS_POINTS}, oldest first, one "
-                "per new percent), which estimatedRemainingSeconds is computed from; a new attempt starts them anew.",
-                obj(
-                    "Completion at one moment.",
-                    {
-                        "percent": node("number", "Completion in percent.", minimum=0, maximum=100),
-                        "time": _timestamp("When the report with that completion was accepted."),
-                    },
-                ),
-                max_items=c.RECENT_PROGRESS_POINTS,
-            ),
-            "lastUpdateTime": _timestamp("When the operator accepted the newest report."),
-            "history": _metric_history(),
-        },
-    )
-
-
-def _metric_history() -> Schema:
-    point = obj(
-        "The metric's value at the end of one epoch (the newest report of that epoch).",
-        {"epoch": integer("The epoch.", minimum=0), "value": node("number", "The metric's value.")},
-        required=["epoch", "value"],
-    )
-    return string_map(
-        f"Per-epoch values of the metrics the job names in its {c.ANNOTATION_METRIC_HISTORY} annotation "
-        f"(comma-separated, at most {c.HISTORY_METRICS}), by metric name, oldest epoch first: what a sweep's pruner "
-        f"compares trials by (docs/sweeps.md). At most {c.HISTORY_POINTS} epochs each; beyond that the older half is "
-        "thinned. An epoch the worker sent no report for is missing.",
-        array("The metric's values by epoch.", point, max_items=c.HISTORY_POINTS),
-        max_properties=c.HISTORY_METRICS,
-    )
-
-
 def _gang() -> Schema:
     return obj(
         "The gang the current workers form (spec.scheduling.gang): absent when they are placed one by one.",
@@ -327,9 +235,9 @@ def _lifecycle() -> dict[str, Schema]:
             "left out of spec.activeDeadlineSeconds. Time queued before the first start is not counted.",
             minimum=0,
         ),
-        "lastCheckpoint": _last_checkpoint(),
-        "lastStop": _last_stop(),
-        "progress": _progress(),
+        "lastCheckpoint": last_checkpoint(),
+        "lastStop": last_stop(),
+        "progress": progress(),
         "gang": _gang(),
         "resources": _resources(),
         "queue": _queue(),
@@ -415,7 +323,7 @@ def _state() -> Schema:
 
 def _progress_details() -> Schema:
     """v1alpha1's progress object without the fields v1 shows at the top of status."""
-    details = _progress()
+    details = progress()
     details["description"] = (
         "Details of the training progress the chief worker reports (docs/progress-protocol.md); currentEpoch, "
         "totalEpochs and metrics sit at the top of status."
@@ -432,7 +340,7 @@ def status_schema_v1() -> Schema:
     """TrainingJob.status of v1: the guide's state, progress, currentEpoch, totalEpochs and metrics, and every other
     field of v1alpha1's status under its own name (api/conversion.py maps them)."""
     v1alpha1 = status_schema()["properties"]
-    progress = _progress()["properties"]
+    progress_fields = progress()["properties"]
     fields = {name: schema for name, schema in v1alpha1.items() if name not in ("phase", "progress")}
     return obj(
         "The observed state of the job, written by the operator.",
@@ -442,8 +350,8 @@ def status_schema_v1() -> Schema:
                 'Training progress in percent as text, e.g. "45%" (progressDetails.percent, rounded down).'
             ),
             "currentEpoch": integer("Current training epoch, as the chief worker reports it.", minimum=0),
-            "totalEpochs": progress["totalEpochs"],
-            "metrics": progress["metrics"],
+            "totalEpochs": progress_fields["totalEpochs"],
+            "metrics": progress_fields["metrics"],
             "progressDetails": _progress_details(),
             **fields,
         },
