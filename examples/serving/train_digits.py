@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 from sklearn.datasets import load_digits
-from trainingjob_sdk import checkpoint_dir, is_chief, latest_checkpoint, report_progress, save_checkpoint, should_resume
+from trainingjob_sdk import checkpoint_dir, is_chief, on_stop, report_progress, resume_checkpoint, save_checkpoint
 
 try:  # MLflow tracking (trainingjob_sdk.tracking) is optional: older SDK copies do without it
     from trainingjob_sdk import tracking
@@ -47,12 +47,19 @@ def main() -> int:
     train_y, test_y = labels[:split], labels[split:]
     classes = np.arange(10)
     weights, bias, start = np.zeros((64, 10)), np.zeros(10), 0
-    if should_resume() and (found := latest_checkpoint()) is not None:
+    if (found := resume_checkpoint()) is not None:
         with np.load(found) as saved:
             weights, bias = saved["weights"], saved["bias"]
         start = int(found.name[5:13]) + 1
     run = tracking.start_run() if tracking else None  # logs the job's hyperparameters as the run's params
     one_hot = np.eye(10)[train_y]
+    done = {"epoch": start - 1}
+
+    def save_on_stop() -> Path:  # SIGTERM (suspend, delete): the last whole epoch, at the next progress report
+        state = {"weights": weights, "bias": bias, "mean": mean, "scale": scale, "classes": classes}
+        return save_checkpoint(functools.partial(_save_npz, state=state), done["epoch"], suffix=".npz")
+
+    on_stop(save_on_stop if is_chief() else None)
     for epoch in range(start, epochs):
         for _ in range(20):  # full-batch steps
             probabilities = softmax(train_x @ weights + bias)
@@ -61,6 +68,7 @@ def main() -> int:
             bias -= learning_rate * gradient.mean(axis=0)
         loss = float(-np.log(softmax(train_x @ weights + bias)[np.arange(len(train_y)), train_y] + 1e-12).mean())
         accuracy = float((np.argmax(test_x @ weights + bias, axis=1) == test_y).mean())
+        done["epoch"] = epoch
         print(f"epoch {epoch}: loss {loss:.4f} test accuracy {accuracy:.3f}", flush=True)
         report_progress(epoch=epoch + 1, total_epochs=epochs, loss=loss, metrics={"accuracy": accuracy})
         if is_chief():

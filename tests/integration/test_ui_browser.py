@@ -61,7 +61,7 @@ def test_job_list_follows_phase_progress_and_eta_live(
 def test_job_page_shows_curves_conditions_workers_checkpoints_and_events(
     page: Any, admin_ui: RunningUi, kube: Kube, cluster: Any, namespace: str
 ) -> None:
-    create_job(kube, namespace, job_manifest("curves", workers=2, complete_after=None))
+    create_job(kube, namespace, job_manifest("curves", workers=2, complete_after=None, checkpoint={"keepLast": 2}))
     wait_phase(kube, namespace, "curves", "Running")
     page.goto(f"{admin_ui.base}/#/jobs/{namespace}/curves")
     summary = page.get_by_test_id("summary")
@@ -82,7 +82,11 @@ def test_job_page_shows_curves_conditions_workers_checkpoints_and_events(
     workers = page.get_by_test_id("workers-table")
     expect(workers).to_contain_text("curves-worker-0")
     expect(workers).to_contain_text("curves-worker-1")
-    expect(page.get_by_test_id("checkpoints-table")).to_contain_text("/checkpoints/ckpt-00000003")
+    checkpoints = page.get_by_test_id("checkpoints-table")
+    expect(checkpoints).to_contain_text("/checkpoints/ckpt-00000003")
+    expect(checkpoints).to_contain_text("/checkpoints/ckpt-00000002")
+    expect(checkpoints).not_to_contain_text("/checkpoints/ckpt-00000001")  # keepLast: 2, the training code pruned it
+    expect(summary.get_by_test_id("simulated")).to_have_text("simulated")  # kwok plays its workers
     expect(page.get_by_test_id("events-table")).to_contain_text("WorkersCreated")
     expect(page.get_by_test_id("spec")).to_contain_text('"framework": "pytorch"')
     screenshot(page, "ui-job", full_page=True)

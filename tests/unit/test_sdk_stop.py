@@ -81,17 +81,26 @@ def stop_after(child: subprocess.Popen[str], line: str) -> tuple[list[str], str]
     return seen + out.splitlines(), err
 
 
-@pytest.mark.parametrize("hang", [False, True], ids=["unwinds", "hangs-while-unwinding"])
+# What the loop's finally block does after the stop: return; never return (a collective's shutdown waiting for
+# peers that are gone); never return and hold the GIL (a C call that does not release it), so no Python thread runs.
+UNWINDING = {
+    "unwinds": ("pass", 143),
+    "hangs": ("time.sleep(3600)", 143),
+    "holds-the-gil": ("import ctypes; ctypes.PyDLL(None).sleep(3600)", 1),
+}
+
+
+@pytest.mark.parametrize("unwinding", list(UNWINDING))
 def test_sigterm_saves_the_last_whole_epoch_reports_the_stop_and_exits(
-    endpoint: ProgressEndpoint, pki: Pki, tmp_path: Path, hang: bool
+    endpoint: ProgressEndpoint, pki: Pki, tmp_path: Path, unwinding: str
 ) -> None:
     token = tmp_path / "token"
     token.write_text("t")
     env = {**job_env(endpoint.url, pki, token), "CHECKPOINT_DIR": str(tmp_path / "run")}
-    # A finally block that never returns (a collective's shutdown waiting for peers that are gone) must not keep
-    # the worker until SIGKILL.
-    program = CHIEF.replace("HANG", "time.sleep(3600)" if hang else "pass")
-    lines, err = stop_after(start(program, env), "epoch 3")
+    code, exit_code = UNWINDING[unwinding]
+    child = start(CHIEF.replace("HANG", code), env)
+    lines, err = stop_after(child, "epoch 3")
+    assert child.returncode == exit_code, err  # a hang must not keep the worker until SIGKILL
 
     stopped = [r.json() for r in endpoint.received if r.json().get("stopped")]
     assert len(stopped) == 1, err

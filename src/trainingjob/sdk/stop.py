@@ -25,6 +25,7 @@ chief is in, and its checkpoint would be lost.
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import logging
 import os
 import signal
@@ -161,11 +162,14 @@ def _grace_from_env() -> float:
 
 
 def _exit_no_later_than(seconds: float, exit_code: int) -> None:
-    """A daemon timer that ends the process after `seconds` if it is still there."""
-
+    """End the process after `seconds` if it is still there: a daemon timer exits with `exit_code`; should the
+    interpreter be stuck in a call that holds the GIL (a collective's shutdown), faulthandler's own thread, which
+    needs no GIL, prints where it hangs and exits with 1 a second later. (A signal could not do it: the container's
+    PID 1 ignores every signal it has no handler for, even SIGKILL from inside its namespace.)"""
     timer = threading.Timer(seconds, _exit_now, args=(exit_code,))
     timer.daemon = True
     timer.start()
+    faulthandler.dump_traceback_later(seconds + 1.0, exit=True)
 
 
 def _exit_now(exit_code: int) -> None:

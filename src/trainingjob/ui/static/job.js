@@ -94,12 +94,16 @@ function summary(job) {
   return el("dl", { class: "summary" }, items.flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]));
 }
 
+// The checkpoints reported, newest first; with checkpoint.keepLast only that many, as the training code prunes the
+// rest: listing them would offer checkpoints that are gone.
 function checkpointRows(job, points) {
   const seen = new Map();
   for (const p of points) if (p.checkpoint?.path) seen.set(p.checkpoint.path, p.checkpoint);
   const last = job.status?.lastCheckpoint;
   if (last?.path) seen.set(last.path, last);
-  return [...seen.values()].reverse().map((c) => [c.path, c.epoch ?? "", c.step ?? "", c.time ?? ""]);
+  const keep = job.spec?.checkpoint?.keepLast;
+  const rows = [...seen.values()].reverse().map((c) => [c.path, c.epoch ?? "", c.step ?? "", c.time ?? ""]);
+  return keep ? rows.slice(0, keep) : rows;
 }
 
 const FINISHED = ["Succeeded", "Failed"];
