@@ -90,8 +90,10 @@ for epoch in range(start, EPOCHS + 1):
 
 def test_the_eta_follows_the_current_attempts_recent_pace_or_says_unknown(kube: Kube, namespace: str) -> None:
     """No ETA from an attempt's first report (its slow start is not training), none carried across a scale (a new
-    attempt), and every ETA of the attempt that finishes within a factor of 3 of the time it really took then:
-    measured against the run itself, so a loaded machine that slows the epochs slows the truth too."""
+    attempt), and every ETA of the attempt that finishes within a factor of 4 of the time it really took then:
+    measured against the run itself, so a loaded machine that slows the epochs slows the truth too (its first
+    epochs after a scale, while the new worker starts beside it, ran 3x slower than the last ones here). The
+    reported bugs were off by 9 and 10 times."""
     create_job(kube, namespace, sdk_job("paced", PACED))
     seen: list[dict[str, Any]] = []
 
@@ -116,7 +118,7 @@ def test_the_eta_follows_the_current_attempts_recent_pace_or_says_unknown(kube: 
     for view in (v["progress"] for v in seen if v["attempt"] == 1):
         if view.get("percent", 0) < 100 and "estimatedRemainingSeconds" in view:
             took = (finished - parse_time(view["recent"][-1]["time"])).total_seconds()
-            assert took / 3 - 4 <= view["estimatedRemainingSeconds"] <= took * 3 + 4, (took, view)
+            assert took / 4 - 6 <= view["estimatedRemainingSeconds"] <= took * 4 + 6, (took, view)
 
 
 def test_a_suspended_real_job_stops_within_seconds_with_a_checkpoint_it_then_resumes_from(
