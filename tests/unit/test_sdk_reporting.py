@@ -11,12 +11,11 @@ import itertools
 import logging
 import math
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.sdk_server import Pki, ProgressEndpoint, https_endpoint, make_pki, unused_port
+from tests.sdk_server import Pki, ProgressEndpoint, make_pki, unused_port
 from trainingjob import sdk
 from trainingjob.sdk import ProgressReporter
 
@@ -32,17 +31,6 @@ class FakeClock:
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    return make_pki(tmp_path_factory.mktemp("pki"))
-
-
-@pytest.fixture
-def endpoint(pki: Pki) -> Iterator[ProgressEndpoint]:
-    with https_endpoint(pki) as server:
-        yield server
 
 
 @pytest.fixture

@@ -12,12 +12,11 @@ import signal
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.sdk_server import Pki, ProgressEndpoint, https_endpoint, make_pki
+from tests.sdk_server import Pki, ProgressEndpoint
 from tests.unit.test_sdk_reporting import FakeClock, job_env
 from trainingjob import sdk
 from trainingjob.sdk import ProgressReporter
@@ -45,17 +44,6 @@ finally:
     print("unwound", flush=True)
     HANG
 """
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    return make_pki(tmp_path_factory.mktemp("pki"))
-
-
-@pytest.fixture
-def endpoint(pki: Pki) -> Iterator[ProgressEndpoint]:
-    with https_endpoint(pki) as server:
-        yield server
 
 
 def start(program: str, env: dict[str, str]) -> subprocess.Popen[str]:
