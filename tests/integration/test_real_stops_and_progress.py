@@ -20,7 +20,7 @@ from tests.jobs import create_job, delete_job, get_job, job_pods, patch_job
 from tests.kube import Kube, wait_until
 from tests.operator_harness import REPO
 from tests.real_roles import log_of, wait_status
-from trainingjob.api.types import parse_time
+from trainingjob.api.times import parse_time
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("operator")]
 
