@@ -95,3 +95,18 @@ def test_a_job_whose_workers_a_simulator_plays_is_labelled_simulated_for_good() 
     assert stored(plan(finished, children(finished), NOW, CONFIG))["simulated"] is True  # no pods left: still true
     real = make_job(status=RUNNING)
     assert "simulated" not in stored(plan(real, children(real, pod(real, 0), pod(real, 1)), NOW, CONFIG))
+
+
+def test_a_report_that_comes_with_the_restart_leaves_no_pace_behind() -> None:
+    """The report is folded after the restart is decided (planner.plan_job): had it kept the old gang's points, the
+    new attempt's first status would show the old pace's ETA."""
+    recent = [{"percent": 10.0 * n, "time": f"2026-11-22T11:59:{50 + n}Z"} for n in (1, 2, 3)]
+    paced = {"percent": 30.0, "epoch": 3, "recent": recent, "estimatedRemainingSeconds": 20}
+    old = make_job(status={**RUNNING, "workerSpec": {"generation": 1}, "progress": paced}, workers=2)
+    scaled = make_job(status=old.status, workers=3)
+    newest = report({"epoch": 4, "totalEpochs": 10})
+    pods = [pod(old, 0, fingerprint="old"), pod(old, 1, fingerprint="old")]
+    status = stored(plan(scaled, children(scaled, *pods, progress=newest), NOW, CONFIG))
+    assert status["lastStop"]["reason"] == "SpecChanged"
+    assert status["progress"]["epoch"] == 4 and status["progress"]["percent"] == 40.0
+    assert "recent" not in status["progress"] and "estimatedRemainingSeconds" not in status["progress"]
