@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.jobs import create_job, job_manifest, wait_phase
+from tests.jobs import create_job, get_job, job_manifest, wait_phase
 from tests.kube import Kube, wait_until
 from tests.local_node import LOCAL_NODE_SELECTOR, LOCAL_NODE_TOLERATION, RESTRICTED_CONTAINER
 from trainingjob.api import constants as k
@@ -85,8 +85,10 @@ def test_a_model_trained_by_a_job_is_served_after_the_job_succeeds(kube: Kube, n
     wait_phase(kube, namespace, "digits", "Succeeded", timeout=300)
     claim = kube.core.read_namespaced_persistent_volume_claim("digits-checkpoints", namespace)
     volume = Path(kube.core.read_persistent_volume(claim.spec.volume_name).spec.host_path.path)
-    assert sorted(p.name for p in volume.glob("ckpt-*")) == [f"ckpt-{epoch:08d}.npz" for epoch in range(4)]
-    holdout = json.loads((volume / "holdout.json").read_text())
+    uid = get_job(kube, namespace, "digits")["metadata"]["uid"]
+    run = volume / uid  # the run's own directory on the claim, what the server mounts
+    assert sorted(p.name for p in run.glob("ckpt-*")) == [f"ckpt-{epoch:08d}.npz" for epoch in range(4)]
+    holdout = json.loads((run / "holdout.json").read_text())
 
     deployment = wait_until(
         lambda: next(iter(kube.apps.list_namespaced_deployment(namespace).items), None), 60, "the Deployment"
@@ -114,7 +116,12 @@ def test_a_model_trained_by_a_job_is_served_after_the_job_succeeds(kube: Kube, n
         60,
         "the model to be available",
     )
-    assert status["source"] == {"trainingJob": "digits", "jobPhase": "Succeeded", "claimName": "digits-checkpoints"}
+    assert status["source"] == {
+        "trainingJob": "digits",
+        "jobPhase": "Succeeded",
+        "claimName": "digits-checkpoints",
+        "path": uid,
+    }
     reasons = {
         e.reason
         for e in kube.core.list_namespaced_event(namespace, field_selector="involvedObject.name=digits-server").items
