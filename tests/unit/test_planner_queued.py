@@ -77,4 +77,4 @@ def test_readmission_after_an_eviction_is_a_new_attempt_and_a_disruption_not_a_f
     assert (status["attempt"], status["disruptionCount"], status.get("restartCount", 0)) == (1, 1, 0)
     assert status["suspendedSeconds"] == 300 and "suspendTime" not in status
     resumed = [e.message for e in result.events if e.reason == "Resumed"]
-    assert resumed == ["admitted by Kueue: recreating the workers from the last checkpoint"]
+    assert resumed == ["admitted by Kueue: recreating the workers, from their start, there being no checkpoint"]
