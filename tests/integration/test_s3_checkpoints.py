@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.jobs import create_job, env_of, live_pods
+from tests.jobs import create_job, env_of, get_job, live_pods
 from tests.kube import Kube
 from tests.local_node import kill_worker
 from tests.operator_harness import REPO
@@ -94,23 +94,24 @@ def test_an_s3_job_checkpoints_is_killed_resumes_from_s3_and_keeps_only_the_last
     body = xgboost_on_s3(namespace)
     job, epochs = body["metadata"]["name"], body["spec"]["hyperparameters"]["epochs"]
     create_job(kube, namespace, body)
+    prefix = f"{namespace}/xgb/{get_job(kube, namespace, job)['metadata']['uid']}"  # the run's own prefix
     first = wait_status(kube, namespace, job, lambda s: (s.get("lastCheckpoint") or {}).get("epoch", 0) >= 2, "2")
-    assert first["lastCheckpoint"]["path"].startswith(f"s3://checkpoints/{namespace}/xgb/ckpt-"), first
-    assert any(key.startswith("ckpt-") for key in stored_keys(s3_credentials, f"{namespace}/xgb"))
+    assert first["lastCheckpoint"]["path"].startswith(f"s3://checkpoints/{prefix}/ckpt-"), first
+    assert any(key.startswith("ckpt-") for key in stored_keys(s3_credentials, prefix))
     kill_worker(namespace, job, 1)  # SIGKILL, as the OOM killer would
 
     status = wait_status(kube, namespace, job, lambda s: s.get("phase") == "Succeeded", "Succeeded", RUN_TIMEOUT)
     assert status["restartCount"] == 1, status
     assert status["lastCheckpoint"]["epoch"] == epochs, status
-    assert status["lastCheckpoint"]["path"] == f"s3://checkpoints/{namespace}/xgb/ckpt-{epochs:08d}.json"
+    assert status["lastCheckpoint"]["path"] == f"s3://checkpoints/{prefix}/ckpt-{epochs:08d}.json"
     logs = log_of(kube, namespace, f"{job}-worker-0")
     resumed = re.findall(r"resuming from \S*/ckpt-(\d{8})\.json at epoch (\d+)", logs)
     assert len(resumed) == 1, logs[-2000:]
     assert int(resumed[0][1]) == int(resumed[0][0]) + 1 >= 3, "resumed after a checkpoint of the first attempt"
     pods = live_pods(kube, namespace, job) or []
     for pod in pods:  # the second attempt's pods, if they are kept: RESUME_FROM_CHECKPOINT is an s3:// URI
-        assert env_of(pod)["RESUME_FROM_CHECKPOINT"].startswith(f"s3://checkpoints/{namespace}/xgb/ckpt-")
-    assert stored_keys(s3_credentials, f"{namespace}/xgb") == [
+        assert env_of(pod)["RESUME_FROM_CHECKPOINT"].startswith(f"s3://checkpoints/{prefix}/ckpt-")
+    assert stored_keys(s3_credentials, prefix) == [
         f"ckpt-{epochs - 1:08d}.json",
         f"ckpt-{epochs:08d}.json",
     ], "the bucket pruned to keepLast"
