@@ -339,7 +339,7 @@ def test_an_object_stores_secret_becomes_every_workers_environment_and_only_scra
     pod = build(1, checkpoint={"enabled": True, "storage": storage})
     assert container(pod)["envFrom"] == [{"secretRef": {"name": "s3-credentials"}}]
     env = {e["name"]: e.get("value") for e in container(pod)["env"]}
-    assert env["CHECKPOINT_URI"] == "s3://checkpoints/mnist"
+    assert env["CHECKPOINT_URI"] == "s3://checkpoints/mnist/uid-123"  # the run's own prefix
     assert {"name": "checkpoints", "emptyDir": {}} in pod["spec"]["volumes"]
     assert {"name": "checkpoints", "mountPath": "/checkpoints"} in container(pod)["volumeMounts"]
     disabled = build(1, checkpoint={"enabled": False, "storage": storage})

@@ -128,7 +128,9 @@ def test_a_model_waits_for_its_training_job_and_then_mounts_its_checkpoints() ->
     assert conditions(running.status)["Progressing"] == ("True", "WaitingForTraining")
     assert running.status["source"] == {"trainingJob": "train", "jobPhase": "Running"}
     after = model({"source": {"trainingJob": "train"}}, status=running.status)
-    done = plan_model(after, ObservedServing(job=SourceJob(Phase.SUCCEEDED, "train-checkpoints", "uid-7")), CONFIG, NOW)
+    done = plan_model(
+        after, ObservedServing(job=SourceJob(Phase.SUCCEEDED, "train-checkpoints", run_dir="uid-7")), CONFIG, NOW
+    )
     deployment = next(a.manifest for a in done.actions if a.kind == "Deployment")
     pod = deployment["spec"]["template"]["spec"]
     assert pod["volumes"] == [
@@ -148,7 +150,7 @@ def test_a_model_waits_for_its_training_job_and_then_mounts_its_checkpoints() ->
     }
     chosen = model({"source": {"trainingJob": "train", "path": "exported"}}, status=running.status)
     served = plan_model(
-        chosen, ObservedServing(job=SourceJob(Phase.SUCCEEDED, "train-checkpoints", "uid-7")), CONFIG, NOW
+        chosen, ObservedServing(job=SourceJob(Phase.SUCCEEDED, "train-checkpoints", run_dir="uid-7")), CONFIG, NOW
     )
     mounts = next(a.manifest for a in served.actions if a.kind == "Deployment")["spec"]["template"]["spec"]
     assert mounts["containers"][0]["volumeMounts"][0]["subPath"] == "exported"

@@ -30,15 +30,12 @@ from .checkpoint import (
     list_checkpoints,
     parse_checkpoint,
     prune_checkpoints,
-    resume_checkpoint,
-    resume_point,
-    resume_requested,
     save_checkpoint,
-    should_resume,
 )
 from .hyperparameters import ConfigError, hyperparameters_file, parse_hyperparameters
 from .progress import flush, get_reporter, report_checkpoint, report_progress, set_default_reporter
 from .reporter import ProgressReporter
+from .resume import resume_checkpoint, resume_point, resume_requested, should_resume
 from .stop import GracefulStop, on_stop, stop_requested
 
 __all__ = [
