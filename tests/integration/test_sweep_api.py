@@ -68,6 +68,18 @@ def test_the_search_space_cannot_change_once_the_sweep_exists(kube: Kube, namesp
         assert "spec.parameters cannot change" in str(getattr(error, "body", error))
     else:
         raise AssertionError("the search space was changed")
+    # spec.algorithm is optional and absent here: the immutability rules must still let the status be written
+    # (a rule reading an absent field used to refuse every status write with "no such key").
+    wait_sweep(kube, namespace, "fixed", lambda s: bool(s.get("phase")), "the sweep's status to be written")
+    for changed in ({"algorithm": {"name": "random"}}, {"objective": {"metric": "loss"}}):
+        try:
+            kube.custom.patch_namespaced_custom_object(
+                k.GROUP, k.SWEEP_VERSION, namespace, k.SWEEP_PLURAL, "fixed", {"spec": changed}
+            )
+        except Exception as error:
+            assert "cannot change" in str(getattr(error, "body", error)), error
+        else:
+            raise AssertionError(f"{changed} was changed")
 
 
 def test_trials_that_never_report_the_objective_fail_the_sweep(kube: Kube, namespace: str) -> None:
@@ -81,7 +93,6 @@ def test_trials_that_never_report_the_objective_fail_the_sweep(kube: Kube, names
         maxFailedTrials=0,
         algorithm={"name": "random", "seed": 11},
     )
-    manifest["metadata"]["labels"] = {k.LABEL_KUEUE_QUEUE: "team-a"}
     created = create_sweep(kube, namespace, manifest)
     status = wait_sweep(kube, namespace, "silent", lambda s: s.get("phase") == "Failed", "the sweep to fail")
     failed = next(c for c in status["conditions"] if c["type"] == "Failed")
@@ -92,7 +103,6 @@ def test_trials_that_never_report_the_objective_fail_the_sweep(kube: Kube, names
     for index, trial in enumerate(found):
         owner = trial["metadata"]["ownerReferences"][0]
         assert (owner["kind"], owner["uid"], owner["controller"]) == (k.SWEEP_KIND, created["metadata"]["uid"], True)
-        assert trial["metadata"]["labels"][k.LABEL_KUEUE_QUEUE] == "team-a"
         assert trial["metadata"]["labels"][k.LABEL_TRIAL_INDEX] == str(index)
         sampled = trial["spec"]["hyperparameters"]
         assert 0.01 <= sampled["learningRate"] <= 0.5 and 1 <= sampled["maxDepth"] <= 6

@@ -193,8 +193,10 @@ def _template() -> Schema:
 
 
 def _immutable(field: str) -> Schema:
+    """A transition rule that holds for optional fields too: CEL's `self.x == oldSelf.x` is an error ("no such
+    key") when x is absent, and the API server then refused every status write of a sweep without it."""
     return rule(
-        f"self.{field} == oldSelf.{field}",
+        f"has(self.{field}) == has(oldSelf.{field}) && (!has(self.{field}) || self.{field} == oldSelf.{field})",
         f"spec.{field} cannot change once the sweep exists: its trials were sampled from it (create a new sweep)",
         field_path=f".{field}",
     )

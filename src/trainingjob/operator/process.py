@@ -189,7 +189,9 @@ async def _serve(
     sweeps = SweepReconciler(
         caches.indexes, SweepApplier(writer), load_engine(), resync_seconds=config.resync_seconds, metrics=metrics
     )
-    workloads = WorkloadReconciler(caches.indexes, writer, config, resync_seconds=config.resync_seconds)
+    workloads = WorkloadReconciler(
+        caches.indexes, writer, config, resync_seconds=config.resync_seconds, kueue_served=kueue_served
+    )
     manager = Manager(caches, [jobs.controller, models.controller, sweeps.controller, workloads.controller])
     metrics.register_cache(cache_collector(manager))
     caches.start()

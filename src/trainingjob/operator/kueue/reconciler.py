@@ -53,8 +53,12 @@ class WorkloadReconciler:
         clock: Callable[[], datetime.datetime] | None = None,
         resync_seconds: float = 0,
         metrics: object = None,
+        kueue_served: Callable[[], bool] = lambda: True,
     ) -> None:
         self.indexes = indexes
+        # Whether the cluster serves Workloads now: where it does not, the decision is to hold (KueueNotInstalled),
+        # not to create a Workload the API server answers 404 for, retried with tracebacks.
+        self.kueue_served = kueue_served
         self.writer = writer
         self.config = config
         self.clock = clock or (lambda: datetime.datetime.now(datetime.UTC))
@@ -70,7 +74,9 @@ class WorkloadReconciler:
         with reconcile_context(*key):  # type: ignore[misc]
             pods = views(self.indexes, WORKER_PODS, key)
             left = workers_left(pods, job.uid)
-            decision = queue_decision(job, bodies[0], self.indexes, self.config, True, self.clock(), left)
+            decision = queue_decision(
+                job, bodies[0], self.indexes, self.config, self.kueue_served(), self.clock(), left
+            )
             await self.apply(job, bodies[0], decision)
 
     async def apply(self, job: TrainingJob, body: dict[str, Any], decision: QueueDecision) -> None:
