@@ -146,7 +146,8 @@ def test_an_object_store_is_passed_to_the_workers_and_only_scratch_space_is_moun
     wait_state(kube, namespace, "s3", "Running")
     for pod in live_pods(kube, namespace, "s3"):
         env = env_of(pod)
-        assert (env["CHECKPOINT_URI"], env["CHECKPOINT_INTERVAL"]) == ("s3://models/resnet", "2")
+        run = pod.metadata.owner_references[0].uid  # checkpoints belong to a run: <path>/<job uid>
+        assert (env["CHECKPOINT_URI"], env["CHECKPOINT_INTERVAL"]) == (f"s3://models/resnet/{run}", "2")
         [scratch] = [v for v in pod.spec.volumes if v.name == "checkpoints"]
         assert scratch.empty_dir is not None and scratch.persistent_volume_claim is None
     assert kube.core.list_namespaced_persistent_volume_claim(namespace).items == []

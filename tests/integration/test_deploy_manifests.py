@@ -55,6 +55,8 @@ def test_the_base_passes_a_server_side_dry_run(cluster: ClusterUnderTest, instal
         [
             *("Namespace", "CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRoleBinding"),
             "CustomResourceDefinition",  # LLMModel (docs/serving.md)
+            "CustomResourceDefinition",  # TrainingSweep (docs/sweeps.md)
+            *("CustomResourceDefinition", "CustomResourceDefinition"),  # the two runtimes (docs/runtimes.md)
             *("Role", "RoleBinding", "Role", "RoleBinding", "Deployment", "Service", "PodDisruptionBudget"),
             "NetworkPolicy",  # deploy/manager/network-policy.yaml: the webhook port to the API server only
             *("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"),

@@ -119,13 +119,30 @@ def one_volume(pod: dict[str, Any], name: str) -> dict[str, Any]:
 def test_the_namespaced_overlay_binds_no_cluster_wide_role_to_the_operator(cluster: ClusterUnderTest) -> None:
     docs = render(cluster, OVERLAYS["namespaced"])
     cluster_roles = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ClusterRole"}
+    # trainingjob-host-access is for admins to grant users (deploy/rbac/host-access.yaml), bound to nobody here.
+    assert cluster_roles.pop("trainingjob-host-access")
     assert sorted(cluster_roles) == [
+        "trainingjob-operator-kueue",
         "trainingjob-operator-nodes",
+        "trainingjob-operator-runtimes",
         "trainingjob-operator-tokenreview",
         "trainingjob-operator-webhooks",
     ]
+    # Token and access reviews: the progress endpoint's callers, the admission check of a job's author.
     assert cluster_roles["trainingjob-operator-tokenreview"]["rules"] == [
-        {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]}
+        {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+        {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},
+    ]
+    # Cluster-scoped kinds only, read-only: Kueue's flavors and priority classes, the cluster's runtimes.
+    assert cluster_roles["trainingjob-operator-kueue"]["rules"] == [
+        {
+            "apiGroups": ["kueue.x-k8s.io"],
+            "resources": ["resourceflavors", "workloadpriorityclasses"],
+            "verbs": ["get", "list", "watch"],
+        }
+    ]
+    assert cluster_roles["trainingjob-operator-runtimes"]["rules"] == [
+        {"apiGroups": ["ml.example.com"], "resources": ["clustertrainingruntimes"], "verbs": ["get", "list", "watch"]}
     ]
     assert cluster_roles["trainingjob-operator-nodes"]["rules"] == [
         {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}

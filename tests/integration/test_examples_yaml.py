@@ -23,10 +23,13 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 # examples/images.yaml is the local nodes' image mapping, not a manifest; LLMModel manifests (examples/llmmodel,
 # examples/serving) are applied by tests/integration/test_serving_*.py.
 SERVING_EXAMPLES = ("llmmodel", "serving", "runtimes")  # runtimes: tests/unit/test_example_runtimes.py
+# TrainingSweeps (sweep-*.yaml) are applied as written by tests/integration/test_sweeps.py.
 MANIFESTS = sorted(
     p
     for p in EXAMPLES.rglob("*.yaml")
-    if p.name != "images.yaml" and p.relative_to(EXAMPLES).parts[0] not in SERVING_EXAMPLES
+    if p.name != "images.yaml"
+    and not p.name.startswith("sweep-")
+    and p.relative_to(EXAMPLES).parts[0] not in SERVING_EXAMPLES
 )
 
 
