@@ -133,6 +133,7 @@ class Driver(threading.Thread):
         self.stopping = threading.Event()
         self.finished: list[Scenario] = []
         self.errors: list[str] = []
+        self.held: list[str] = []  # jobs stored without admission's stamp (a known gap): the user's fix applied
         self.doing: dict[int, str] = {}  # slot -> the step in flight, for the kill log
         self.calm_at: float | None = None
 
@@ -226,7 +227,21 @@ class Driver(threading.Thread):
         except ApiException as error:
             if error.status != 409:  # 409: an earlier try was stored after all
                 raise
-        self.wait(scenario, "Running", lambda: self.settled(scenario))
+        self.wait(scenario, "Running", lambda: self.held_or_settled(scenario))
+
+    def held_or_settled(self, scenario: Scenario) -> bool | str:
+        """A known gap (docs/reliability.md, issue 41): an operator killed between the API server's conversion and
+        mutation calls leaves the job stored without admission's stamp, and it is held (Blocked, NotAdmitted) until
+        someone applies the fix its Event names. The test applies it, counts it, and expects the job to run then."""
+        job = get_job(self.kube, self.namespace, scenario.name) or {}
+        conditions = (job.get("status") or {}).get("conditions") or []
+        if any(c.get("reason") == "NotAdmitted" and c.get("status") == "True" for c in conditions):
+            if scenario.name not in self.held:
+                self.held.append(scenario.name)
+            fix = {"metadata": {"annotations": {k.ADMISSION_ANNOTATION: "check"}}}
+            retrying(lambda: patch_job(self.kube, self.namespace, scenario.name, fix))
+            return "held for want of admission's stamp; annotated ml.example.com/admission=check"
+        return self.settled(scenario)
 
     def do_scale(self, scenario: Scenario, rng: random.Random) -> None:
         scenario.workers = rng.choice([n for n in (1, 2, 3) if n != scenario.workers])

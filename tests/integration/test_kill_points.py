@@ -167,6 +167,7 @@ def test_operator_killed_at_random_instants_loses_duplicates_and_double_counts_n
         killed = time.monotonic()
         driver.join(timeout=600)
         converge = time.monotonic() - killed
+        print(f"jobs held for want of admission's stamp (the user's fix applied): {driver.held}")
         assert not driver.errors, f"TJ_KILL_SEED={seed}: {driver.errors}"
         assert not driver.is_alive(), f"TJ_KILL_SEED={seed}: the driver did not finish"
         stray = orphans_after_collection(kube, namespace)
