@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 CLUSTER ?= default
 
-.PHONY: help install ui-assets generate components runtimes tools mlflow-server node-packages test-packages lint test test-unit test-integration chaos gpu-check demo demo-simulated demo-down bench clean
+.PHONY: help install ui-assets generate components runtimes tools mlflow-server node-packages test-packages lint test test-unit test-integration chaos gpu-check demo demo-simulated demo-down bench bench-quick clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -98,9 +98,16 @@ demo-simulated: components node-packages  ## the same on kwok's fake nodes: no c
 	BIN=$(BIN) CLUSTER=$(CLUSTER) DEMO_MODE=simulated scripts/demo.sh
 
 BENCH_ARGS ?=
-bench: components  ## scale benchmark vs Kubeflow and the raw API limit -> docs/benchmarks.md (hours; BENCH_ARGS=--help)
+# The reviewer's mode: each contender once at 100x8, then our operator's 1000x8 steady state with a kill -9.
+BENCH_QUICK = --jobs 100 --repeats 1 --contenders ours,raw,kubeflow-tuned \
+	--steady-jobs 1000 --steady-contenders ours --idle-seconds 30 --gang-jobs 0
+bench: components  ## scale benchmark vs Kubeflow and the raw API limit -> bench-results/<time>/ (hours; BENCH_ARGS=--help)
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[bench]'
 	$(BIN)/python -m bench $(BENCH_ARGS)
+
+bench-quick: components  ## the reviewer's benchmark (~15 min on a quiet 2-core machine) -> bench-results/<time>/
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[bench]'
+	$(BIN)/python -m bench $(BENCH_QUICK) $(BENCH_ARGS)
 
 demo-down:  ## stop the demo operator and cluster, remove their state
 	$(BIN)/tj cluster down --name $(CLUSTER)

@@ -1,8 +1,9 @@
-"""`make bench` / `python -m bench`: run the scale benchmark and write docs/benchmarks.md.
+"""`make bench` / `python -m bench`: run the scale benchmark and write its report to a scratch directory.
 
 Each run starts a fresh local cluster; contenders alternate within each repeat, so a slow moment of the machine
 does not always hit the same one. Records are written after every run, so an interrupted benchmark keeps what it
-measured, and `--append` adds new runs to those already in docs/benchmarks.json.
+measured, and `--append` adds new runs to those already in the output's benchmarks.json. Only `--update-docs`
+writes the committed report (docs/benchmarks.md): a trial run must not replace measured figures by accident.
 """
 
 from __future__ import annotations
@@ -12,20 +13,24 @@ import asyncio
 import datetime
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 from bench.contenders import CONTENDERS
 from bench.gang import gang_run
+from bench.provenance import MixedCommits, collect, git_state, refuse_mixed_commits
 from bench.report import write_report
 from bench.run import steady_run, throughput_run
 
 REPO = Path(__file__).resolve().parents[1]
-FINDINGS = Path(__file__).with_name("findings.md")
+DOCS = REPO / "docs"
+SCRATCH = REPO / "bench-results"  # git-ignored
 
 PREAMBLE = """# Benchmarks
 
-Written by `make bench` (`python -m bench`, code in `bench/`); the raw records are in `benchmarks.json`.
+Written by `python -m bench` (`make bench`, `make bench-quick`; code in `bench/`); the raw records, each with its
+commit, date, machine and component versions, are in `benchmarks.json`.
 
 **Workload.** N TrainingJobs x W workers, created as fast as a client with {concurrency} requests in flight can,
 on a fresh local cluster ({nodes} kwok nodes) for every run. kwok runs each pod and completes it
@@ -67,10 +72,18 @@ def arguments(argv: list[str]) -> argparse.Namespace:
     add("--gang-workers", type=int, default=3, help="workers per gang job: 3 does not divide the 8-GPU nodes")
     add("--gang-nodes", type=int, default=4, help="8-GPU nodes of the gang scenario")
     add("--timeout", type=float, default=3600, help="seconds one run may take before it is recorded unfinished")
-    add("--docs", type=Path, default=REPO / "docs", help="where benchmarks.md/.json/-running.png go")
-    add("--append", action="store_true", help="keep the runs already in benchmarks.json")
+    add("--out", type=Path, help="where benchmarks.md/.json/-running.png go (default: a new bench-results/<time>)")
+    add("--update-docs", action="store_true", help=f"write the committed report in {DOCS} (the only way to)")
+    add("--append", action="store_true", help="keep the runs already in the output's benchmarks.json")
+    add("--mix-commits", action="store_true", help="allow runs of different commits in one table (named there)")
     add("--report-only", action="store_true", help="rewrite benchmarks.md from benchmarks.json, run nothing")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.update_docs and args.out is not None:
+        parser.error("--update-docs writes docs/; --out names another directory: give one")
+    if (args.append or args.report_only) and args.out is None and not args.update_docs:
+        parser.error("--append and --report-only need the directory of earlier runs: --out DIR or --update-docs")
+    args.out = DOCS if args.update_docs else args.out or SCRATCH / time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    return args
 
 
 def say(message: str) -> None:
@@ -86,55 +99,62 @@ async def main(args: argparse.Namespace) -> int:
         say(f"unknown contender(s): {', '.join(sorted(unknown))}")
         return 2
     records: list[dict[str, Any]] = []
-    recorded_machine = None  # the machine the kept runs were measured on
-    existing = args.docs / "benchmarks.json"
+    legacy_machine = None  # what a file older than per-run provenance said of its one machine
+    existing = args.out / "benchmarks.json"
     if (args.append or args.report_only) and existing.exists():
         document = json.loads(existing.read_text())
-        records, recorded_machine = document["runs"], document.get("machine")
+        records, legacy_machine = document["runs"], document.get("machine")
+    try:  # before hours of runs, not after: appending to another commit's runs would make a report that refuses
+        refuse_mixed_commits(records if args.report_only else [*records, {"provenance": git_state()}], args.mix_commits)
+    except MixedCommits as refused:
+        say(f"refused: {refused}")
+        return 2
     preamble = PREAMBLE.format(
         concurrency=CREATE_CONCURRENCY,
         nodes=args.nodes,
         complete_after=args.complete_after,
         idle=int(args.idle_seconds),
     )
-    findings = FINDINGS.read_text() if FINDINGS.exists() else ""
     if args.report_only:
-        # The runs' machine, not this one: the tables were measured there.
-        write_report(records, args.docs, preamble, findings, recorded_machine)
-        say(f"wrote {args.docs / 'benchmarks.md'} from {len(records)} recorded runs")
+        write_report(records, args.out, preamble, legacy_machine, args.mix_commits)
+        say(f"wrote {args.out / 'benchmarks.md'} from {len(records)} recorded runs")
         return 0
+    say(f"writing to {args.out}")
 
-    def save(record: dict[str, Any]) -> None:
-        records.append(record)
-        write_report(records, args.docs, preamble, findings)
+    def save(record: dict[str, Any], provenance: dict[str, Any]) -> None:
+        records.append({**record, "provenance": provenance})
+        write_report(records, args.out, preamble, legacy_machine, args.mix_commits)
 
     for jobs in (int(n) for n in args.jobs.split(",") if n):
         for repeat in range(args.repeats):
             order = contenders[repeat % len(contenders) :] + contenders[: repeat % len(contenders)]
             for name in order:
                 say(f"{jobs}x{args.workers} repeat {repeat + 1}/{args.repeats}: {name}")
+                provenance = collect()
                 record = await throughput_run(
                     name, jobs, args.workers, args.nodes, args.complete_after, args.timeout, say
                 )
                 say(f"  all Running {record['all_running_s']} s, all Succeeded {record['all_succeeded_s']} s")
-                save(record)
+                save(record, provenance)
     if args.steady_jobs:
         for name in (c for c in args.steady_contenders.split(",") if c):
             say(f"steady state {args.steady_jobs}x{args.workers}: {name}")
+            provenance = collect()
             record = await steady_run(
                 name, args.steady_jobs, args.workers, args.nodes, args.idle_seconds, args.timeout, say
             )
             say(f"  idle writes/min {record['idle_writes_per_minute']}, re-observed {record['restart_reobserved_s']} s")
-            save(record)
+            save(record, provenance)
     if args.gang_jobs:
         for gang in (True, False):
             say(f"gang scenario {args.gang_jobs}x{args.gang_workers} on {args.gang_nodes * 8} GPUs, gangs {gang}")
+            provenance = collect()
             record = await gang_run(
                 gang, args.gang_jobs, args.gang_workers, args.gang_nodes, args.complete_after, args.timeout, say
             )
             say(f"  all Succeeded {record['all_succeeded_s']} s, GPU-s held in part {record['partial_gpu_seconds']}")
-            save(record)
-    say(f"wrote {args.docs / 'benchmarks.md'}")
+            save(record, provenance)
+    say(f"wrote {args.out / 'benchmarks.md'}")
     return 0
 
 

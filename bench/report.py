@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
-import platform
 import statistics
-import subprocess
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from bench.gang import gang_section
-from trainingjob.cluster.build import pinned_versions
+from bench.provenance import commits, provenance_lines, refuse_mixed_commits
 
 LABELS = {
     "ours": "trainingjob-operator",
@@ -40,24 +37,17 @@ def ratio(ours: float | None, other: float | None) -> float | None:
     return round(ours / other, 2) if ours is not None and other else None
 
 
-def machine() -> dict[str, str]:
-    cpu = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if "model name" in line
-        ),
-        platform.processor(),
-    )
-    memory_kib = int(Path("/proc/meminfo").read_text().split()[1])
-    go = subprocess.run(["go", "env", "GOVERSION"], capture_output=True, text=True, check=False).stdout.strip()
-    return {
-        "cpu": f"{cpu}, {os.cpu_count()} cores",
-        "memory": f"{memory_kib / 1024 / 1024:.0f} GiB",
-        "python": platform.python_version(),
-        "go": go,
-        **{f"pinned {name}": version for name, version in pinned_versions().items()},
-    }
+def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run whose "all pods Running" is the median (the lower of the two middle ones for an even count), so a
+    breakdown shown for "the median run" belongs to it. Runs that never got all pods Running rank last: they were
+    the slowest. `runs[len // 2]` was the middle of the runs in recorded order, any of them."""
+
+    def rank(run: dict[str, Any]) -> tuple[bool, float]:
+        seconds = run.get("all_pods_running_s")
+        return (seconds is None, seconds or 0.0)
+
+    ordered = sorted(runs, key=rank)
+    return ordered[(len(ordered) - 1) // 2]
 
 
 def summarize_throughput(records: list[dict[str, Any]]) -> dict[tuple[int, int], dict[str, dict[str, Any]]]:
@@ -86,7 +76,9 @@ def summarize_throughput(records: list[dict[str, Any]]) -> dict[tuple[int, int],
                 "rss": median(r["operator_peak_rss_mib"] for r in runs),
                 "writes_per_job": median(r["writes_per_job"] for r in runs),
                 "writes_per_job_without_events": median(r["writes_per_job_without_events"] for r in runs),
-                "requests": runs[len(runs) // 2]["requests"],
+                "requests": median_run(runs)["requests"],
+                "median_run_pods_running": median_run(runs).get("all_pods_running_s"),
+                "commits": commits(runs),
                 "each_run": [(r.get("all_pods_running_s"), r.get("forced_watch_closes")) for r in runs],
             }
     return summary
@@ -142,7 +134,15 @@ def throughput_section(scenario: tuple[int, int], figures: dict[str, dict[str, A
     lines.append(each_run_line(figures))
     if ours.get("requests"):
         top = sorted(ours["requests"].items(), key=lambda item: -item[1])
-        lines.append("\nOur operator's requests in the median run: " + ", ".join(f"{k} {v}" for k, v in top) + ".\n")
+        which = fmt(ours.get("median_run_pods_running"), " s")
+        lines.append(
+            f"\nOur operator's requests in its median run (all pods Running in {which}): "
+            + ", ".join(f"{k} {v}" for k, v in top)
+            + ".\n"
+        )
+    measured = {c for f in figures.values() for c in f.get("commits", {})}
+    if len(measured) > 1:
+        lines.append(f"\nThis table mixes runs of the commits {', '.join(sorted(measured))}.\n")
     return "".join(lines)
 
 
@@ -279,23 +279,40 @@ def defaults_only(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def write_report(
-    records: list[dict[str, Any]], docs: Path, preamble: str, findings: str, measured_on: dict[str, str] | None = None
+    records: list[dict[str, Any]],
+    out: Path,
+    preamble: str,
+    legacy_machine: dict[str, str] | None = None,
+    mix_commits: bool = False,
 ) -> Path:
-    """docs/benchmarks.md + docs/benchmarks.json + docs/benchmarks-running.png. `measured_on`: the machine the
-    records were measured on, when it is not this one (a report rewritten later, maybe elsewhere)."""
-    docs.mkdir(parents=True, exist_ok=True)
-    facts = measured_on or machine()
-    (docs / "benchmarks.json").write_text(json.dumps({"machine": facts, "runs": records}, indent=1) + "\n")
-    records = defaults_only(records)
-    plotted = plot(records, docs / "benchmarks-running.png")
+    """benchmarks.md + benchmarks.json + benchmarks-running.png in `out`. Every record carries its own provenance;
+    `legacy_machine` is what a file of runs older than that said of its one machine (kept, never rewritten with this
+    machine's). Raises MixedCommits before writing anything when the runs measured different commits, unless
+    `mix_commits`. The narrative of earlier runs (bench/findings.md) is not appended: it is about other runs."""
+    refuse_mixed_commits(records, mix_commits)
+    out.mkdir(parents=True, exist_ok=True)
+    document: dict[str, Any] = {"runs": records}
+    if legacy_machine:
+        document["machine"] = legacy_machine
+    (out / "benchmarks.json").write_text(json.dumps(document, indent=1) + "\n")
+    all_runs, records = records, defaults_only(records)
+    plotted = plot(records, out / "benchmarks-running.png")
     summary = summarize_throughput(records)
-    parts = [preamble, "\n## Machine\n\n", "".join(f"- {k}: {v}\n" for k, v in facts.items())]
+    measured = commits(all_runs)
+    parts = [preamble, "\n## Provenance\n\n"]
+    parts.append(f"Commits measured: {', '.join(f'{c} ({n} runs)' for c, n in measured.items()) or 'none'}.")
+    if len(measured) > 1:
+        parts.append(" **These tables mix runs of different commits** (`--mix-commits`): each names its own.")
+    parts += ["\n\n", provenance_lines(all_runs, legacy_machine)]
     parts += ["\n## Targets\n\n", targets(summary, records), "\n## Throughput (medians)\n\n"]
     parts += [throughput_section(scenario, figures) + "\n" for scenario, figures in summary.items()]
     parts += ["## Steady state and restart\n\n", steady_section(records), "\n", gang_section(records)]
     if plotted:
         parts.append("\n## Jobs Running over time\n\n![jobs Running over time](benchmarks-running.png)\n")
-    parts += ["\n", findings]
-    path = docs / "benchmarks.md"
+    parts.append(
+        "\nWhat earlier runs found, dated and about those runs, not these, is in the repository's "
+        "`bench/findings.md`.\n"
+    )
+    path = out / "benchmarks.md"
     path.write_text("".join(parts))
     return path
