@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import datetime
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -10,7 +11,8 @@ from trainingjob.api import constants as c
 from trainingjob.sweeps.trials import TrialView, trial_view
 from trainingjob.sweeps.types import TrainingSweep
 
-NOW = "2026-11-28T12:00:00Z"
+NOW = datetime.datetime(2026, 11, 28, 12, 0, tzinfo=datetime.UTC)
+NOW_TEXT = "2026-11-28T12:00:00Z"
 SWEEP_UID = "sweep-uid-1"
 
 
@@ -66,7 +68,7 @@ def finished(
     """A trial manifest as its TrainingJob looks after reporting `values` (one per epoch) and reaching `phase`."""
     body = copy.deepcopy(dict(manifest))
     body["metadata"]["uid"] = f"uid-{body['metadata']['name']}"
-    body["metadata"]["creationTimestamp"] = NOW
+    body["metadata"]["creationTimestamp"] = NOW_TEXT
     progress: dict[str, Any] = {}
     if values:
         progress = {

@@ -23,8 +23,9 @@ from trainingjob.config import OperatorConfig
 from trainingjob.operator.runtime.writer import status_patch
 from trainingjob.operator.trainingjob.progress import PROGRESS_WRITE_INTERVAL
 from trainingjob.operator.trainingjob.reconciler import Reconciler
+from trainingjob.planning.actions import DeleteChild
 from trainingjob.progress.report import Report
-from trainingjob.reconcile.actions import DeleteChild, Plan
+from trainingjob.reconcile.plan import JobPlan
 
 NS = "ns"
 KEY = (NS, "job")
@@ -49,7 +50,7 @@ def stray_worker(server: FakeApiServer, index: int, status: dict[str, Any] | Non
     return manifest["metadata"]["name"]
 
 
-def applied(server: FakeApiServer, body: dict[str, Any], plan: Plan) -> Any:
+def applied(server: FakeApiServer, body: dict[str, Any], plan: JobPlan) -> Any:
     from trainingjob.api.types import TrainingJob
 
     return asyncio.run(fake_applier(server).apply(TrainingJob.from_body(body), body, plan))
@@ -59,7 +60,7 @@ def test_a_delete_with_unchanged_status_is_checked_but_is_no_write_of_the_job() 
     server = FakeApiServer()
     body = server.add_job(job_body({"phase": "Suspended"}))
     pod = stray_worker(server, 0)
-    result = applied(server, body, Plan(actions=[DeleteChild("Pod", pod)], status=JobStatus(phase=Phase.SUSPENDED)))
+    result = applied(server, body, JobPlan(actions=[DeleteChild("Pod", pod)], status=JobStatus(phase=Phase.SUSPENDED)))
     assert pod not in server.pods
     assert server.status_patches, "the precondition is still checked before the delete"
     assert server.jobs["job"]["metadata"]["resourceVersion"] == body["metadata"]["resourceVersion"]
@@ -69,7 +70,7 @@ def test_a_delete_with_unchanged_status_is_checked_but_is_no_write_of_the_job() 
 def test_a_status_change_is_a_write_of_the_job() -> None:
     server = FakeApiServer()
     body = server.add_job(job_body({"phase": "Pending"}))
-    result = applied(server, body, Plan(status=JobStatus(phase=Phase.RUNNING)))
+    result = applied(server, body, JobPlan(status=JobStatus(phase=Phase.RUNNING)))
     assert result.job_changed and server.jobs["job"]["status"] == {"phase": "Running"}
 
 
@@ -78,7 +79,7 @@ def test_a_plan_from_a_stale_job_deletes_nothing() -> None:
     stale = server.add_job(job_body({"phase": "Suspended"}))
     server.jobs["job"]["metadata"]["resourceVersion"] = server.next_version()  # someone else wrote since
     pod = stray_worker(server, 0)
-    result = applied(server, stale, Plan(actions=[DeleteChild("Pod", pod)], status=JobStatus(phase=Phase.SUSPENDED)))
+    result = applied(server, stale, JobPlan(actions=[DeleteChild("Pod", pod)], status=JobStatus(phase=Phase.SUSPENDED)))
     assert result.stale and pod in server.pods
 
 

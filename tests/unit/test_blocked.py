@@ -13,7 +13,7 @@ from tests.unit.test_planner import CONFIG, NOW, NOW_TEXT, children, kinds, make
 from trainingjob.api.status import JobStatus
 from trainingjob.api.times import format_time
 from trainingjob.config import OperatorConfig
-from trainingjob.reconcile.actions import CreateChild, DeleteChild
+from trainingjob.planning.actions import CreateChild, DeleteChild
 from trainingjob.reconcile.planner import plan
 from trainingjob.reconcile.surroundings import AdmissionDenial, ClaimView, NodeView, Refusal
 

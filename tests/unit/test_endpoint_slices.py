@@ -21,7 +21,7 @@ from trainingjob.builders.endpoints import (
 )
 from trainingjob.operator.runtime.expectations import WRITTEN_TTL_SECONDS, Expectations
 from trainingjob.operator.trainingjob.reconciler import Reconciler
-from trainingjob.reconcile.actions import CreateChild, ReplaceChild
+from trainingjob.planning.actions import CreateChild, ReplaceChild
 from trainingjob.reconcile.endpoints import PARTIAL_PUBLISH_DELAY, plan_endpoints
 from trainingjob.reconcile.planner import plan
 

@@ -11,7 +11,7 @@ import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from trainingjob.operator.runtime.calls import record_event
-from trainingjob.reconcile.actions import Event
+from trainingjob.planning.actions import Event
 
 INVOLVED = ("ml.example.com/v1", "TrainingJob", "team", "job", "uid-1")
 

@@ -12,7 +12,7 @@ from trainingjob.operator.runtime.writer import DONE, EXISTED
 from trainingjob.operator.trainingjob.apply import Applier, ApplyResult
 from trainingjob.operator.trainingjob.reconciler import Reconciler
 from trainingjob.operator.trainingjob.watches import worker_pod
-from trainingjob.reconcile.actions import CreateChild
+from trainingjob.planning.actions import CreateChild
 
 KEY = ("ns", "job")
 JOB_UID = "uid-1"

@@ -13,7 +13,7 @@ from tests.unit.test_planner import CONFIG, NOW, children, make_job, pod, stored
 from trainingjob.builders.pod import desired_worker_pod, framework_children
 from trainingjob.frameworks import registry
 from trainingjob.frameworks.base import Plugin, PodChanges, SuccessRule, WorkerContext
-from trainingjob.reconcile.actions import CreateChild
+from trainingjob.planning.actions import CreateChild
 from trainingjob.reconcile.planner import plan
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from tests.unit.fake_api import ANSWER, Answer, FakeApiServer
 from trainingjob.operator.runtime.writer import DONE, Writer
 from trainingjob.operator.trainingjob.apply import Applier
-from trainingjob.reconcile.actions import CreateChild
+from trainingjob.planning.actions import CreateChild
 from trainingjob.scheduling.gang import LABEL_GANG
 
 

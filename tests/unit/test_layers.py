@@ -35,7 +35,8 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
         {"config"},  # the operator's settings
         {"api", "sdk"},  # the CRDs' schema and typed views; the in-container helpers
         {"frameworks"},  # one module per ML framework
-        {"kube", "user_agent", "certs", "http_bodies", "paths", "options"},  # the ground floor
+        # the ground floor; planning: the plan vocabulary (actions, Events, Plan) every planner and the kit share
+        {"kube", "planning", "user_agent", "certs", "http_bodies", "paths", "options"},
         {"trainingjob"},  # the package itself: its version
     )
 )
@@ -97,6 +98,27 @@ def test_imports_go_down_the_layers_only() -> None:
                 upward.add((module, target))
     assert sorted(upward - KNOWN_UPWARD_IMPORTS) == [], "imports up (or across) the layers"
     assert sorted(KNOWN_UPWARD_IMPORTS - upward) == [], "fixed: remove them from KNOWN_UPWARD_IMPORTS"
+
+
+# The controller kit knows no kind: it may not import a controller package (one with a watches.py) or a planner.
+# It shares the plan vocabulary with them through planning/, on the ground floor.
+KIT = "trainingjob.operator.runtime"
+CONTROLLERS = tuple(f"trainingjob.operator.{p.parent.name}" for p in (ROOT / "operator").glob("*/watches.py"))
+KIT_MAY_NOT_IMPORT = (*CONTROLLERS, "trainingjob.reconcile", "trainingjob.serving", "trainingjob.sweeps")
+
+
+def test_the_controller_kit_imports_no_controller_and_no_planner() -> None:
+    graph = import_graph()
+    kit = [module for module in graph if module == KIT or module.startswith(f"{KIT}.")]
+    assert kit, "the kit moved: update KIT"
+    assert "trainingjob.operator.trainingjob" in CONTROLLERS
+    found = sorted(
+        (module, target)
+        for module in kit
+        for target in graph[module]
+        if target.startswith(KIT_MAY_NOT_IMPORT) and not target.startswith(KIT)
+    )
+    assert found == []
 
 
 def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:

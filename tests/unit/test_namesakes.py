@@ -15,7 +15,7 @@ from trainingjob.api import constants as k
 from trainingjob.operator.runtime.writer import EXISTED
 from trainingjob.operator.trainingjob.apply import Applier, ApplyResult
 from trainingjob.operator.trainingjob.namesakes import Namesakes, TakenNames
-from trainingjob.reconcile.actions import CreateChild
+from trainingjob.planning.actions import CreateChild
 from trainingjob.reconcile.namesakes import namesake_holder
 from trainingjob.reconcile.planner import plan
 

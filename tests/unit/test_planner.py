@@ -15,9 +15,10 @@ from trainingjob.api.types import TrainingJob
 from trainingjob.builders.common import spec_hash
 from trainingjob.builders.configmap import desired_config_data
 from trainingjob.config import OperatorConfig
-from trainingjob.reconcile.actions import AddFinalizer, CreateChild, DeleteChild, Plan, RemoveFinalizer, ReplaceChild
+from trainingjob.planning.actions import AddFinalizer, CreateChild, DeleteChild, RemoveFinalizer, ReplaceChild
 from trainingjob.reconcile.inputs import PlanInputs
 from trainingjob.reconcile.observed import ObservedChildren, PodView
+from trainingjob.reconcile.plan import JobPlan
 from trainingjob.reconcile.planner import plan
 
 NOW = datetime.datetime(2026, 11, 22, 12, 0, 0, tzinfo=datetime.UTC)
@@ -46,7 +47,7 @@ def make_job(
     return TrainingJob.from_body(body)
 
 
-def stored(result: Plan) -> dict[str, Any]:
+def stored(result: JobPlan) -> dict[str, Any]:
     """The planned status as it is written."""
     return result.status.to_dict()
 

@@ -32,7 +32,7 @@ from trainingjob.api.replicas import desired_replicas
 from trainingjob.api.types import TrainingJob
 from trainingjob.builders.configmap import desired_config_data
 from trainingjob.operator.trainingjob.quota_gate import creates_workers
-from trainingjob.reconcile.actions import CreateChild
+from trainingjob.planning.actions import CreateChild
 from trainingjob.reconcile.observed import ObservedChildren, PodView
 from trainingjob.reconcile.planner import plan
 from trainingjob.scheduling.gang import Coscheduling, GangView, NativeWorkload

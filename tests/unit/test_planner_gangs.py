@@ -8,7 +8,7 @@ from typing import Any
 
 from tests.unit.test_planner import CONFIG, NOW, children, kinds, make_job, pod, stored
 from trainingjob.api import constants as k
-from trainingjob.reconcile.actions import CreateChild, DeleteChild
+from trainingjob.planning.actions import CreateChild, DeleteChild
 from trainingjob.reconcile.planner import plan
 from trainingjob.scheduling.gang import GangState, GangView, NativeWorkload
 from trainingjob.scheduling.quota import NamespaceQuotas

@@ -7,8 +7,8 @@ import datetime
 
 from tests.unit.test_planner import CONFIG, NOW, children, kinds, make_job, pod, stored
 from trainingjob.builders.pod import QueuePlacement
+from trainingjob.planning.actions import CreateChild, DeleteChild
 from trainingjob.queueing.planner import Hold, QueueDecision, QueueEvent
-from trainingjob.reconcile.actions import CreateChild, DeleteChild
 from trainingjob.reconcile.planner import plan
 
 WAITING = QueueDecision(

@@ -19,7 +19,7 @@ from trainingjob.api.types import TrainingJob
 from trainingjob.builders.common import spec_hash
 from trainingjob.builders.configmap import desired_config_data
 from trainingjob.config import OperatorConfig
-from trainingjob.reconcile.actions import CreateChild, DeleteChild
+from trainingjob.planning.actions import CreateChild, DeleteChild
 from trainingjob.reconcile.observed import ObservedChildren, PodView
 from trainingjob.reconcile.planner import plan
 

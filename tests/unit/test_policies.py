@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from tests.unit.test_planner import CONFIG, NOW, children, kinds, make_job, pod, stored
 from trainingjob.api.times import format_time
 from trainingjob.api.types import JobSpec
-from trainingjob.reconcile.actions import CreateChild, DeleteChild, DeleteJob
+from trainingjob.planning.actions import CreateChild, DeleteChild, DeleteJob
 from trainingjob.reconcile.observed import ObservedChildren, PodView
 from trainingjob.reconcile.planner import plan
 from trainingjob.reconcile.policies import backoff_seconds, decide_failure

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import datetime
 from pathlib import Path
 from typing import Any
 
@@ -13,14 +14,14 @@ from trainingjob.api.status import Phase
 from trainingjob.config import ServingConfig
 from trainingjob.operator.llmmodel.apply import creation_events
 from trainingjob.operator.runtime.writer import DONE, EXISTED
-from trainingjob.reconcile.actions import CreateChild, DeleteChild, ReplaceChild
+from trainingjob.planning.actions import CreateChild, DeleteChild, ReplaceChild
 from trainingjob.serving import builders
 from trainingjob.serving.observed import ObservedServing, SourceJob, child_view
 from trainingjob.serving.planner import plan_model
 from trainingjob.serving.types import LLMModel, ModelStore
 
 SEED = Path(__file__).resolve().parents[2] / "examples" / "llmmodel" / "seed.yaml"
-NOW = "2026-01-01T00:00:00Z"
+NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 H100 = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
 CONFIG = ServingConfig(
     image="server:1", gpu_types={"H100": H100}, gpu_tolerations=({"key": "gpu", "operator": "Exists"},)

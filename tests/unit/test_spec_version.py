@@ -18,7 +18,7 @@ from trainingjob.api.status import WorkerSpec
 from trainingjob.api.types import TrainingJob
 from trainingjob.api.versions import V1ALPHA1
 from trainingjob.builders.common import spec_hash, without_defaults
-from trainingjob.reconcile.actions import CreateChild, DeleteChild
+from trainingjob.planning.actions import CreateChild, DeleteChild
 from trainingjob.reconcile.planner import plan
 from trainingjob.reconcile.spec_version import current_worker_spec
 

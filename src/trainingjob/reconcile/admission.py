@@ -33,8 +33,9 @@ from trainingjob.api.status import Phase
 from trainingjob.api.times import format_time, parse_time
 from trainingjob.api.types import TrainingJob
 from trainingjob.builders.common import spec_hash
-from trainingjob.reconcile.actions import AddFinalizer, Event, Plan
+from trainingjob.planning.actions import AddFinalizer, Event
 from trainingjob.reconcile.conditions import DesiredCondition, merge_conditions
+from trainingjob.reconcile.plan import JobPlan
 
 ANNOTATION = k.ADMISSION_ANNOTATION
 STAMP_VERSION = "v1"
@@ -112,7 +113,7 @@ def hold_message(problem: str) -> str:
     )
 
 
-def hold(job: TrainingJob, problem: str, now: datetime.datetime) -> Plan:
+def hold(job: TrainingJob, problem: str, now: datetime.datetime) -> JobPlan:
     """The plan for a job that is not admitted: nothing but its finalizer, condition Blocked (reason NotAdmitted)
     and, the first time, a Warning Event. status.observedGeneration stays as it was: the hold admits nothing."""
     message = hold_message(problem)
@@ -128,4 +129,4 @@ def hold(job: TrainingJob, problem: str, now: datetime.datetime) -> Plan:
     actions: list[Any] = [] if k.FINALIZER in job.finalizers else [AddFinalizer()]
     newly = blocked is None or blocked.get("reason") != HOLD_REASON or blocked.get("status") != "True"
     events = [Event("Warning", HOLD_REASON, message)] if newly else []
-    return Plan(actions=actions, status=status, events=events)
+    return JobPlan(actions=actions, status=status, events=events)

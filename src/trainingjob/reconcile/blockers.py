@@ -16,7 +16,7 @@ from trainingjob.api.names import pod_name
 from trainingjob.api.replicas import Replica, desired_replicas, replica_order
 from trainingjob.api.times import format_time
 from trainingjob.api.types import TrainingJob
-from trainingjob.reconcile.actions import Event
+from trainingjob.planning.actions import Event
 from trainingjob.reconcile.observed import ObservedChildren, PodView
 from trainingjob.reconcile.surroundings import AdmissionDenial, ClaimView, NodeView
 

@@ -16,7 +16,7 @@ from typing import Any
 from trainingjob.api.replicas import Replica
 from trainingjob.api.status import Counters, JobStatus
 from trainingjob.api.types import TrainingJob
-from trainingjob.reconcile.actions import Action, Event
+from trainingjob.planning.actions import Action, Event
 from trainingjob.reconcile.observed import PodView
 from trainingjob.reconcile.status import Outcome, build_status
 

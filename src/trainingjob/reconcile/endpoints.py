@@ -21,7 +21,7 @@ from trainingjob.api.replicas import role_counts
 from trainingjob.api.types import TrainingJob
 from trainingjob.builders.endpoints import Endpoint, chunked, desired_endpoint_slice, slice_name, slice_ports
 from trainingjob.builders.service import service_selector
-from trainingjob.reconcile.actions import CreateChild, ReplaceChild
+from trainingjob.planning.actions import CreateChild, ReplaceChild
 from trainingjob.reconcile.observed import ObservedChildren, PodView
 
 PARTIAL_PUBLISH_DELAY = 30.0  # seconds

@@ -19,7 +19,7 @@ from trainingjob.api.replicas import Replica, replica_order
 from trainingjob.api.status import GangRecord
 from trainingjob.api.types import TrainingJob
 from trainingjob.builders.pod import Membership
-from trainingjob.reconcile.actions import CreateChild, DeleteChild, Event
+from trainingjob.planning.actions import CreateChild, DeleteChild, Event
 from trainingjob.reconcile.blockers import Blocker
 from trainingjob.reconcile.observed import ObservedChildren, PodView
 from trainingjob.scheduling.gang import GangChoice, GangView, choose, gang_members, gang_name

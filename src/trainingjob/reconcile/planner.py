@@ -1,5 +1,5 @@
-"""The pure planner: (job, observed children, now, what the operator remembers) -> Plan(actions, status, events,
-requeue_after).
+"""The pure planner: (job, observed children, now, what the operator remembers) -> JobPlan (reconcile/plan.py: the
+shared Plan's actions, status, events and requeue_after, with the progress report and whether details are held).
 
 Level-triggered: it looks only at what is (the job, the cached children, the clock) and never at what happened,
 so calling it twice, late, or after an operator restart gives the same answer. Each step returns a Decision
@@ -23,13 +23,12 @@ from trainingjob.builders.pvc import desired_checkpoint_pvc
 from trainingjob.builders.service import desired_service, service_ports
 from trainingjob.builders.tracking import link_run
 from trainingjob.config import OperatorConfig
-from trainingjob.reconcile.actions import (
+from trainingjob.planning.actions import (
     AddFinalizer,
     CreateChild,
     DeleteChild,
     DeleteJob,
     Event,
-    Plan,
     RemoveFinalizer,
     ReplaceChild,
     delete_pods,
@@ -40,6 +39,7 @@ from trainingjob.reconcile.finished import finished_worker_details
 from trainingjob.reconcile.gangs import release_gangs
 from trainingjob.reconcile.inputs import PlanInputs
 from trainingjob.reconcile.observed import ObservedChildren, PodView
+from trainingjob.reconcile.plan import JobPlan
 from trainingjob.reconcile.queued import plan_queued, queue_notes, stop_workers
 from trainingjob.reconcile.resources import plan_resources
 from trainingjob.reconcile.runtimes import RUNTIME_GRACE_SECONDS, Resolved, resolve_runtime
@@ -57,13 +57,13 @@ def plan(
     now: datetime.datetime,
     config: OperatorConfig,
     inputs: PlanInputs = NOTHING_REMEMBERED,
-) -> Plan:
+) -> JobPlan:
     decision, status = plan_job(job, observed, now, config, inputs)
     # A job that finishes consumes the newest report even when it is not due yet (its last progress).
     report = inputs.latest_progress if status.finished else observed.progress
     status, held = hold_details(job.status, status, inputs.details_held_for)
     status, look_again = link_run(job, status, inputs.mlflow_run, config.mlflow_tracking_uri, now)
-    return Plan(
+    return JobPlan(
         actions=list(decision.actions),
         status=status,
         events=list(decision.events),

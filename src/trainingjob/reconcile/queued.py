@@ -13,9 +13,9 @@ import datetime
 from trainingjob.api.status import Phase
 from trainingjob.api.times import format_time
 from trainingjob.api.types import TrainingJob
+from trainingjob.planning.actions import Event, delete_pods
 from trainingjob.progress.report import without_pace
 from trainingjob.queueing.planner import QueueDecision
-from trainingjob.reconcile.actions import Event, delete_pods
 from trainingjob.reconcile.decision import Changes, Decision, Summary
 from trainingjob.reconcile.gangs import release_gangs
 from trainingjob.reconcile.observed import ObservedChildren

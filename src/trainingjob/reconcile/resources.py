@@ -20,7 +20,7 @@ from trainingjob.api.status import Phase
 from trainingjob.api.times import format_time, parse_time
 from trainingjob.api.types import TrainingJob
 from trainingjob.config import OperatorConfig
-from trainingjob.reconcile.actions import Event
+from trainingjob.planning.actions import Event
 from trainingjob.reconcile.decision import Changes, Decision, Summary
 from trainingjob.reconcile.observed import ObservedChildren, PodView
 from trainingjob.reconcile.status import Outcome

@@ -17,9 +17,9 @@ from trainingjob.api.replicas import Replica, is_desired, replica_order
 from trainingjob.api.status import Counters, Phase, WorkerSpec
 from trainingjob.api.times import format_time
 from trainingjob.api.types import TrainingJob
+from trainingjob.planning.actions import Event, delete_pods
 from trainingjob.progress.report import without_pace
 from trainingjob.reconcile import policies
-from trainingjob.reconcile.actions import Event, delete_pods
 from trainingjob.reconcile.decision import Changes, Decision, Summary
 from trainingjob.reconcile.observed import PodView
 from trainingjob.reconcile.roles import restarts_alone, tolerated

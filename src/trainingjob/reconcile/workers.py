@@ -24,8 +24,8 @@ from trainingjob.api.times import whole_seconds
 from trainingjob.api.types import TrainingJob
 from trainingjob.builders.pod import desired_worker_pod, framework_children
 from trainingjob.config import OperatorConfig
+from trainingjob.planning.actions import CreateChild, Event, delete_pods
 from trainingjob.reconcile import blockers, gangs, policies
-from trainingjob.reconcile.actions import CreateChild, Event, delete_pods
 from trainingjob.reconcile.decision import Changes, Decision, Summary
 from trainingjob.reconcile.observed import ObservedChildren, PodView
 from trainingjob.reconcile.queued import was_evicted

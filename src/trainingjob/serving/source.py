@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainingjob.api.status import Phase
-from trainingjob.reconcile.actions import Event
+from trainingjob.planning.actions import Event
 from trainingjob.serving.observed import ObservedServing
 from trainingjob.serving.types import LLMModel, ModelStore
 

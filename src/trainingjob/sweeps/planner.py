@@ -10,13 +10,16 @@ index twice (the name would meet AlreadyExists, but the sample would have been w
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import ModuleType
 from typing import Any
 
 from trainingjob.api.constants import ANNOTATION_TRIAL_STOPPED
-from trainingjob.reconcile.actions import Event
+from trainingjob.api.times import format_time
+from trainingjob.planning.actions import Event
+from trainingjob.planning.plan import Plan
 from trainingjob.sweeps.builders import attrs_patch, stop_patch, trial_manifest
 from trainingjob.sweeps.status import Outcome, Scored, best, scored, sweep_status, trial_events
 from trainingjob.sweeps.trials import TrialState, TrialView, trial_view
@@ -50,38 +53,57 @@ class TrialWrite:
 
 
 @dataclass
-class SweepPlan:
+class SweepPlan(Plan[dict[str, Any]]):
+    """The shared Plan (its status in the stored shape, its Events on the sweep) with the sweep's own writes: trial
+    manifests to create, marks on trials, and what this process keeps in memory (attributes of new trials, the
+    newest epoch judged of each trial). A sweep asks for no child actions: its trials are the writes above."""
+
+    status: dict[str, Any] = field(default_factory=dict)
     creates: list[dict[str, Any]] = field(default_factory=list)  # trial manifests
     private: dict[int, dict[str, Any]] = field(default_factory=dict)  # attributes of new trials kept in memory
     writes: list[TrialWrite] = field(default_factory=list)
     judged: dict[str, int] = field(default_factory=dict)
-    status: dict[str, Any] = field(default_factory=dict)
-    events: list[Event] = field(default_factory=list)
 
 
-def plan_sweep(sweep: TrainingSweep, observed: ObservedSweep, engine: ModuleType | None, now: str) -> SweepPlan:
-    plan = SweepPlan()
+@dataclass(frozen=True)
+class NewTrials:
+    """What sampling decided: the trials' manifests and the attributes kept in memory for them."""
+
+    creates: list[dict[str, Any]] = field(default_factory=list)
+    private: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+
+def plan_sweep(
+    sweep: TrainingSweep, observed: ObservedSweep, engine: ModuleType | None, now: datetime.datetime
+) -> SweepPlan:
+    """The whole plan for one sweep; `now` stamps its times and condition transitions."""
+    stamp = format_time(now)
     trials = [t for t in observed.trials if t.controller_uid == sweep.uid]
     if engine is None:
         outcome = Outcome("Pending", "SweepControllerUnavailable", UNAVAILABLE)
-        plan.status = sweep_status(sweep, scored(sweep, trials), outcome, now)
-        plan.events += phase_events(sweep, outcome)
-        return plan
+        status = sweep_status(sweep, scored(sweep, trials), outcome, stamp)
+        return SweepPlan(status=status, events=phase_events(sweep, outcome))
     if sweep.deleting:
-        return plan
-    plan.writes += prunes(sweep, trials, observed, engine, plan)
-    entries = scored(sweep, apply_writes(trials, plan.writes))
+        return SweepPlan(status=dict(sweep.status))
+    writes, judged = prunes(sweep, trials, observed, engine)
+    entries = scored(sweep, apply_writes(trials, writes))
     outcome = judge_sweep(sweep, entries, observed.rejection)
+    new = NewTrials()
     if outcome.finished:
-        plan.writes += stops(entries, outcome)
+        writes += stops(entries, outcome)
     elif not observed.pending_creations:
-        create_trials(sweep, trials, entries, observed, engine, plan)
-        if plan.creates:
-            entries = scored(sweep, [*apply_writes(trials, plan.writes), *(trial_view(m) for m in plan.creates)])
+        new = create_trials(sweep, trials, entries, observed, engine)
+        if new.creates:
+            entries = scored(sweep, [*apply_writes(trials, writes), *(trial_view(m) for m in new.creates)])
             outcome = Outcome("Running")
-    plan.status = sweep_status(sweep, entries, outcome, now)
-    plan.events += trial_events(sweep.status, entries) + phase_events(sweep, outcome)
-    return plan
+    return SweepPlan(
+        status=sweep_status(sweep, entries, outcome, stamp),
+        events=trial_events(sweep.status, entries) + phase_events(sweep, outcome),
+        creates=new.creates,
+        private=new.private,
+        writes=writes,
+        judged=judged,
+    )
 
 
 def apply_writes(trials: Sequence[TrialView], writes: Sequence[TrialWrite]) -> list[TrialView]:
@@ -95,20 +117,22 @@ def running(entries: Sequence[Scored]) -> list[Scored]:
 
 
 def prunes(
-    sweep: TrainingSweep, trials: Sequence[TrialView], observed: ObservedSweep, engine: Any, plan: SweepPlan
-) -> list[TrialWrite]:
+    sweep: TrainingSweep, trials: Sequence[TrialView], observed: ObservedSweep, engine: Any
+) -> tuple[list[TrialWrite], dict[str, int]]:
     """Ask the pruner about each running trial that reported an epoch not judged yet; a trial at its last epoch
-    is not judged (there is nothing left to save)."""
+    is not judged (there is nothing left to save). Returns the writes and each reporting trial's newest epoch."""
+    writes: list[TrialWrite] = []
+    judged: dict[str, int] = {}
     if sweep.spec.early_stopping.pruner == "none":
-        return []
-    metric, writes = sweep.spec.objective.metric, []
+        return writes, judged
+    metric = sweep.spec.objective.metric
     for entry in running(scored(sweep, trials)):
         trial = entry.trial
         series = trial.series(metric)
         if not series or trial.deleting:
             continue
         epoch = series[-1][0]
-        plan.judged[trial.name] = epoch
+        judged[trial.name] = epoch
         if observed.judged.get(trial.name, -1) >= epoch or (trial.total_epochs and epoch >= trial.total_epochs):
             continue
         judgement = engine.judge(sweep, trials, trial, observed.private)
@@ -122,7 +146,7 @@ def prunes(
             events = (Event("Normal", "TrialPruned", f"trial {trial.name}: {mark}"),)
         if patches:
             writes.append(TrialWrite(trial.name, trial.uid, merged_patches(patches), events))
-    return writes
+    return writes, judged
 
 
 def merged_patches(patches: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -197,24 +221,25 @@ def create_trials(
     entries: Sequence[Scored],
     observed: ObservedSweep,
     engine: Any,
-    plan: SweepPlan,
-) -> None:
-    """Sample and create trials until `parallelism` run or `maxTrials` exist. Each sample sees the ones before."""
+) -> NewTrials:
+    """Sample trials until `parallelism` run or `maxTrials` exist. Each sample sees the ones before."""
     spec = sweep.spec
+    new = NewTrials()
     busy = len(running(entries))
     number = max((t.index for t in trials), default=-1) + 1
     known = list(trials)
     while busy < spec.parallelism and number < spec.max_trials:
-        sample = engine.ask(sweep, known, number, {**observed.private, **plan.private})
+        sample = engine.ask(sweep, known, number, {**observed.private, **new.private})
         manifest = trial_manifest(sweep, number, sample.params, sample.attrs)
-        plan.creates.append(manifest)
+        new.creates.append(manifest)
         if sample.private:
-            plan.private[number] = sample.private
+            new.private[number] = sample.private
         view = trial_view(manifest)
         assert view is not None
         known.append(view)
         busy += 1
         number += 1
+    return new
 
 
 def phase_events(sweep: TrainingSweep, outcome: Outcome) -> list[Event]:

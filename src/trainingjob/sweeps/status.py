@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from trainingjob.reconcile.actions import Event
+from trainingjob.planning.actions import Event
 from trainingjob.reconcile.conditions import DesiredCondition, merge_conditions
 from trainingjob.sweeps.trials import TrialState, TrialView, trial_state
 from trainingjob.sweeps.types import TrainingSweep

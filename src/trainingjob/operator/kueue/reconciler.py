@@ -24,10 +24,10 @@ from trainingjob.operator.runtime.controller import Controller
 from trainingjob.operator.runtime.store import Indexes, views
 from trainingjob.operator.runtime.writer import Outcome, Writer
 from trainingjob.operator.trainingjob.watches import TRAININGJOB_BODIES, TRAININGJOBS, WORKER_PODS
+from trainingjob.planning.actions import Event
 from trainingjob.queueing.admission import WorkloadView, merged_conditions
 from trainingjob.queueing.planner import QueueDecision
 from trainingjob.queueing.workload import PRIORITY_LABEL, QUEUE_LABEL, desired_workload
-from trainingjob.reconcile.actions import Event
 
 logger = logging.getLogger(__name__)
 # Workload writes are few (one create per job and admission cycle): a small pool, beside the jobs' workers.

@@ -11,7 +11,8 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from trainingjob.operator.llmmodel.watches import LLMMODELS
 from trainingjob.operator.runtime.writer import Outcome, Writer, Written, status_patch
-from trainingjob.reconcile.actions import CreateChild, DeleteChild, Event, Plan
+from trainingjob.planning.actions import CreateChild, DeleteChild, Event
+from trainingjob.planning.plan import Plan
 from trainingjob.serving.types import LLMModel
 
 
@@ -35,7 +36,7 @@ class ServingApplier:
     def __init__(self, writer: Writer) -> None:
         self.writer = writer
 
-    async def apply(self, model: LLMModel, body: Mapping[str, Any], plan: Plan) -> list[str]:
+    async def apply(self, model: LLMModel, body: Mapping[str, Any], plan: Plan[dict[str, Any]]) -> list[str]:
         """Status first (a stale plan is refused by its resourceVersion before any child is touched), then children
         and Events; the refusals of children the API server found invalid (422) are returned."""
         if plan.status != dict(model.status):

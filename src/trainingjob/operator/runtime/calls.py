@@ -15,7 +15,7 @@ from kubernetes_asyncio.client.rest import RESTResponse
 
 from trainingjob.api import constants as k
 from trainingjob.api.times import format_time
-from trainingjob.reconcile.actions import Event
+from trainingjob.planning.actions import Event
 
 logger = logging.getLogger(__name__)
 MERGE_PATCH = "application/merge-patch+json"

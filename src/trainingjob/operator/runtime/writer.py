@@ -23,7 +23,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from trainingjob.kube.reflector import Resource
 from trainingjob.kube.status import api_message
 from trainingjob.operator.runtime.calls import MERGE_PATCH, record_event, unread
-from trainingjob.reconcile.actions import Event
+from trainingjob.planning.actions import Event
 from trainingjob.scheduling.gang import provider_for
 
 _ABSENT = object()

@@ -21,16 +21,16 @@ from trainingjob.api.types import TrainingJob
 from trainingjob.builders.endpoints import SliceView, slice_view
 from trainingjob.operator.runtime.writer import Outcome, Writer, Written, status_patch
 from trainingjob.operator.trainingjob.watches import TRAININGJOBS
-from trainingjob.reconcile.actions import (
+from trainingjob.planning.actions import (
     AddFinalizer,
     CreateChild,
     DeleteChild,
     DeleteJob,
     Event,
-    Plan,
     RemoveFinalizer,
     ReplaceChild,
 )
+from trainingjob.reconcile.plan import JobPlan
 from trainingjob.reconcile.surroundings import Refusal
 from trainingjob.scheduling.gang import LABEL_GANG, provider_for
 
@@ -71,7 +71,7 @@ class Applier:
         self.writer = writer
         self.gang_bursts = asyncio.Lock()
 
-    async def apply(self, job: TrainingJob, body: Mapping[str, Any], plan: Plan) -> ApplyResult:
+    async def apply(self, job: TrainingJob, body: Mapping[str, Any], plan: JobPlan) -> ApplyResult:
         result = ApplyResult()
         finalizer_actions = [a for a in plan.actions if isinstance(a, AddFinalizer | RemoveFinalizer)]
         child_actions = [a for a in plan.actions if isinstance(a, CreateChild | DeleteChild | ReplaceChild)]
@@ -96,7 +96,7 @@ class Applier:
         return result
 
     async def write_job(
-        self, job: TrainingJob, body: Mapping[str, Any], plan: Plan, child_actions: list, result: ApplyResult
+        self, job: TrainingJob, body: Mapping[str, Any], plan: JobPlan, child_actions: list, result: ApplyResult
     ) -> None:
         """Finalizer, then status; both with a resourceVersion precondition."""
         planned_from = body["metadata"]["resourceVersion"]

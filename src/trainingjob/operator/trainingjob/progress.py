@@ -9,8 +9,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from trainingjob.planning.actions import Event
 from trainingjob.progress.report import Report, merge_reports
-from trainingjob.reconcile.actions import Event
 
 logger = logging.getLogger(__name__)
 MAX_EVENT_MESSAGE = 1024  # the API server's own refusal can be long; an Event message is read in `describe`

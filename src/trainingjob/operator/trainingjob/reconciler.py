@@ -43,11 +43,11 @@ from trainingjob.operator.trainingjob.watches import (
     registration,
 )
 from trainingjob.progress.report import Report
-from trainingjob.reconcile.actions import Plan
 from trainingjob.reconcile.admission import admission_problem, hold
 from trainingjob.reconcile.blockers import stuck_pods
 from trainingjob.reconcile.inputs import PlanInputs
 from trainingjob.reconcile.observed import ObservedChildren, PodView
+from trainingjob.reconcile.plan import JobPlan
 from trainingjob.reconcile.planner import plan
 from trainingjob.reconcile.runtimes import runtime_gives
 from trainingjob.reconcile.surroundings import AdmissionDenial, is_pod_security_denial
@@ -253,7 +253,7 @@ class Reconciler:
         decision = queue_decision(job, body, self.indexes, self.config, self.kueue_served(), now, left)
         return dataclasses.replace(observed, queue=decision)
 
-    def held(self, job: TrainingJob, body: Mapping[str, Any], now: datetime.datetime) -> Plan | None:
+    def held(self, job: TrainingJob, body: Mapping[str, Any], now: datetime.datetime) -> JobPlan | None:
         """The hold of a live job whose admission stamp does not vouch for it (reconcile/admission.py): no pods
         for a job nobody checked the author of. None: plan it."""
         key = self.config.admission_key

@@ -14,7 +14,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from trainingjob.operator.runtime.writer import Outcome, Writer, Written, status_patch
 from trainingjob.operator.trainingjob.watches import TRAININGJOBS
 from trainingjob.operator.trainingsweep.watches import SWEEPS
-from trainingjob.reconcile.actions import Event
+from trainingjob.planning.actions import Event
 from trainingjob.sweeps.planner import SweepPlan, TrialWrite
 from trainingjob.sweeps.types import TrainingSweep
 

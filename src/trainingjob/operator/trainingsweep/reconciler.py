@@ -7,16 +7,14 @@ recounts its trials, which costs no API call when nothing changed.
 
 from __future__ import annotations
 
-import datetime
 import logging
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable, Mapping
 from types import ModuleType
+from typing import Any
 
-from trainingjob.api.times import format_time
 from trainingjob.kube.reflector import ObjectKey
-from trainingjob.operator.logs import reconcile_context
-from trainingjob.operator.runtime.controller import Controller
+from trainingjob.operator.runtime.objects import Clock, ObjectReconciler
 from trainingjob.operator.runtime.store import Index, Indexes, views
 from trainingjob.operator.trainingsweep.apply import SweepApplier
 from trainingjob.operator.trainingsweep.memory import SweepMemory
@@ -25,27 +23,30 @@ from trainingjob.sweeps.planner import ObservedSweep, plan_sweep
 from trainingjob.sweeps.types import TrainingSweep
 
 logger = logging.getLogger(__name__)
-SweepKey = tuple[str, str]
 # Sweeps are few and a study of 100 trials is built in tens of milliseconds: a small pool of their own.
 SWEEP_WORKERS = 2
 
 
-class SweepReconciler:
+class SweepReconciler(ObjectReconciler):
+    """Plans one sweep from the caches and applies the plan; remembers per sweep one SweepMemory."""
+
+    BODIES = SWEEP_BODIES
+    REGISTRATION = REGISTRATION
+    WORKERS = SWEEP_WORKERS
+
     def __init__(
         self,
         indexes: Indexes,
         applier: SweepApplier,
         engine: ModuleType | None,
-        clock: Callable[[], datetime.datetime] | None = None,
+        clock: Clock | None = None,
         resync_seconds: float = 0,
         metrics: object = None,
     ) -> None:
-        self.indexes = indexes
         self.applier = applier
         self.engine = engine
-        self.clock = clock or (lambda: datetime.datetime.now(datetime.UTC))
-        self.memory: dict[SweepKey, SweepMemory] = {}
-        self.controller = Controller(REGISTRATION, self.reconcile, SWEEP_WORKERS, resync_seconds, metrics)
+        self.memory: dict[ObjectKey, SweepMemory] = {}
+        super().__init__(indexes, clock, resync_seconds, metrics)
         trials = indexes.get(SWEEP_TRIALS)
         if isinstance(trials, Index):
             trials.on_put = self.trial_sighted
@@ -56,35 +57,31 @@ class SweepReconciler:
         if memory is not None:
             memory.expectations.seen(obj[1])
 
-    async def reconcile(self, key: Hashable) -> None:
-        namespace, name = key  # type: ignore[misc]
-        with reconcile_context(namespace, name):
-            bodies = views(self.indexes, SWEEP_BODIES, key)
-            if not bodies:
-                self.memory.pop((namespace, name), None)
-                return
-            body = bodies[0]
-            sweep = TrainingSweep.from_body(body)
-            memory = self.memory.get((namespace, name))
-            if memory is None or memory.uid != sweep.uid:
-                memory = self.memory[(namespace, name)] = SweepMemory(uid=sweep.uid)
-            trials = views(self.indexes, SWEEP_TRIALS, key)
-            now = time.monotonic()
-            pending = memory.expectations.pending_creations({t.name for t in trials}, now)
-            observed = ObservedSweep(
-                trials, frozenset(pending), dict(memory.judged), dict(memory.private), memory.rejection
+    def forget(self, key: ObjectKey) -> None:
+        self.memory.pop(key, None)
+
+    async def reconcile_body(self, key: ObjectKey, body: Mapping[str, Any]) -> None:
+        sweep = TrainingSweep.from_body(body)
+        memory = self.memory.get(key)
+        if memory is None or memory.uid != sweep.uid:
+            memory = self.memory[key] = SweepMemory(uid=sweep.uid)
+        trials = views(self.indexes, SWEEP_TRIALS, key)
+        now = time.monotonic()
+        pending = memory.expectations.pending_creations({t.name for t in trials}, now)
+        observed = ObservedSweep(
+            trials, frozenset(pending), dict(memory.judged), dict(memory.private), memory.rejection
+        )
+        plan = plan_sweep(sweep, observed, self.engine, self.clock())
+        applied = await self.applier.apply(sweep, body, plan)
+        if applied.stale:
+            return
+        memory.expectations.expect_created(applied.created, now)
+        memory.judged = plan.judged
+        memory.keep_private(plan.private)
+        if applied.rejection and not memory.rejection:
+            memory.rejection = applied.rejection
+            self.controller.queue.add(key)  # the next plan fails the sweep with the refusal
+        if plan.creates or plan.writes:
+            logger.info(
+                "sweep reconciled: %d trial(s) created, %d trial(s) marked", len(applied.created), len(plan.writes)
             )
-            plan = plan_sweep(sweep, observed, self.engine, format_time(self.clock()))
-            applied = await self.applier.apply(sweep, body, plan)
-            if applied.stale:
-                return
-            memory.expectations.expect_created(applied.created, now)
-            memory.judged = plan.judged
-            memory.keep_private(plan.private)
-            if applied.rejection and not memory.rejection:
-                memory.rejection = applied.rejection
-                self.controller.queue.add(key)  # the next plan fails the sweep with the refusal
-            if plan.creates or plan.writes:
-                logger.info(
-                    "sweep reconciled: %d trial(s) created, %d trial(s) marked", len(applied.created), len(plan.writes)
-                )

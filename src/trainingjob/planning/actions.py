@@ -1,12 +1,11 @@
-"""What the planner asks the apply layer to do. Plain data: the planner never performs I/O itself."""
+"""What a planner asks the apply layer to do, and the Events it records. Plain data: a planner never performs I/O
+itself; the apply layers (operator/<kind>/apply.py) and the writer (operator/runtime/writer.py) do."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
-
-from trainingjob.api.status import JobStatus
 
 
 @dataclass(frozen=True)
@@ -58,11 +57,14 @@ class RemoveFinalizer:
 
 @dataclass(frozen=True)
 class DeleteJob:
-    """Delete the TrainingJob itself (ttlSecondsAfterFinished); garbage collection takes its children."""
+    """Delete the planned object itself (a TrainingJob's ttlSecondsAfterFinished); garbage collection takes its
+    children."""
 
 
 @dataclass(frozen=True)
 class Event:
+    """An Event to record on the planned object: type Normal or Warning, a CamelCase reason, a message."""
+
     type: str
     reason: str
     message: str
@@ -82,18 +84,3 @@ class Deletable(Protocol):
 
 def delete_pods(pods: Iterable[Deletable], force: bool = False) -> list[DeleteChild]:
     return [DeleteChild("Pod", p.name, p.uid or None, force) for p in pods]
-
-
-@dataclass
-class Plan:
-    """The planner's answer: actions to apply, the status the job should have, events to record, when to look
-    again; for a TrainingJob also the progress report its status now carries and whether a change of worker
-    details alone is held back (reconcile/status.py: hold_details)."""
-
-    actions: list[Action] = field(default_factory=list)
-    # A TrainingJob's JobStatus; an LLMModel's status in its stored shape.
-    status: Any = field(default_factory=JobStatus)
-    events: list[Event] = field(default_factory=list)
-    requeue_after: float | None = None
-    report: Any = None
-    details_held: bool = False
