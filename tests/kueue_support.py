@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from tests.conftest import TEST_CLUSTER_NAME, ClusterUnderTest
+from tests.conftest import ClusterUnderTest
 from tests.kube import Kube
-from tests.prerequisites import missing_prerequisite
+from tests.prerequisites import component_on_cluster
 
 GROUP, VERSION = "kueue.x-k8s.io", "v1beta2"
 KUEUE_HINT = "Kueue is not built; build it once with: tj cluster build --with-kueue (or make tools)"
@@ -31,17 +31,10 @@ CLUSTER_SCOPED = {
 @pytest.fixture(scope="session")
 def kueue(cluster: ClusterUnderTest):
     """Kueue running on the session's cluster (started if it does not run); its ClusterState."""
-    from trainingjob.cluster.build import KUEUE, is_built
-    from trainingjob.cluster.control_plane import ClusterState
+    from trainingjob.cluster.build import KUEUE
     from trainingjob.cluster.kueue.run import ensure_running
 
-    if not is_built(KUEUE):
-        missing_prerequisite(KUEUE_HINT)
-    state = ClusterState.load(TEST_CLUSTER_NAME)
-    if state is None:
-        pytest.fail("the Kueue tests start Kueue on this checkout's local cluster; TJ_USE_EXISTING_CLUSTER has none")
-    ensure_running(state, say=lambda _: None)
-    return state
+    return component_on_cluster(KUEUE, KUEUE_HINT, ensure_running, "the Kueue tests start Kueue")
 
 
 RESTARTED: list[bool] = []

@@ -9,6 +9,8 @@ missing prerequisite skip the test, with the same line as its reason.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -18,3 +20,20 @@ def missing_prerequisite(message: str) -> None:
     if os.environ.get("TJ_PREREQUISITES", "").lower() == "optional":
         pytest.skip(message)
     pytest.fail(f"{message} (make test installs it)", pytrace=False)
+
+
+def component_on_cluster(binary: Any, hint: str, ensure_running: Callable[..., None], tests: str) -> Any:
+    """A component (SeaweedFS, Kueue) running on the session's cluster, started if it does not run: its binary
+    missing is a missing prerequisite; the cluster's ClusterState. `tests` names the tests for the message when
+    TJ_USE_EXISTING_CLUSTER gives no local cluster to start it on."""
+    from tests.conftest import TEST_CLUSTER_NAME
+    from trainingjob.cluster.build import is_built
+    from trainingjob.cluster.control_plane import ClusterState
+
+    if not is_built(binary):
+        missing_prerequisite(hint)
+    state = ClusterState.load(TEST_CLUSTER_NAME)
+    if state is None:
+        pytest.fail(f"{tests} on this checkout's local cluster; TJ_USE_EXISTING_CLUSTER has none")
+    ensure_running(state, say=lambda _: None)
+    return state

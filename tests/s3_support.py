@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import TEST_CLUSTER_NAME, ClusterUnderTest
-from tests.prerequisites import missing_prerequisite
+from tests.conftest import ClusterUnderTest
+from tests.prerequisites import component_on_cluster
 
 S3_HINT = "SeaweedFS is not built; build it once with: tj cluster build --with-s3 (or make tools)"
 
@@ -18,17 +18,10 @@ S3_HINT = "SeaweedFS is not built; build it once with: tj cluster build --with-s
 @pytest.fixture(scope="session")
 def s3_server(cluster: ClusterUnderTest):
     """The S3 server running on the session's cluster (started if it does not run); the cluster's ClusterState."""
-    from trainingjob.cluster.build import SEAWEEDFS, is_built
-    from trainingjob.cluster.control_plane import ClusterState
+    from trainingjob.cluster.build import SEAWEEDFS
     from trainingjob.cluster.s3.run import ensure_running
 
-    if not is_built(SEAWEEDFS):
-        missing_prerequisite(S3_HINT)
-    state = ClusterState.load(TEST_CLUSTER_NAME)
-    if state is None:
-        pytest.fail("the S3 tests start SeaweedFS on this checkout's local cluster; TJ_USE_EXISTING_CLUSTER has none")
-    ensure_running(state, say=lambda _: None)
-    return state
+    return component_on_cluster(SEAWEEDFS, S3_HINT, ensure_running, "the S3 tests start SeaweedFS")
 
 
 def s3_client(secret_data: dict[str, str], **overrides: str) -> Any:

@@ -14,6 +14,7 @@ from typing import Any
 from trainingjob.api import constants as k
 from trainingjob.api.conversion import to_internal
 from trainingjob.api.status import JobStatus
+from trainingjob.kube.meta import object_meta
 
 
 @dataclass(frozen=True)
@@ -352,18 +353,18 @@ class TrainingJob:
     def from_body(cls, body: Mapping[str, Any]) -> TrainingJob:
         """From a body of any served version: it is converted to the internal shape first (api/conversion.py)."""
         body = to_internal(body)
-        metadata = body.get("metadata") or {}
+        meta = object_meta(body)
         spec = body.get("spec") or {}
         return cls(
-            namespace=metadata.get("namespace", ""),
-            name=metadata.get("name", ""),
-            uid=metadata.get("uid", ""),
-            generation=int(metadata.get("generation", 0)),
+            namespace=meta.namespace,
+            name=meta.name,
+            uid=meta.uid,
+            generation=meta.generation,
             spec=JobSpec.from_dict(spec),
             raw_spec=spec,
             status=JobStatus.from_dict(body.get("status") or {}),
-            finalizers=tuple(metadata.get("finalizers") or ()),
-            deletion_timestamp=metadata.get("deletionTimestamp"),
-            creation_timestamp=metadata.get("creationTimestamp"),
-            annotations=dict(metadata.get("annotations") or {}),
+            finalizers=meta.finalizers,
+            deletion_timestamp=meta.deletion_timestamp,
+            creation_timestamp=meta.creation_timestamp,
+            annotations=meta.annotations,
         )

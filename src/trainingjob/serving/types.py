@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainingjob.api import constants as k
+from trainingjob.kube.meta import object_meta
 
 
 @dataclass(frozen=True)
@@ -63,20 +64,20 @@ class LLMModel:
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> LLMModel:
-        meta = body.get("metadata") or {}
+        meta = object_meta(body)
         spec = body.get("spec") or {}
         source = spec.get("source")
         scaling = spec.get("autoscaling")
         scheduling = spec.get("scheduling") or {}
         return cls(
-            name=meta["name"],
-            namespace=meta.get("namespace") or "default",
-            uid=str(meta.get("uid") or ""),
-            generation=int(meta.get("generation") or 0),
-            deleting=bool(meta.get("deletionTimestamp")),
+            name=meta.name,
+            namespace=meta.namespace or "default",
+            uid=meta.uid,
+            generation=meta.generation,
+            deleting=meta.deleting,
             status=dict(body.get("status") or {}),
             spec=ModelSpec(
-                model_name=str(spec.get("modelName") or meta["name"]),
+                model_name=str(spec.get("modelName") or meta.name),
                 replicas=int(spec.get("replicas", 1)),
                 gpu_type=spec.get("gpuType") or None,
                 gpus_per_replica=int(spec.get("gpusPerReplica", 1)),

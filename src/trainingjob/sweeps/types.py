@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainingjob.api import constants as c
+from trainingjob.kube.meta import object_meta
 
 
 @dataclass(frozen=True)
@@ -148,18 +149,18 @@ class TrainingSweep:
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> TrainingSweep:
-        metadata = body.get("metadata") or {}
+        meta = object_meta(body)
         spec = body.get("spec") or {}
         return cls(
-            namespace=metadata.get("namespace", ""),
-            name=metadata.get("name", ""),
-            uid=metadata.get("uid", ""),
-            generation=int(metadata.get("generation", 0)),
-            labels=dict(metadata.get("labels") or {}),
+            namespace=meta.namespace,
+            name=meta.name,
+            uid=meta.uid,
+            generation=meta.generation,
+            labels=meta.labels,
             spec=SweepSpec.from_dict(spec),
             status=dict(body.get("status") or {}),
-            deleting=metadata.get("deletionTimestamp") is not None,
-            creation_timestamp=metadata.get("creationTimestamp"),
+            deleting=meta.deleting,
+            creation_timestamp=meta.creation_timestamp,
             raw_spec=spec,
         )
 
