@@ -68,7 +68,7 @@ def kube(cluster: ClusterUnderTest) -> Kube:
 @pytest.fixture(scope="session")
 def installed_crd(kube: Kube) -> None:
     """The TrainingJob CRD and webhook configurations installed from the Python sources (the single source)."""
-    from tests.operator_harness import install_crd
+    from tests.crd_support import install_crd
 
     install_crd(kube)
 
@@ -83,7 +83,8 @@ def trainingjob_crd(installed_crd: None, operator) -> None:
 def operator(cluster: ClusterUnderTest, kube: Kube, installed_crd: None, tmp_path_factory: pytest.TempPathFactory):
     """The operator running as a subprocess under the shipped RBAC (a ServiceAccount token, not admin); it serves
     the webhooks and points the API server at them."""
-    from tests.operator_harness import REPO, apply_manifests, service_account_kubeconfig, start_operator, stop_all
+    from tests.crd_support import apply_manifests, service_account_kubeconfig
+    from tests.operator_harness import REPO, start_operator, stop_all
 
     apply_manifests(cluster.kubectl, cluster.kubeconfig, REPO / "deploy" / "rbac")
     directory = tmp_path_factory.mktemp("operator")

@@ -7,6 +7,7 @@ and error handling are exercised exactly as in a worker pod; only the answers ar
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import ssl
 import threading
@@ -16,6 +17,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from trainingjob.progress.tls import generate
 
@@ -125,3 +128,33 @@ def unused_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+# What the reporter tests share (tests/unit/test_sdk_reporting*.py; their fixtures: tests/unit/conftest.py).
+PATH = "/v1/namespaces/ml-team/trainingjobs/resnet/progress"
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def job_env(url: str, pki: Pki, token_file: Path, worker: str = "0") -> dict[str, str]:
+    return {
+        "TRAININGJOB_PROGRESS_URL": url,
+        "TRAININGJOB_PROGRESS_CA_FILE": str(pki.ca_file),
+        "TRAININGJOB_PROGRESS_TOKEN_FILE": str(token_file),
+        "TRAININGJOB_NAME": "resnet",
+        "TRAININGJOB_NAMESPACE": "ml-team",
+        "TRAININGJOB_WORKER_INDEX": worker,
+    }
+
+
+def sdk_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "trainingjob.sdk" and r.levelno >= logging.WARNING]

@@ -17,9 +17,10 @@ import yaml
 from kubernetes.client.exceptions import ApiException
 
 from tests.conftest import ClusterUnderTest
+from tests.crd_support import apply_manifests
 from tests.integration.v1_support import kubectl as run_kubectl
 from tests.kube import Kube, wait_until
-from tests.operator_harness import OPERATOR_ACCOUNT, OPERATOR_NAMESPACE, REPO, apply_manifests
+from tests.operator_harness import OPERATOR_ACCOUNT, OPERATOR_NAMESPACE, REPO
 
 DEPLOY = REPO / "deploy"
 OVERLAYS = {"namespaced": DEPLOY / "overlays" / "namespaced", "monitoring": DEPLOY / "overlays" / "monitoring"}

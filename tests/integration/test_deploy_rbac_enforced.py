@@ -23,20 +23,14 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from tests.conftest import ClusterUnderTest
+from tests.crd_support import service_account_kubeconfig
 from tests.integration import deploy_support
 from tests.integration.deploy_support import OVERLAYS, WATCHED, kubectl, operator_subject, render
 from tests.integration.test_progress_endpoint import pod_token, worker_ca
 from tests.jobs import create_job, delete_job, get_job, job_manifest, patch_job, wait_phase
 from tests.kube import Kube, restricted_pod, wait_until
 from tests.metrics import scrape_url
-from tests.operator_harness import (
-    OPERATOR_ACCOUNT,
-    OPERATOR_NAMESPACE,
-    REPO,
-    free_port,
-    healthy,
-    service_account_kubeconfig,
-)
+from tests.operator_harness import OPERATOR_ACCOUNT, OPERATOR_NAMESPACE, REPO, free_port, healthy
 from tests.rbac_usage import CLUSTER_SCOPED, used_by_code
 
 pytestmark = pytest.mark.integration

@@ -17,6 +17,7 @@ from tests.conftest import TEST_CLUSTER_NAME, ClusterUnderTest
 from tests.kube import Kube, wait_until
 from tests.kueue_support import GROUP, VERSION, Queues, condition, holds, pending_workloads
 from trainingjob.cluster import control_plane
+from trainingjob.cluster import status as cluster_status
 from trainingjob.cluster.kueue import run
 
 
@@ -37,7 +38,7 @@ def create_workload(kube: Kube, namespace: str, body: dict[str, Any]) -> None:
 
 
 def test_cluster_status_shows_kueue_healthy_at_its_pinned_version(kueue: control_plane.ClusterState) -> None:
-    rows = {row["component"]: row for row in control_plane.status(TEST_CLUSTER_NAME)}
+    rows = {row["component"]: row for row in cluster_status.status(TEST_CLUSTER_NAME)}
     assert rows["kueue"]["health"] == "ok"
     assert rows["kueue"]["version"] == "v0.17.0"
     assert rows["kueue"]["process"] == "running"

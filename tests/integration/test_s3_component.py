@@ -19,6 +19,7 @@ from tests.kube import Kube, wait_until
 from tests.s3_support import s3_client
 from trainingjob.cli import main as cli
 from trainingjob.cluster import control_plane
+from trainingjob.cluster import status as cluster_status
 from trainingjob.cluster.build import SEAWEEDFS
 from trainingjob.cluster.s3 import run
 from trainingjob.cluster.s3.settings import BUCKETS
@@ -27,7 +28,7 @@ pytestmark = pytest.mark.integration
 
 
 def test_cluster_status_shows_s3_healthy_at_its_pinned_version(s3_server: control_plane.ClusterState) -> None:
-    rows = {row["component"]: row for row in control_plane.status(TEST_CLUSTER_NAME)}
+    rows = {row["component"]: row for row in cluster_status.status(TEST_CLUSTER_NAME)}
     assert rows["s3"]["health"] == "ok", rows["s3"]
     assert rows["s3"]["version"] == SEAWEEDFS.version
     assert rows["s3"]["process"] == "running"

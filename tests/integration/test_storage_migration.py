@@ -15,10 +15,11 @@ import urllib.request
 import pytest
 
 from tests.conftest import TEST_CLUSTER_NAME, ClusterUnderTest
+from tests.crd_support import install_crd
 from tests.integration.v1_support import create, read, v1_job, wait_state
 from tests.jobs import job_manifest
 from tests.kube import Kube, wait_until
-from tests.operator_harness import REPO, install_crd
+from tests.operator_harness import REPO
 from trainingjob.api import constants as c
 from trainingjob.api.schema import crd_manifest
 

@@ -20,10 +20,11 @@ from typing import Any
 
 import pytest
 
+from tests.crd_support import install_crd
 from tests.integration.test_blocked_workers import REACT
 from tests.jobs import create_job, get_job, job_manifest, live_pods, patch_job, wait_phase
 from tests.kube import Kube, wait_until
-from tests.operator_harness import REPO, RunningOperator, install_crd
+from tests.operator_harness import REPO, RunningOperator
 from trainingjob.api import constants as k
 from trainingjob.api.schema import crd_manifest
 

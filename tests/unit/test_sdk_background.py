@@ -34,13 +34,6 @@ def job_env(url: str, token_file: Path) -> dict[str, str]:
 
 
 @pytest.fixture
-def token_file(tmp_path: Path) -> Path:
-    path = tmp_path / "token"
-    path.write_text("token-1")
-    return path
-
-
-@pytest.fixture
 def silent_endpoint() -> Iterator[str]:
     """Accepts connections (the kernel's backlog does) and never says a word: a blackholed Service."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from trainingjob.cluster import control_plane
+from trainingjob.cluster import status as cluster_status
 from trainingjob.cluster.errors import ClusterError
 
 name_option = click.option(
@@ -118,7 +119,7 @@ def up(
     except ClusterError as error:
         fail(error)
     say("use it with:")
-    for line in control_plane.environment_lines(state):
+    for line in cluster_status.environment_lines(state):
         click.echo(line)
 
 
@@ -236,7 +237,7 @@ def down(name: str) -> None:
 def status(name: str) -> None:
     """Report each component: pid, process and health. Exit 1 unless all are healthy."""
     try:
-        rows = control_plane.status(name)
+        rows = cluster_status.status(name)
     except ClusterError as error:
         fail(error)
     width = max([10, *(len(row["version"]) + 1 for row in rows)])  # SeaweedFS's is a long pseudo-version
@@ -264,7 +265,7 @@ def env(name: str) -> None:
     state = control_plane.ClusterState.load(name)
     if state is None:
         fail(ClusterError(f"no cluster {name!r}; start one with `tj cluster up`"))
-    for line in control_plane.environment_lines(state):
+    for line in cluster_status.environment_lines(state):
         click.echo(line)
 
 
