@@ -1,5 +1,5 @@
-"""The multi-role and elastic parts of TrainingJob.spec: spec.roles (TensorFlow's chief, ps and evaluator, MPI's
-launcher) and spec.elastic (PyTorch elastic training with torchrun's c10d rendezvous).
+"""The multi-role and elastic parts of TrainingJob.spec: spec.roles (the roles besides worker that the frameworks
+declare) and spec.elastic (PyTorch elastic training with torchrun's c10d rendezvous).
 
 Every role is described once, by the framework whose it is (frameworks/base.py: Role), and served by both API
 versions; schema_spec.py merges role_fields() into spec and role_rules() into its cross-field rules.
@@ -91,11 +91,19 @@ def _role(role: str) -> Schema:
     )
 
 
+def _roles_by_framework() -> str:
+    """Which framework's jobs may have which roles, read from the registry (each framework declares its own)."""
+    owners: dict[str, list[str]] = {}
+    for role, framework in c.FRAMEWORK_ROLES.items():
+        owners.setdefault(framework, []).append(role)
+    return "; ".join(f"{framework}: {', '.join(roles)}" for framework, roles in owners.items())
+
+
 def _roles() -> Schema:
     return obj(
         "Pods of roles other than worker, each with its own count, resources, command, env and restart policy, "
         "on the job's headless Service like the workers (<job>-<role>-<index>.<job>-workers.<namespace>.svc). "
-        "TensorFlow jobs may have a chief, parameter servers and an evaluator; MPI jobs a launcher. Every pod "
+        f"Each role belongs to the framework that declares it ({_roles_by_framework()}). Every pod "
         "gets TRAININGJOB_ROLE and TRAININGJOB_IS_CHIEF (true on the pod that reports progress: the chief, else "
         "worker 0). Roles cannot be added to or removed from an existing job (its Service selects by them); their "
         "counts and settings may change, which restarts the pods.",
