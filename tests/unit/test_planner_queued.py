@@ -65,6 +65,10 @@ def test_eviction_stops_the_running_workers_and_keeps_the_job() -> None:
     status = stored(result)
     assert (status["phase"], status["queue"]["reason"]) == ("Queued", "Preempted")
     assert status.get("disruptionCount", 0) == 0  # counted when it comes back
+    # The stop says what Kueue said, as the Queued condition does, not "Suspended" (nobody set spec.suspend)
+    assert status["lastStop"] == {"reason": "Preempted", "time": status["suspendTime"], "checkpointed": False}
+    queued = next(c for c in status["conditions"] if c["type"] == "Queued")
+    assert queued["reason"] == status["lastStop"]["reason"]
 
 
 def test_readmission_after_an_eviction_is_a_new_attempt_and_a_disruption_not_a_failure() -> None:

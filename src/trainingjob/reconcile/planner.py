@@ -212,7 +212,7 @@ def waiting_for_runtime(resolved: Resolved) -> Decision:
 def plan_suspended(job: TrainingJob, observed: ObservedChildren, now: datetime.datetime) -> Decision:
     """No workers while suspended; everything else stays. The deadline clock stops (suspendTime)."""
     news = job.status.phase is not Phase.SUSPENDED
-    return stop_workers(job, observed, now) + Decision(
+    return stop_workers(job, observed, now, "Suspended") + Decision(
         events=(Event("Normal", "Suspended", "workers deleted; set spec.suspend=false to resume"),) if news else (),
         summary=Summary(Outcome(Phase.SUSPENDED, "JobSuspended", "the job is suspended (spec.suspend)")),
     )

@@ -37,11 +37,12 @@ def queue_events(gate: QueueDecision) -> tuple[Event, ...]:
     return tuple(Event(e.type, e.reason, e.message) for e in gate.events)
 
 
-def stop_workers(job: TrainingJob, observed: ObservedChildren, now: datetime.datetime) -> Decision:
+def stop_workers(job: TrainingJob, observed: ObservedChildren, now: datetime.datetime, reason: str) -> Decision:
     """The suspend path, for spec.suspend and for Kueue's hold alike: no workers (deleted with their grace period)
-    and no gang; everything else stays. The deadline clock stops (suspendTime). The stop is status.lastStop, and
-    what the stopping workers report goes into lastCheckpoint and lastStop (the checkpoint saved on the way out)
-    but not progress: status.progress stays where the job was stopped (a sweep judges a pruned trial by it)."""
+    and no gang; everything else stays. The deadline clock stops (suspendTime). The stop is status.lastStop, with
+    `reason` (Suspended, or Kueue's: Preempted, Evicted<why>), and what the stopping workers report goes into
+    lastCheckpoint and lastStop (the checkpoint saved on the way out) but not progress: status.progress stays where
+    the job was stopped (a sweep judges a pruned trial by it)."""
     changes = {
         "suspend_time": job.status.suspend_time or now,
         "next_restart_time": None,
@@ -50,7 +51,7 @@ def stop_workers(job: TrainingJob, observed: ObservedChildren, now: datetime.dat
         "progress": without_pace(job.status.progress),
     }
     stopping = job.status.phase not in (Phase.SUSPENDED, Phase.QUEUED)
-    if stopping and (stop := stop_begun("Suspended", format_time(now), observed.pods)) is not None:
+    if stopping and (stop := stop_begun(reason, format_time(now), observed.pods)) is not None:
         changes["last_stop"] = stop
     decision = Decision(
         actions=(*delete_pods(p for p in observed.pods if p.live), *release_gangs(job, observed)),
@@ -61,9 +62,11 @@ def stop_workers(job: TrainingJob, observed: ObservedChildren, now: datetime.dat
 
 
 def plan_queued(job: TrainingJob, observed: ObservedChildren, now: datetime.datetime, gate: QueueDecision) -> Decision:
-    """Phase Queued with Kueue's reason: the workers are stopped (an evicted job's) and wait for admission."""
+    """Phase Queued with Kueue's reason: the workers are stopped (an evicted job's) and wait for admission. The
+    stop's reason is the hold's, the Queued condition's (Preempted, Evicted<why>), not "Suspended": a user asks
+    why the job stopped, and Kueue's answer is the true one."""
     assert gate.hold is not None
-    return stop_workers(job, observed, now) + Decision(
+    return stop_workers(job, observed, now, gate.hold.reason) + Decision(
         events=queue_events(gate),
         changes=Changes({"queue": gate.status}),
         summary=Summary(Outcome(Phase.QUEUED, gate.hold.reason, gate.hold.message)),
