@@ -329,8 +329,8 @@ def train(params: Mapping[str, Any], process: JaxProcess) -> None:
     except Exception:
         if not stop.requested:
             raise
-        log.info("stopping: the chief has saved and left, so the collective is gone")
-        stop.leave()
+        log.info("stopping: the collective is gone (the chief, if it is still here, saves the last whole epoch)")
+        stop.check()
     if process.is_chief:
         sdk.report_progress(epoch=epochs, total_epochs=epochs)
         # The last report carries 100 % and the final checkpoint: wait for it longer than flush's default 5 s (a

@@ -16,7 +16,7 @@ What it shows:
   chief with sdk.save_checkpoint and pruned to CHECKPOINT_KEEP_LAST; a restarted attempt
   (RESUME_FROM_CHECKPOINT=true) loads the newest model and boosts on from the next epoch;
 - a graceful stop (sdk.on_stop): on SIGTERM (suspend, scale, preemption, delete) the chief saves the last whole
-  epoch at its next progress report and exits within seconds; the others leave when the collective breaks.
+  epoch at its next progress report and exits; the others leave when the collective breaks, or soon after SIGTERM.
 
 The synthetic dataset is generated from `seed` and the digits ship with scikit-learn, so every worker builds the
 same one and nothing is downloaded. With digits, every fifth image is held out: progress carries the held-out
@@ -339,7 +339,7 @@ def train(params: Mapping[str, Any], settings: CollectiveSettings) -> None:
     except Exception:
         if not stop.requested:
             raise
-        stop.leave()  # the chief has saved and left: the collective is gone
+        stop.check()  # the collective broke under a stop: a chief still here saves the last whole epoch; all leave
     if settings.is_chief:
         sdk.report_progress(epoch=epochs, total_epochs=epochs, metrics=metrics)
         # The last report carries 100 % and the final checkpoint: wait for it longer than flush's default 5 s (a

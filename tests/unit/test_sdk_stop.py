@@ -166,3 +166,75 @@ def test_the_stop_report_is_never_throttled_and_carries_the_checkpoint(
     assert reporter.report_stop() is True
     assert reporter.wait()
     assert endpoint.received[-1].json() == {"worker": 0, "stopped": True}
+
+
+# The main thread blocked in native code that signals do not interrupt (a mutex it already holds: locking it
+# again waits forever, and pthread_mutex_lock never returns EINTR), with the GIL released, as a worker blocked in a
+# framework's collective is: Python's own handler cannot run there.
+# "blocked" is printed (and SIGTERM sent) only once the main thread waits in the futex call (Linux syscall 202).
+BLOCKED_IN_NATIVE_CODE = """
+import ctypes, threading, time
+libc, mutex = ctypes.CDLL(None), ctypes.create_string_buffer(64)  # zeros: PTHREAD_MUTEX_INITIALIZER
+main = threading.main_thread().native_id
+def tell_once_blocked():
+    while open(f"/proc/self/task/{main}/syscall").read().split()[0] != "202":
+        time.sleep(0.01)
+    print("blocked", flush=True)
+threading.Thread(target=tell_once_blocked, daemon=True).start()
+libc.pthread_mutex_lock(mutex)
+libc.pthread_mutex_lock(mutex)
+print("never printed", flush=True)
+"""
+
+
+def test_a_rank_that_saves_nothing_leaves_soon_after_sigterm_even_blocked_in_native_code(tmp_path: Path) -> None:
+    """It may never reach a safe point or see its collective fail (an XGBoost allreduce whose peers have gone):
+    it leaves `follow_seconds` after SIGTERM, seen by the SDK's own thread, not the main thread's handler."""
+    program = "from trainingjob import sdk\nsdk.on_stop(follow_seconds=1)\n" + BLOCKED_IN_NATIVE_CODE
+    child = start(program, {"CHECKPOINT_DIR": str(tmp_path)})
+    lines, err = stop_after(child, "blocked")
+    assert child.returncode == EXIT_CODE, err  # not SIGKILL an hour later
+    assert "leaving now: no safe point reached within 1s of the stop" in err
+    assert "never printed" not in lines
+
+
+def test_a_chief_that_cannot_reach_a_safe_point_leaves_before_the_grace_period_ends(
+    endpoint: ProgressEndpoint, pki: Pki, tmp_path: Path
+) -> None:
+    """A chief stuck in its collective saves nothing (its state may be half a step), but it does not wait for
+    SIGKILL either: it leaves a second before the grace period (here 3 s) ends, and the stop stays unreported,
+    so status.lastStop says the workers saved no checkpoint."""
+    token = tmp_path / "token"
+    token.write_text("t")
+    env = {
+        **job_env(endpoint.url, pki, token),
+        "CHECKPOINT_DIR": str(tmp_path),
+        "TRAININGJOB_GRACE_PERIOD_SECONDS": "3",
+    }
+    program = "from trainingjob import sdk\nsdk.on_stop(lambda: 1 / 0)\n" + BLOCKED_IN_NATIVE_CODE
+    child = start(program, env)
+    _, err = stop_after(child, "blocked")
+    assert child.returncode == EXIT_CODE, err
+    assert "no safe point reached within 2s of the stop" in err
+    assert not [r for r in endpoint.received if r.json().get("stopped")]
+
+
+def test_a_stop_reports_where_the_checkpoint_lives_an_s3_uri_as_it_is(
+    endpoint: ProgressEndpoint, pki: Pki, tmp_path: Path
+) -> None:
+    """A save function that uploads by itself returns the checkpoint's URI: the stop reports that URI (what a
+    resume reads), not a local path made of it."""
+    token = tmp_path / "token"
+    token.write_text("t")
+    program = """
+    import os, signal
+    from trainingjob import sdk
+    sdk.on_stop(lambda: "s3://checkpoints/team/run/ckpt-00000002.json")
+    os.kill(os.getpid(), signal.SIGTERM)
+    sdk.report_progress(epoch=2)
+    """
+    child = start(program, {**job_env(endpoint.url, pki, token), "CHECKPOINT_DIR": str(tmp_path)})
+    _, err = child.communicate(timeout=TIMEOUT)
+    assert child.returncode == EXIT_CODE, err
+    stopped = [r.json() for r in endpoint.received if r.json().get("stopped")]
+    assert [s["checkpoint"] for s in stopped] == [{"epoch": 2, "path": "s3://checkpoints/team/run/ckpt-00000002.json"}]

@@ -52,6 +52,23 @@ def is_s3(location: str | os.PathLike[str] | None) -> bool:
     return isinstance(location, str) and location.startswith(SCHEME)
 
 
+_uploaded: dict[Path, str] = {}  # the checkpoint uploaded last: its local path and its URI
+
+
+def note_upload(local: Path, uri: str) -> None:
+    _uploaded.clear()
+    _uploaded[local] = uri
+
+
+def location(path: str | os.PathLike[str]) -> str | Path:
+    """Where the checkpoint at `path` lives for the operator and a resume: the URI it was last uploaded to, else the
+    path. Why: with checkpoints in S3, CHECKPOINT_DIR is scratch a new pod does not have, and a stop (sdk.on_stop)
+    that reported the local path would record in status.lastStop a checkpoint nobody can find."""
+    if is_s3(path):
+        return str(path)
+    return _uploaded.get(Path(path), Path(path))
+
+
 def client() -> Any:
     """A boto3 S3 client configured from the environment. Path-style addressing when an endpoint is given (an
     S3-compatible server on an address, not a DNS name per bucket); checksums only where the API requires them,

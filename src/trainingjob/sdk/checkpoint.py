@@ -22,6 +22,7 @@ volume does not keep):
 With an ``s3://`` CHECKPOINT_URI (storage type s3) the bucket is the store and CHECKPOINT_DIR local scratch:
 ``save_checkpoint`` also uploads (complete or absent there too, _s3.py), prunes the bucket and reports the URI;
 ``latest_checkpoint()`` downloads the bucket's newest into CHECKPOINT_DIR once. Only without a `directory` argument.
+A stop's report (sdk.on_stop) names the URI too (``_s3.location``).
 """
 
 from __future__ import annotations
@@ -194,6 +195,7 @@ def _upload(store: _s3.S3Location, local: Path, keep_last: int | None) -> str:
     """Upload a saved checkpoint to the job's S3 store, then prune the store; the checkpoint's URI."""
     s3 = _s3.client()
     uri = _s3.upload(s3, local, store, local.name)
+    _s3.note_upload(local, uri)
     keep = checkpoint_keep_last() if keep_last is None else keep_last
     if keep is not None:
         ordered, is_directory = _stored(s3, store)

@@ -16,10 +16,21 @@ an epoch or step), ``save_checkpoint`` (the checkpoint just written is then the 
 
 Why only the chief saves and reports, and the other ranks need nothing but the hook: in a collective (DDP,
 XGBoost, JAX) all ranks take each step together. The chief leaves at its first safe point after the signal; the
-others go on until their next collective fails because it has gone (gloo, XGBoost and JAX notice at once), and a
-rank that sees its training fail while ``stop_requested()`` calls ``leave()``. Were every rank to leave at its own
-first safe point, one whose signal came a moment earlier would leave a step before the chief and break the step the
-chief is in, and its checkpoint would be lost.
+others go on until their next collective fails because it has gone, and a rank that sees its training fail while
+``stop_requested()`` calls ``leave()`` (or ``check()``, which lets the chief save the last whole state first). Were
+every rank to leave at its own first safe point, one whose signal came a moment earlier would leave a step before
+the chief and break the step the chief is in, and its checkpoint would be lost.
+
+Why a rank that does not save leaves FOLLOW_SECONDS after SIGTERM at the latest, wherever it is: it may never see
+its collective fail. Measured with the XGBoost example (3 workers): the kubelet signals pods one by one, so a
+worker's allreduce can fail because the chief has gone before that worker's own SIGTERM arrives; its training then
+fails like any failure, and XGBoost's shutdown retries the chief's tracker for minutes, where the SIGTERM that comes
+next only notes a request nobody looks at again. Another worker sat blocked in an allreduce whose peers had both
+gone. Either way it trained on, or waited, until SIGKILL at the end of the grace period. Nothing of it is lost by
+leaving: it saves nothing, and the chief has had FOLLOW_SECONDS to reach its safe point (a chief whose collective
+breaks first can still save the last whole state, see ``check``). And why every process, the chief too, leaves
+MARGIN_SECONDS before the grace period ends: a stop that cannot reach a safe point (a save or a collective that
+hangs) exits 143 and says why, instead of waiting for SIGKILL.
 """
 
 from __future__ import annotations
@@ -36,7 +47,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
-from . import _env, _safepoint
+from . import _env, _s3, _safepoint, _signalwatch
 from .checkpoint import parse_checkpoint
 from .progress import flush, get_reporter
 
@@ -47,6 +58,7 @@ DEFAULT_GRACE_SECONDS = 30.0  # Kubernetes' default terminationGracePeriodSecond
 UNWIND_SECONDS = 3.0  # after SystemExit, at most this long for finally blocks (a collective's shutdown may hang)
 REPORT_SECONDS = 10.0  # at most this long for the stop report to be accepted
 MARGIN_SECONDS = 1.0  # leave before SIGKILL by this much
+FOLLOW_SECONDS = 5.0  # a rank without a save function leaves at the latest this long after SIGTERM
 
 SaveFunction = Callable[[], object]
 
@@ -60,14 +72,17 @@ class GracefulStop:
         *,
         exit_code: int = EXIT_CODE,
         grace_seconds: float | None = None,
+        follow_seconds: float = FOLLOW_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.save = save
         self.exit_code = exit_code
         self.grace_seconds = grace_seconds if grace_seconds is not None else _grace_from_env()
+        self.follow_seconds = follow_seconds
         self._clock = clock
         self.requested_at: float | None = None
-        self.checkpoint: Path | None = None  # what the stop saved, once it has
+        self._request_lock = threading.Lock()  # the handler and the signal watcher's thread may both request
+        self.checkpoint: Path | str | None = None  # what the stop saved, once it has (a path, or an s3:// URI)
         self._leaving = False
 
     @property
@@ -76,16 +91,29 @@ class GracefulStop:
         tell a stop from a failure."""
         return self.requested_at is not None
 
+    @property
+    def deadline_seconds(self) -> float:
+        """How long after the request this process leaves at the latest, safe point or not (module docstring):
+        the grace period less MARGIN_SECONDS, and for a rank that saves nothing FOLLOW_SECONDS if that is sooner."""
+        latest = max(0.0, self.grace_seconds - MARGIN_SECONDS)
+        return latest if self.save is not None else min(latest, max(0.0, self.follow_seconds))
+
     def request(self, signum: int | None = None, _frame: FrameType | None = None) -> None:
-        """The signal handler: note the request (once) and return, so the loop carries on to its safe point."""
-        if self.requested_at is not None:
-            return
-        self.requested_at = self._clock()
+        """The signal handler: note the request (once), start the deadline, and return, so the loop carries on to
+        its safe point."""
+        with self._request_lock:
+            if self.requested_at is not None:
+                return
+            self.requested_at = self._clock()
         name = signal.Signals(signum).name if signum is not None else "a stop"
-        log.warning("%s received: stopping at the next safe point (within %.0fs)", name, self.grace_seconds)
+        deadline = self.deadline_seconds
+        log.warning("%s received: stopping at the next safe point (at the latest in %.0fs)", name, deadline)
+        _exit_no_later_than(deadline, self.exit_code, f"no safe point reached within {deadline:g}s of the stop")
 
     def check(self, saved: Path | None = None) -> None:
-        """A safe point: if a stop was requested, save (unless `saved` was just written), report, and exit."""
+        """A safe point: if a stop was requested, save (unless `saved` was just written), report, and exit. Also
+        where a rank's training failed under a stop (its collective broke): `save` saves the last whole state, which
+        is still whole, so a chief whose peers left first keeps its checkpoint."""
         if self.requested_at is None or self._leaving:
             return
         self._leaving = True
@@ -103,7 +131,7 @@ class GracefulStop:
         _exit_no_later_than(UNWIND_SECONDS, self.exit_code)
         raise SystemExit(self.exit_code)
 
-    def _save(self) -> Path | None:
+    def _save(self) -> Path | str | None:
         if self.save is None:
             return None
         try:
@@ -111,12 +139,15 @@ class GracefulStop:
         except Exception:
             log.exception("saving a checkpoint on stop failed; stopping without one")
             return None
+        if isinstance(result, str) and _s3.is_s3(result):
+            return result  # a save function that uploads by itself and returns the URI (Path would mangle it)
         return Path(result) if isinstance(result, str | os.PathLike) else None
 
     def _report(self) -> None:
         info = parse_checkpoint(self.checkpoint) if self.checkpoint is not None else None
         epoch, step = (info.epoch, info.step) if info is not None else (None, None)
-        get_reporter().report_stop(self.checkpoint, epoch=epoch, step=step)
+        where = _s3.location(self.checkpoint) if self.checkpoint is not None else None  # S3: the URI
+        get_reporter().report_stop(where, epoch=epoch, step=step)
         left = self.grace_seconds - (self._clock() - (self.requested_at or 0.0)) - MARGIN_SECONDS
         flush(timeout=max(0.0, min(REPORT_SECONDS, left)))
         if self.checkpoint is not None:
@@ -132,23 +163,32 @@ def on_stop(
     save: SaveFunction | None = None,
     *,
     exit_code: int = EXIT_CODE,
+    follow_seconds: float = FOLLOW_SECONDS,
 ) -> GracefulStop:
     """Make SIGTERM a graceful stop: at the next safe point call `save()` (it saves a checkpoint, e.g. with
     save_checkpoint, and returns its path), report the stop to the operator and exit with `exit_code`.
 
     Call it once, from the main thread, before the training loop; again to replace `save`. Give `save` to the
-    process that saves checkpoints (the chief) and None to the others (see the module's docstring). The grace
-    period is TRAININGJOB_GRACE_PERIOD_SECONDS (the job's spec.terminationGracePeriodSeconds), else 30 s.
+    process that saves checkpoints (the chief) and None to the others (see the module's docstring): those leave
+    when their collective breaks, and at the latest `follow_seconds` after SIGTERM. Every process leaves one second
+    before the grace period ends, safe point or not. The grace period is TRAININGJOB_GRACE_PERIOD_SECONDS (the
+    job's spec.terminationGracePeriodSeconds), else 30 s.
     """
     global _current
-    stop = GracefulStop(save, exit_code=exit_code)
+    stop = GracefulStop(save, exit_code=exit_code, follow_seconds=follow_seconds)
     previous = _current
     if previous is not None and previous.requested_at is not None:
         stop.requested_at = previous.requested_at
     signal.signal(signal.SIGTERM, stop.request)
+    _signalwatch.watch(signal.SIGTERM, _request_current)  # seen even while the main thread is in native code
     _current = stop
     _safepoint.hook = stop.check
     return stop
+
+
+def _request_current(signum: int) -> None:
+    if _current is not None:
+        _current.request(signum)
 
 
 def stop_requested() -> bool:
@@ -161,18 +201,22 @@ def _grace_from_env() -> float:
     return float(value) if value is not None and value >= 0 else DEFAULT_GRACE_SECONDS
 
 
-def _exit_no_later_than(seconds: float, exit_code: int) -> None:
-    """End the process after `seconds` if it is still there: a daemon timer exits with `exit_code`; should the
-    interpreter be stuck in a call that holds the GIL (a collective's shutdown), faulthandler's own thread, which
-    needs no GIL, prints where it hangs and exits with 1 a second later. (A signal could not do it: the container's
-    PID 1 ignores every signal it has no handler for, even SIGKILL from inside its namespace.)"""
-    timer = threading.Timer(seconds, _exit_now, args=(exit_code,))
+def _exit_no_later_than(seconds: float, exit_code: int, why: str = "") -> None:
+    """End the process after `seconds` if it is still there: a daemon timer exits with `exit_code` (saying `why`);
+    should the interpreter be stuck in a call that holds the GIL (a collective's shutdown), faulthandler's own
+    thread, which needs no GIL, prints where it hangs and exits with 1 a second later. (A signal could not do it:
+    the container's PID 1 ignores every signal it has no handler for, even SIGKILL from inside its namespace.)
+    faulthandler keeps one such deadline per process: the latest call's."""
+    timer = threading.Timer(seconds, _exit_now, args=(exit_code, why))
     timer.daemon = True
     timer.start()
     faulthandler.dump_traceback_later(seconds + 1.0, exit=True)
 
 
-def _exit_now(exit_code: int) -> None:
+def _exit_now(exit_code: int, why: str = "") -> None:
+    if why:
+        with contextlib.suppress(Exception):
+            log.warning("leaving now: %s", why)
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):
             stream.flush()
