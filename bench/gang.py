@@ -17,10 +17,10 @@ from typing import Any
 
 from bench.client import create_all
 from bench.cluster import NAMESPACE, BenchCluster
-from bench.contenders import CREATE_CONCURRENCY, Ours, contender
+from bench.contenders import CREATE_CONCURRENCY, Contender, Ours, contender
 from bench.measure import CpuMeter, peak_rss_mib
 from bench.observe import Timeline
-from bench.run import follow, identities, request_figures, teardown, utcnow, wait_until
+from bench.run import follow, guard, identities, request_figures, teardown, utcnow, wait_until
 from trainingjob.api import constants as k
 
 CONTENDER = "ours"
@@ -62,6 +62,16 @@ async def watch_holdings(cluster: BenchCluster, holdings: Holdings) -> None:
         holdings.on_pod(kind, pod)
 
 
+def broken(who: Contender, watches: list[asyncio.Task]) -> BaseException | None:
+    """Why the gang run can no longer finish: our operator exited, or one of the harness's watches ended."""
+    exited = who.exit_report()
+    if exited is not None:
+        return RuntimeError(exited)
+    if any(task.done() for task in watches):
+        return RuntimeError("the harness's watch of pods and jobs stopped")
+    return None
+
+
 def gpu_job(name: str, workers: int, complete_after: str) -> dict[str, Any]:
     manifest = Ours.manifest(name, workers, complete_after)
     manifest["spec"]["gpuPerWorker"] = 1
@@ -92,7 +102,10 @@ async def gang_run(
         say(f"  gang scheduling {'on' if gang else 'off'}: submitting {jobs} x {workers} GPU workers")
         requests = [(who.job_path, gpu_job(f"job-{i:05d}", workers, complete_after)) for i in range(jobs)]
         await create_all(cluster.admin, requests, CREATE_CONCURRENCY)
-        finished = await wait_until(lambda: timeline.all("Succeeded"), within_s, holdings.sample)
+        watchdog = guard(cluster, who, timeline, lambda: broken(who, tasks))
+        finished = await wait_until(
+            lambda: timeline.all("Succeeded"), within_s, holdings.sample, watchdog.expecting(timeline.progress)
+        )
         ended = utcnow()
         cpu = meter.stop()
         peak = peak_rss_mib(who.pid) if who.pid else None

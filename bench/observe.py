@@ -29,6 +29,8 @@ class Timeline:
     running_at: dict[str, float] = field(default_factory=dict)
     succeeded_at: dict[str, float] = field(default_factory=dict)
     failed: set[str] = field(default_factory=set)
+    # Each job's state as its controller's status last said (the Watchdog compares it with a LIST's).
+    job_states: dict[str, str] = field(default_factory=dict)
     # A pod's address, and how often a pod's address changed while it lived: kwok's running stage, played again
     # from a stale view of the pod, gives the pod a new address from its pool (a kubelet never does). The
     # operator publishes the new address in the job's EndpointSlice: that write is the simulation's, not the job's.
@@ -93,6 +95,7 @@ class Timeline:
     def on_job(self, job_state: JobState, kind: str, obj: dict[str, Any]) -> None:
         state = job_state(obj)
         if state is not None and kind != "DELETED":
+            self.job_states[obj["metadata"]["name"]] = state
             self.mark(obj["metadata"]["name"], state)
 
     def mark(self, job: str, state: str) -> None:
@@ -103,6 +106,17 @@ class Timeline:
             self.succeeded_at.setdefault(job, at)
         if state == "Failed":
             self.failed.add(job)
+
+    def seen_states(self) -> dict[str, str]:
+        """What the watch delivered, named as `listed_states` names a LIST: pod/<name> -> phase, job/<name> -> state."""
+        return {
+            **{f"pod/{name}": phase for name, phase in self.pod_phases.items()},
+            **{f"job/{name}": state for name, state in self.job_states.items()},
+        }
+
+    def progress(self) -> tuple[int, int, int, int]:
+        """What grows while a workload progresses: pod events, jobs with a state, jobs Running, jobs Succeeded."""
+        return (self.pod_events, len(self.job_states), len(self.running_at), len(self.succeeded_at))
 
     def running_now(self) -> int:
         """Jobs started and not yet finished (for the plot of jobs Running over time)."""
@@ -116,6 +130,21 @@ class Timeline:
             "Succeeded": self.succeeded_at,
         }
         return len(marks[state]) >= self.jobs
+
+    def listed_states(
+        self, pods: list[dict[str, Any]], jobs: list[dict[str, Any]], job_state: JobState | None
+    ) -> dict[str, str]:
+        """A LIST's pods (of the workload) and job objects in `seen_states`' terms."""
+        states = {
+            f"pod/{pod['metadata']['name']}": (pod.get("status") or {}).get("phase", "Pending")
+            for pod in pods
+            if self.job_of_pod(pod) is not None
+        }
+        for job in jobs if job_state is not None else []:
+            state = job_state(job)
+            if state is not None:
+                states[f"job/{job['metadata']['name']}"] = state
+        return states
 
     def last(self, marks: dict[str, float]) -> float | None:
         return max(marks.values()) if len(marks) >= self.jobs else None

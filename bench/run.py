@@ -12,6 +12,7 @@ from typing import Any
 
 from bench.cluster import NAMESPACE, BenchCluster
 from bench.contenders import CONTENDERS, Contender, contender
+from bench.guard import Stalled, Watchdog
 from bench.measure import (
     CpuMeter,
     conversion_figures,
@@ -86,14 +87,32 @@ def run_broken(name: str, who: Contender, submitter: asyncio.Task, follower: asy
 QUIET_SECONDS = 10.0  # no pod event for this long before the steady state's idle window
 
 
-async def wait_until(condition: Callable[[], bool], within_s: float, on_tick: Callable[[], None]) -> bool:
+async def wait_until(
+    condition: Callable[[], bool], within_s: float, on_tick: Callable[[], None], watchdog: Watchdog
+) -> bool:
+    """True once `condition` holds, False after `within_s`; the watchdog raises why the run must end sooner."""
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
         on_tick()
         if condition():
             return True
+        await watchdog.check()
         await asyncio.sleep(SAMPLE_INTERVAL)
     return False
+
+
+def guard(
+    cluster: BenchCluster, who: Contender, timeline: Timeline, broken: Callable[[], BaseException | None]
+) -> Watchdog:
+    """The watchdog of a run: `broken` each tick; a LIST of the pods and the contender's jobs every minute."""
+
+    async def listing() -> dict[str, str]:
+        pods = (await cluster.admin.get(f"/api/v1/namespaces/{NAMESPACE}/pods"))["items"]
+        path = who.watch_path or who.job_path
+        jobs = (await cluster.admin.get(path))["items"] if path else []
+        return timeline.listed_states(pods, jobs, who.job_state if path else None)
+
+    return Watchdog(broken, timeline.seen_states, timeline.summary, listing)
 
 
 async def start_workload(
@@ -131,15 +150,19 @@ async def throughput_run(
         name, jobs, workers, nodes, complete_after, say
     )
     series: list[tuple[float, int]] = []
+    watchdog = guard(cluster, who, timeline, functools.partial(run_broken, name, who, submitter, follower))
+    stalled = None
     try:
-        finished = await wait_until(
-            lambda: timeline.all("Succeeded") or run_broken(name, who, submitter, follower) is not None,
-            within_s,
-            lambda: series.append((timeline.now(), timeline.running_now())),
-        )
-        problem = run_broken(name, who, submitter, follower)
-        if problem is not None:
-            raise problem
+        try:
+            finished = await wait_until(
+                functools.partial(timeline.all, "Succeeded"),
+                within_s,
+                lambda: series.append((timeline.now(), timeline.running_now())),
+                watchdog.expecting(timeline.progress),
+            )
+        except Stalled as stall:  # recorded unfinished with what was seen, like a run that timed out
+            say(f"  {name}: stalled: {stall.why}")
+            finished, stalled = False, stall.why
         ended = utcnow()
         cpu = meter.stop()
         peak = peak_rss_mib(who.pid) if who.pid else None
@@ -153,6 +176,8 @@ async def throughput_run(
             "nodes": nodes,
             "complete_after": complete_after,
             "finished": finished,
+            "stalled": stalled,
+            "harness_lists": watchdog.lists,
             **timeline.summary(),
             "cpu_seconds": cpu,
             "harness_cpu_seconds": round(harness_cpu() - harness_before, 2),
@@ -202,20 +227,24 @@ async def steady_run(
     try:
         # Like the throughput run: a failed submitter, an exited operator or a dead harness watch ends the wait at
         # once with its cause (a steady run once sat idle for 14 minutes with all 1000 jobs Running).
-        broken = functools.partial(run_broken, name, who, submitter, follower)
-        running = await wait_until(lambda: timeline.all("Running") or broken() is not None, within_s, lambda: None)
-        problem = broken()
-        if problem is not None:
-            raise problem
+        watchdog = guard(cluster, who, timeline, functools.partial(run_broken, name, who, submitter, follower))
+        running = await wait_until(
+            functools.partial(timeline.all, "Running"), within_s, lambda: None, watchdog.expecting(timeline.progress)
+        )
         if not running:
             raise TimeoutError(f"{name}: only {len(timeline.running_at)}/{jobs} jobs Running after {within_s:.0f}s")
         # "Nothing changing" means the pods too: kwok may go on playing stages from a stale view after every job
         # is Running (each such play gives a pod a new address, which our operator then publishes).
-        await wait_until(lambda: timeline.quiet_for() >= QUIET_SECONDS, within_s, lambda: None)
+        quiet = await wait_until(
+            lambda: timeline.quiet_for() >= QUIET_SECONDS, within_s, lambda: None, watchdog.expecting(None)
+        )
+        if not quiet:
+            raise Stalled(f"{name}: the pods never went {QUIET_SECONDS:.0f} s without an event", timeline.summary())
         await asyncio.sleep(10)  # let status writes and events of the last transitions land
         events_before, changes_before = timeline.pod_events, timeline.pod_ip_changes
         idle_from = utcnow()
         await asyncio.sleep(idle_seconds)
+        await watchdog.check()  # the idle window's figures are only true if the watch lived through it
         idle_to = utcnow()
         idle_pod_events, idle_ip_changes = timeline.pod_events - events_before, timeline.pod_ip_changes - changes_before
         say(f"  {name}: killing the operator with {jobs} jobs Running")
@@ -224,7 +253,7 @@ async def steady_run(
         started = time.monotonic()
         await asyncio.to_thread(who.start, cluster)
         ready_after = time.monotonic() - started
-        reobserved = await wait_until(lambda: who.reobserved(jobs), within_s, lambda: None)
+        reobserved = await wait_until(lambda: who.reobserved(jobs), within_s, lambda: None, watchdog.expecting(None))
         reobserve_after = time.monotonic() - started
         await asyncio.sleep(15)  # anything it would wrongly recreate shows up by now
         peak = peak_rss_mib(who.pid) if who.pid else None
@@ -251,6 +280,7 @@ async def steady_run(
             "pods_deleted_after_restart": after.get("delete pods", 0),
             "restart_requests": dict(sorted(after.items())),
             "restarted_peak_rss_mib": round(peak, 1) if peak else None,
+            "harness_lists": watchdog.lists,
         }
     finally:
         await teardown(cluster, who, submitter, follower)

@@ -1,0 +1,91 @@
+"""Every wait of the harness is guarded: a dead watch, an exited contender or a stall ends the run, with what was seen.
+
+Why: three waits once ignored a dead harness watch, and a live watch that missed a transition waited out the whole
+timeout (an hour) and said nothing. Each tick a Watchdog checks why the run could no longer finish (the submitter
+failed, the contender exited, the watch task ended); every `list_every_s` it LISTs the pods (and the contender's job
+objects) and compares them with what the watch delivered: an object two LISTs agree on that the watch still shows
+otherwise was missed, and every later figure would be wrong. Where a wait expects change (pods starting, jobs
+finishing), nothing changing for `stall_s`, in the watch or the LISTs, is a stall too.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Hashable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+LIST_EVERY_S = 60.0
+STALL_S = 300.0
+
+Listing = Callable[[], Awaitable[dict[str, str]]]
+
+
+class Stalled(RuntimeError):
+    """The run cannot go on measuring anything true; `seen` is what the harness had seen until then."""
+
+    def __init__(self, why: str, seen: dict[str, Any]) -> None:
+        super().__init__(f"{why}; seen until then: {seen}")
+        self.why = why
+        self.seen = seen
+
+
+def missed_by_watch(earlier: Mapping[str, str], listed: Mapping[str, str], seen: Mapping[str, str]) -> list[str]:
+    """Objects whose state two LISTs agree on while the watch still shows another state (or none): a watch that is
+    merely behind catches up within the interval, one that missed the change never does."""
+    return sorted(name for name, state in listed.items() if earlier.get(name) == state and seen.get(name) != state)
+
+
+@dataclass
+class Watchdog:
+    """Called on every tick of a wait (`await check()`); raises the reason the run must end."""
+
+    broken: Callable[[], BaseException | None]
+    seen: Callable[[], dict[str, str]]
+    summary: Callable[[], dict[str, Any]]
+    listing: Listing | None = None
+    # What changes while the run progresses (pod events, jobs Running); None where the wait is for quiet.
+    progress: Callable[[], Hashable] | None = None
+    list_every_s: float = LIST_EVERY_S
+    stall_s: float = STALL_S
+    lists: int = 0
+    _list_changes: int = 0
+    _earlier: dict[str, str] | None = None
+    _listed_at: float = field(default_factory=time.monotonic)
+    _last_progress: Hashable = None
+    _progress_at: float = field(default_factory=time.monotonic)
+
+    def expecting(self, progress: Callable[[], Hashable] | None) -> Watchdog:
+        """The same checks for the next wait, with its own idea of progress (the clock of a stall restarts)."""
+        self.progress, self._last_progress, self._progress_at = progress, None, time.monotonic()
+        return self
+
+    async def check(self) -> None:
+        problem = self.broken()
+        if problem is not None:
+            raise problem
+        now = time.monotonic()
+        if self.listing is not None and now - self._listed_at >= self.list_every_s:
+            await self._cross_check(now)
+        if self.progress is not None:
+            mark = (self.progress(), self._list_changes)
+            if mark != self._last_progress:
+                self._last_progress, self._progress_at = mark, now
+            elif now - self._progress_at >= self.stall_s:
+                raise Stalled(f"nothing changed for {self.stall_s:.0f} s, in the watch or the LISTs", self.summary())
+
+    async def _cross_check(self, now: float) -> None:
+        assert self.listing is not None
+        self._listed_at = now
+        listed = await self.listing()
+        self.lists += 1
+        self._list_changes += listed != self._earlier
+        if self._earlier is not None:
+            missed = missed_by_watch(self._earlier, listed, self.seen())
+            if missed:
+                raise Stalled(
+                    f"the harness's watch missed {len(missed)} changes that two LISTs {self.list_every_s:.0f} s "
+                    f"apart agree on (first: {', '.join(missed[:3])})",
+                    self.summary(),
+                )
+        self._earlier = listed

@@ -1,0 +1,89 @@
+"""The harness's watchdog: a dead watch, a watch that missed a change a LIST sees, or no change at all ends a wait
+with what was seen, instead of an hour's silent timeout."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from bench.guard import Stalled, Watchdog, missed_by_watch
+from bench.observe import Timeline
+from bench.run import wait_until
+
+
+def pod(name: str, phase: str, job: str = "job-1") -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": {"job": job}}, "status": {"phase": phase}}
+
+
+def timeline() -> Timeline:
+    return Timeline(1, 2, lambda p: (p["metadata"].get("labels") or {}).get("job"))
+
+
+def test_a_change_two_lists_agree_on_and_the_watch_lacks_is_missed() -> None:
+    seen = {"pod/a": "Pending", "pod/b": "Running"}
+    earlier = {"pod/a": "Running", "pod/b": "Running", "pod/c": "Pending"}
+    listed = {"pod/a": "Running", "pod/b": "Running", "pod/c": "Running"}
+    # a: both LISTs say Running, the watch still Pending: missed. c: changed between the LISTs: maybe just behind.
+    assert missed_by_watch(earlier, listed, seen) == ["pod/a"]
+    assert missed_by_watch({}, listed, seen) == []
+
+
+def test_listed_states_name_pods_and_jobs_as_the_watch_does() -> None:
+    line = timeline()
+    line.on_pod("ADDED", pod("w-0", "Running"), jobs_from_pods=False)
+    line.on_job(
+        lambda o: o["status"]["phase"], "MODIFIED", {"metadata": {"name": "job-1"}, "status": {"phase": "Running"}}
+    )
+    listed = line.listed_states(
+        [pod("w-0", "Running"), pod("other", "Running", job=None)],  # type: ignore[arg-type]
+        [{"metadata": {"name": "job-1"}, "status": {"phase": "Running"}}],
+        lambda o: o["status"]["phase"],
+    )
+    assert listed == line.seen_states() == {"pod/w-0": "Running", "job/job-1": "Running"}
+
+
+def run(coroutine: Any) -> Any:
+    return asyncio.run(coroutine)
+
+
+def test_a_broken_run_ends_the_wait_at_once_with_its_reason() -> None:
+    dog = Watchdog(lambda: RuntimeError("the harness's watch stopped"), dict, dict)
+    with pytest.raises(RuntimeError, match="watch stopped"):
+        run(wait_until(lambda: False, 3600, lambda: None, dog))
+
+
+def test_a_watch_that_missed_a_change_ends_the_wait_with_what_was_seen() -> None:
+    line = timeline()
+    line.on_pod("ADDED", pod("w-0", "Pending"), jobs_from_pods=False)
+
+    async def listing() -> dict[str, str]:
+        return {"pod/w-0": "Running"}  # what the API server says; the watch never delivered it
+
+    dog = Watchdog(lambda: None, line.seen_states, line.summary, listing, list_every_s=0.0)
+    with pytest.raises(Stalled, match="missed 1 changes") as stalled:
+        run(wait_until(lambda: False, 3600, lambda: None, dog))
+    assert stalled.value.seen["pods_seen"] == 1 and dog.lists == 2
+
+
+def test_nothing_changing_for_the_stall_time_is_a_stall_where_change_is_expected() -> None:
+    line = timeline()
+    dog = Watchdog(lambda: None, line.seen_states, line.summary, stall_s=0.0)
+    with pytest.raises(Stalled, match="nothing changed"):
+        run(wait_until(lambda: False, 3600, lambda: None, dog.expecting(line.progress)))
+    quiet = Watchdog(lambda: None, line.seen_states, line.summary, stall_s=0.0).expecting(None)
+    assert run(wait_until(lambda: False, 1.5, lambda: None, quiet)) is False, "a wait for quiet is not a stall"
+
+
+def test_progress_in_the_watch_keeps_a_wait_alive() -> None:
+    line = timeline()
+    dog = Watchdog(lambda: None, line.seen_states, line.summary, stall_s=3600).expecting(line.progress)
+    ticks = iter(range(3))
+
+    def tick() -> None:
+        index = next(ticks, None)
+        if index is not None:
+            line.on_pod("ADDED", pod(f"w-{index}", "Running"), jobs_from_pods=False)
+
+    assert run(wait_until(lambda: line.pod_events >= 3, 3600, tick, dog)) is True
