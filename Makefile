@@ -99,7 +99,7 @@ demo-simulated: components node-packages  ## the same on kwok's fake nodes: no c
 
 BENCH_ARGS ?=
 # The reviewer's mode: each contender once at 100x8, then our operator's 1000x8 steady state with a kill -9.
-BENCH_QUICK = --jobs 100 --repeats 1 --contenders ours,raw,kubeflow-tuned \
+BENCH_QUICK = --jobs 100 --repeats 1 --contenders ours,raw,raw-children,kubeflow-tuned \
 	--steady-jobs 1000 --steady-contenders ours --idle-seconds 30 --gang-jobs 0
 bench: components  ## scale benchmark vs Kubeflow and the raw API limit -> bench-results/<time>/ (hours; BENCH_ARGS=--help)
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[bench]'

@@ -1,4 +1,5 @@
-"""The three contenders on one workload: this operator, Kubeflow's training-operator, and a raw pod creator.
+"""The contenders on one workload: this operator, Kubeflow's training-operator, a raw pod creator, and a raw client
+creating the pods and the same child objects our operator gives a job (the price of the objects without an operator).
 
 Each knows how to install itself on a fresh local cluster, submit N jobs of W workers, tell which job a pod
 belongs to, read a job's state from its own status, and (for the operators) say from its metrics when it has
@@ -26,7 +27,10 @@ from bench.measure import metric_sum
 from trainingjob.api import constants as k
 from trainingjob.api.conversion import convert, to_internal
 from trainingjob.api.types import TrainingJob
+from trainingjob.builders.configmap import desired_config_map
+from trainingjob.builders.endpoints import desired_endpoint_slice
 from trainingjob.builders.pod import desired_worker_pod
+from trainingjob.builders.service import desired_service
 from trainingjob.config import OperatorConfig
 
 IMAGE = "registry.example/bench/train:1"
@@ -273,36 +277,85 @@ class Kubeflow(Contender):
 class Raw(Contender):
     """The API server's limit for this workload: the same W pods per job, created straight from a client."""
 
-    def __init__(self) -> None:
-        super().__init__("raw-pods", f"system:serviceaccount:{NAMESPACE}:raw-client")
+    account = "raw-client"
+
+    def __init__(self, name: str = "raw-pods") -> None:
+        super().__init__(name, f"system:serviceaccount:{NAMESPACE}:{self.account}")
 
     def install(self, cluster: BenchCluster) -> None:
-        cluster.kubectl("create", "serviceaccount", "raw-client", "-n", NAMESPACE)
+        cluster.kubectl("create", "serviceaccount", self.account, "-n", NAMESPACE)
         cluster.kubectl(
-            "create", "rolebinding", "raw-client", "-n", NAMESPACE, "--clusterrole=edit",
-            f"--serviceaccount={NAMESPACE}:raw-client",
+            "create", "rolebinding", self.account, "-n", NAMESPACE, "--clusterrole=edit",
+            f"--serviceaccount={NAMESPACE}:{self.account}",
         )  # fmt: skip
-        self.kubeconfig = cluster.service_account_kubeconfig(NAMESPACE, "raw-client")
+        self.kubeconfig = cluster.service_account_kubeconfig(NAMESPACE, self.account)
 
     async def submit(self, cluster: BenchCluster, jobs: int, workers: int, complete_after: str | None) -> None:
         api = Api.from_kubeconfig(str(self.kubeconfig))
         try:
-            path = f"/api/v1/namespaces/{NAMESPACE}/pods"
-            requests = ((path, pod) for i in range(jobs) for pod in self.pods(f"job-{i:05d}", workers, complete_after))
+            requests = (
+                request for i in range(jobs) for request in self.objects(f"job-{i:05d}", workers, complete_after)
+            )
             await create_all(api, requests, CREATE_CONCURRENCY)
         finally:
             await api.close()
 
+    def objects(self, name: str, workers: int, complete_after: str | None) -> list[tuple[str, dict[str, Any]]]:
+        """(path, body) of what this client creates for one job: its pods."""
+        return [(f"/api/v1/namespaces/{NAMESPACE}/pods", pod) for pod in self.pods(name, workers, complete_after)]
+
+    @staticmethod
+    def job(name: str, workers: int, complete_after: str | None) -> TrainingJob:
+        body = Ours.manifest(name, workers, complete_after)
+        body["metadata"].update(namespace=NAMESPACE, uid="00000000-0000-0000-0000-000000000000")
+        return TrainingJob.from_body(body)
+
     @staticmethod
     def pods(name: str, workers: int, complete_after: str | None) -> list[dict[str, Any]]:
         """Exactly the pods our operator would create for the job, minus the owner it would not have."""
-        body = Ours.manifest(name, workers, complete_after)
-        body["metadata"].update(namespace=NAMESPACE, uid="00000000-0000-0000-0000-000000000000")
-        job = TrainingJob.from_body(body)
-        pods = [desired_worker_pod(job, index, 0, OperatorConfig()) for index in range(workers)]
-        for pod in pods:
-            pod["metadata"].pop("ownerReferences", None)
-        return pods
+        job = Raw.job(name, workers, complete_after)
+        return [without_owner(desired_worker_pod(job, index, 0, OperatorConfig())) for index in range(workers)]
+
+
+def without_owner(manifest: dict[str, Any]) -> dict[str, Any]:
+    manifest["metadata"].pop("ownerReferences", None)
+    return manifest
+
+
+class RawWithChildren(Raw):
+    """Raw pod creation plus the children our operator gives each job (its ConfigMap, headless Service and first,
+    empty EndpointSlice), created by a client without an operator: the floor for the objects a job is made of, so
+    the operator's own overhead is what ours takes beyond it. Created in the order our operator creates them (Service
+    and ConfigMap, the pods, then the slice once the Service exists). Not replayed: the slice's address patches as
+    pods start, the job's status writes and the admission webhooks, which only an operator (and a job object)
+    bring."""
+
+    account = "raw-children-client"
+
+    def __init__(self) -> None:
+        super().__init__("raw-children")
+
+    def install(self, cluster: BenchCluster) -> None:
+        super().install(cluster)
+        # `edit` may not write EndpointSlices (since Kubernetes 1.22, CVE-2021-25740); our operator's role may.
+        cluster.kubectl(
+            "create", "role", "raw-children-slices", "-n", NAMESPACE, "--verb=create",
+            "--resource=endpointslices.discovery.k8s.io",
+        )  # fmt: skip
+        cluster.kubectl(
+            "create", "rolebinding", "raw-children-slices", "-n", NAMESPACE, "--role=raw-children-slices",
+            f"--serviceaccount={NAMESPACE}:{self.account}",
+        )  # fmt: skip
+
+    def objects(self, name: str, workers: int, complete_after: str | None) -> list[tuple[str, dict[str, Any]]]:
+        job = Raw.job(name, workers, complete_after)
+        core, slices = f"/api/v1/namespaces/{NAMESPACE}", f"/apis/discovery.k8s.io/v1/namespaces/{NAMESPACE}"
+        return [
+            (f"{core}/services", without_owner(desired_service(job))),
+            (f"{core}/configmaps", without_owner(desired_config_map(job, OperatorConfig()))),
+            *super().objects(name, workers, complete_after),
+            (f"{slices}/endpointslices", without_owner(desired_endpoint_slice(job, 0, []))),
+        ]
 
 
 def contender(name: str) -> Contender:
@@ -311,8 +364,9 @@ def contender(name: str) -> Contender:
         "kubeflow-default": lambda: Kubeflow(tuned=False),
         "kubeflow-tuned": lambda: Kubeflow(tuned=True),
         "raw": Raw,
+        "raw-children": RawWithChildren,
     }
     return makers[name]()
 
 
-CONTENDERS = ("ours", "kubeflow-default", "kubeflow-tuned", "raw")
+CONTENDERS = ("ours", "kubeflow-default", "kubeflow-tuned", "raw", "raw-children")

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from bench.cluster import NAMESPACE
-from bench.contenders import Contender, Ours, Raw, contender
+from bench.contenders import Contender, Ours, Raw, RawWithChildren, contender
 from bench.kubeflow import extras_like, pytorch_job
 from bench.measure import (
     audit_policy,
@@ -159,6 +159,24 @@ def test_raw_pods_are_our_operators_pods_without_an_owner() -> None:
     assert ranks == ["0", "1", "2", "3"]
 
 
+def test_raw_with_children_creates_a_jobs_children_as_our_operator_would_without_one() -> None:
+    """The floor for the objects a job is made of: its Service and ConfigMap, its pods, then its (empty) slice."""
+    objects = RawWithChildren().objects("job-00001", 2, "30s")
+    kinds = [(path.rsplit("/", 1)[1], body["kind"], body["metadata"]["name"]) for path, body in objects]
+    assert kinds == [
+        ("services", "Service", "job-00001-workers"),
+        ("configmaps", "ConfigMap", "job-00001-config"),
+        ("pods", "Pod", "job-00001-worker-0"),
+        ("pods", "Pod", "job-00001-worker-1"),
+        ("endpointslices", "EndpointSlice", "job-00001-workers-0"),
+    ]
+    assert all(path.startswith("/api") and f"/namespaces/{NAMESPACE}/" in path for path, _ in objects)
+    assert all("ownerReferences" not in body["metadata"] for _, body in objects)
+    assert objects[-1][1]["metadata"]["labels"]["kubernetes.io/service-name"] == "job-00001-workers"
+    assert [b for _, b in objects[2:4]] == Raw.pods("job-00001", 2, "30s"), "the same pods as raw"
+    assert RawWithChildren().identity != Raw().identity, "told apart in the audit log"
+
+
 def test_pytorch_job_has_one_master_and_the_other_workers() -> None:
     job = pytorch_job("j", 8, "img", ["python"], {"a": "b"})
     replicas = job["spec"]["pytorchReplicaSpecs"]
@@ -210,7 +228,7 @@ def throughput(contender: str, jobs: int, running: float, cpu: float, rss: float
 
 @pytest.mark.parametrize(
     ("ours_running", "expected"),
-    [(110.0, "| met |"), (130.0, "| **missed** |")],
+    [(110.0, "| met |"), (140.0, "| **missed** |")],
 )
 def test_targets_compare_ours_with_the_raw_limit(ours_running: float, expected: str) -> None:
     records = [
