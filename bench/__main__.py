@@ -54,7 +54,9 @@ operator's VmHWM. Requests are counted from the API server's audit log, filtered
 readiness again (ours: once it leads; it keeps the killed process's `$POD_NAME` identity, as a restarted container
 does, so it re-takes its own Lease at once; Kubeflow runs without leader election, its default), "re-observed" when
 it has reconciled at least N times and its work queue is empty (ours: `trainingjob_reconcile_duration_seconds_count`,
-`trainingjob_workqueue_depth`; Kubeflow: `controller_runtime_reconcile_total`, `workqueue_depth`).
+`trainingjob_workqueue_depth`; Kubeflow: `controller_runtime_reconcile_total`, `workqueue_depth`). Ours is then
+killed once more and started as a replacement pod (a new `$POD_NAME`, as a Deployment's new pod has), which must
+wait until the dead holder's Lease expires (15 s) before it leads.
 """
 
 

@@ -90,6 +90,11 @@ class Contender:
     def start(self, cluster: BenchCluster) -> None:
         """Start (or restart) the controller process and wait until it is ready."""
 
+    def replace_pod(self) -> bool:
+        """Make the next start a replacement pod (a new name, so a new leader-election identity); False where that
+        is no different from a restart (no leader election, or no process)."""
+        return False
+
     def exit_report(self) -> str | None:
         """None while the contender's process runs (or it has none); else its exit code and the end of its log.
 
@@ -151,6 +156,14 @@ class Ours(Contender):
             extra_args=shlex.split(os.environ.get("BENCH_OPERATOR_ARGS", "")),
         )
 
+    pod_name = "trainingjob-operator-bench"
+
+    def replace_pod(self) -> bool:
+        """A Deployment's replacement for a pod that died: another name, so the new process waits until the dead
+        holder's Lease expires (lease_duration, 15 s) before it leads."""
+        self.pod_name = f"{Ours.pod_name}-replacement-{self.restarts}"
+        return True
+
     @property
     def experiment(self) -> dict[str, Any]:
         settings = super().experiment
@@ -176,7 +189,7 @@ class Ours(Contender):
             "KUBECONFIG": str(self.kubeconfig),
             "PATH": "/usr/bin:/bin",
             "HOME": str(Path.home()),
-            "POD_NAME": "trainingjob-operator-bench",
+            "POD_NAME": self.pod_name,
         }
         # /readyz answers 200 once this replica leads (after a kill, once the dead holder's Lease expired).
         self.launch(command, env, f"http://127.0.0.1:{port}/readyz", cluster)
