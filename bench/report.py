@@ -318,7 +318,7 @@ def write_report(
     parts = [preamble, "\n## Provenance\n\n"]
     parts.append(f"Commits measured: {', '.join(f'{c} ({n} runs)' for c, n in measured.items()) or 'none'}.")
     if len(measured) > 1:
-        parts.append(" **These tables mix runs of different commits** (`--mix-commits`): each names its own.")
+        parts.append(" **Runs of different commits are reported together** (`--mix-commits`): see each table.")
     parts += ["\n\n", provenance_lines(all_runs, legacy_machine)]
     parts += ["\n## Targets\n\n", targets(summary, records), "\n## Throughput (medians)\n\n"]
     parts += [throughput_section(scenario, figures) + "\n" for scenario, figures in summary.items()]

@@ -119,7 +119,7 @@ def test_the_report_refuses_mixed_commits_before_writing_anything(tmp_path: Path
         write_report(mixed, tmp_path / "out", "preamble\n")
     assert not (tmp_path / "out").exists()
     report = write_report(mixed, tmp_path / "out", "preamble\n", mix_commits=True).read_text()
-    assert "**These tables mix runs of different commits**" in report
+    assert "**Runs of different commits are reported together**" in report
     assert "This table mixes runs of the commits aaaaaaaaaa, bbbbbbbbbb." in report
 
 
