@@ -7,7 +7,12 @@ mpirun (the launcher role's command) starts one rank per slot of the hostfile th
 - trains on its own shard of a synthetic, linearly separable data set (generated from `seed`, the same on every
   rank): each epoch, the gradients of all ranks are summed (an allgather, then the same sum on every rank), so
   every rank takes the same step and holds the same weights;
-- rank 0 reports progress (epoch, loss, accuracy, ranks) to the operator through trainingjob.sdk.
+- rank 0 reports progress (epoch, loss, accuracy, ranks) to the operator through trainingjob.sdk, and in a job with
+  checkpoints (CHECKPOINT_DIR) saves the weights (JSON) every CHECKPOINT_INTERVAL epochs with sdk.save_checkpoint;
+  a restarted or resumed attempt starts after the newest one (rank 0 loads it and sends it to every rank);
+- a graceful stop (sdk.on_stop): each epoch's allgather carries every rank's "asked to stop" flag (SIGTERM:
+  suspend, scale, preemption, delete), so all ranks stop after the same epoch: rank 0 saves it and reports the stop
+  with it, and every rank exits 143 together (MPI's finalize needs them all).
 
 Plain Python and mpi4py only (no NumPy), so the image is Debian's python3-mpi4py and openmpi-bin. Without mpirun
 (`python3 train_mpi.py`) it runs as a single rank.
@@ -77,6 +82,33 @@ def local_gradient(weights: list[float], rows: list[list[float]], labels: list[i
     return gradient, loss, correct
 
 
+def checkpointing() -> bool:
+    """Only a job with checkpoints (spec.checkpoint: CHECKPOINT_DIR and its volume) saves them; the local example's
+    manifest has none, and the image's working directory is not the place for them."""
+    return bool(os.environ.get("CHECKPOINT_DIR", "").strip())
+
+
+def save_checkpoint(weights: list[float], epoch: int) -> Any:
+    """The weights as JSON in ckpt-<epoch>.json, atomically, pruned to CHECKPOINT_KEEP_LAST, reported (rank 0);
+    None without checkpoints."""
+    if not checkpointing():
+        return None
+    text = json.dumps({"epoch": epoch, "weights": weights})
+    return sdk.save_checkpoint(lambda path: path.write_text(text), epoch=epoch, suffix=".json")
+
+
+def starting_point(comm: Any, features: int) -> tuple[int, list[float]]:
+    """(first epoch, weights): rank 0 reads the checkpoint a restarted or resumed attempt starts from, if any, and
+    every rank gets it from rank 0 (the workers need no checkpoint volume)."""
+    start, weights = 1, [0.0] * features
+    if comm.Get_rank() == 0 and checkpointing():
+        start, checkpoint = sdk.resume_point()
+        if checkpoint is not None:
+            weights = json.loads(checkpoint.read_text())["weights"]
+            log.info("resuming from %s at epoch %d", checkpoint, start)
+    return comm.bcast((start, weights), root=0)
+
+
 def train(comm: Any, params: dict[str, Any]) -> dict[str, float]:
     rank, size = comm.Get_rank(), comm.Get_size()
     world = comm.allgather({"rank": rank, "host": socket.gethostname()})
@@ -84,18 +116,26 @@ def train(comm: Any, params: dict[str, Any]) -> dict[str, float]:
         print("MPI world: " + json.dumps({"size": size, "ranks": world}, sort_keys=True), flush=True)
     rows, labels = make_data(params["samples"], params["features"], params["seed"])
     shard_rows, shard_labels = rows[rank::size], labels[rank::size]
-    weights = [0.0] * params["features"]
+    start, weights = starting_point(comm, params["features"])
     metrics: dict[str, float] = {}
-    for epoch in range(1, params["epochs"] + 1):
+    # Ranks leave only where they all agreed to (below), never at rank 0's own progress report.
+    stop = sdk.on_stop(follow_seconds=float("inf"), at_safe_points=False)
+    for epoch in range(start, params["epochs"] + 1):
         gradient, loss, correct = local_gradient(weights, shard_rows, shard_labels)
-        totals = [sum(column) for column in zip(*comm.allgather([*gradient, loss, float(correct)]), strict=True)]
+        mine = [*gradient, loss, float(correct), float(stop.requested)]
+        totals = [sum(column) for column in zip(*comm.allgather(mine), strict=True)]
         count = float(params["samples"])
-        weights = [w - params["learningRate"] * g / count for w, g in zip(weights, totals[:-2], strict=True)]
-        metrics = {"loss": totals[-2] / count, "accuracy": totals[-1] / count, "ranks": float(size)}
+        weights = [w - params["learningRate"] * g / count for w, g in zip(weights, totals[:-3], strict=True)]
+        metrics = {"loss": totals[-3] / count, "accuracy": totals[-2] / count, "ranks": float(size)}
+        if totals[-1] > 0:  # some rank was asked to stop: all stop after this epoch, rank 0 saving it
+            stop.request()
+            stop.check(save_checkpoint(weights, epoch) if rank == 0 else None)
         if rank == 0:
             loss, accuracy = metrics["loss"], metrics["accuracy"]
             log.info("epoch %d: loss %.4f accuracy %.4f over %d ranks", epoch, loss, accuracy, size)
             sdk.report_progress(epoch=epoch, total_epochs=params["epochs"], metrics=metrics)
+            if epoch % sdk.checkpoint_interval() == 0 or epoch == params["epochs"]:
+                save_checkpoint(weights, epoch)
     if rank == 0:
         sdk.flush()
     return metrics

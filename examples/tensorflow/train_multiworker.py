@@ -12,7 +12,11 @@ What it shows:
 - a checkpoint every CHECKPOINT_INTERVAL epochs (and after the last one): the Keras weights written into the
   temporary path sdk.save_checkpoint hands out, renamed into place atomically and pruned to CHECKPOINT_KEEP_LAST.
   As TensorFlow requires, every worker saves; the others write to a scratch directory they delete. A restarted
-  attempt (RESUME_FROM_CHECKPOINT=true) loads the newest weights and continues with the next epoch.
+  attempt (RESUME_FROM_CHECKPOINT=true) loads the newest weights and continues with the next epoch;
+- a graceful stop (sdk.on_stop): on SIGTERM (suspend, scale, preemption, delete) the workers agree at the end of
+  the epoch, with one all-reduce, that one of them was asked to stop; then all save that epoch together (saving
+  may need every worker, so the chief cannot save alone at its own safe point), the chief reports the stop with
+  it, and all exit 143. The resume starts from that checkpoint.
 
 The dataset is generated from `seed`, so every worker builds the same one and nothing is downloaded. The functions
 above `main` are pure or import TensorFlow only when called, so tests can import this file without TensorFlow.
@@ -261,6 +265,17 @@ def check_collective(strategy: Any, task: TFTask) -> dict[str, Any]:
     return {"rank": task.index, "worldSize": task.num_workers, "rankSum": int(total.numpy())}
 
 
+def stop_agreed(strategy: Any, requested: bool) -> bool:
+    """Whether any worker was asked to stop (SIGTERM): an all-reduce of every worker's flag, so that all stop
+    after the same epoch, whichever got its signal first."""
+    tf = _tf()
+
+    def any_requested() -> Any:
+        return tf.distribute.get_replica_context().all_reduce("sum", tf.constant(1.0 if requested else 0.0))
+
+    return float(strategy.experimental_local_results(strategy.run(any_requested))[0].numpy()) > 0
+
+
 def train(params: Mapping[str, Any], task: TFTask, implementation: str) -> None:
     strategy = make_strategy(implementation)  # first: MultiWorkerMirroredStrategy must precede other TF ops
     tf = _tf()
@@ -291,10 +306,16 @@ def train(params: Mapping[str, Any], task: TFTask, implementation: str) -> None:
     epochs, interval = params["epochs"], sdk.checkpoint_interval()
     if start > epochs:
         log.info("the checkpoint already completes all %d epochs", epochs)
+    # Every worker waits for the others to reach the epoch's end, where they agree to stop (as long as the grace
+    # period allows), and leaves there only: not at the chief's report_progress, where it would save alone.
+    stop = sdk.on_stop(follow_seconds=float("inf"), at_safe_points=False)
     for epoch in range(start, epochs + 1):
         # A new order every epoch, the same on every worker and again after a restart.
         dataset = make_tf_dataset(features, labels, global_batch, shuffle_seed(params["seed"], epoch))
         metrics = train_epoch(model, dataset, steps)
+        if stop_agreed(strategy, stop.requested):
+            stop.request()  # a worker not signalled yet stops too: its SIGTERM is on the way
+            stop.check(save_checkpoint(model, epoch, task.is_chief))  # saved together; the chief reports it; all leave
         if task.is_chief:
             shown = " ".join(f"{name} {value:.4f}" for name, value in sorted(metrics.items()))
             log.info("epoch %d/%d: %s", epoch, epochs, shown)

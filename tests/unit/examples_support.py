@@ -10,6 +10,8 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
+import signal
+import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -119,3 +121,16 @@ def child_env(**extra: str) -> dict[str, str]:
         if name not in LAUNCHER_ENV and not name.startswith(("TRAININGJOB_", "HYPERPARAM_"))
     }
     return {**env, **extra}
+
+
+def stop_when_logged(command: list[str], env: dict[str, str], marker: str, timeout: float = 600) -> tuple[int, str]:
+    """Run an example, send it SIGTERM once its log (stderr) shows `marker`, as the kubelet would on a suspend; its
+    exit code and the rest of its log."""
+    child = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
+    assert child.stderr is not None
+    for line in child.stderr:
+        if marker in line:
+            child.send_signal(signal.SIGTERM)
+            break
+    _, rest = child.communicate(timeout=timeout)
+    return child.returncode, rest

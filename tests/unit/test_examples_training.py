@@ -21,7 +21,7 @@ import pytest
 
 from tests.prerequisites import missing_prerequisite
 from tests.unit import examples_support
-from tests.unit.examples_support import BY_FRAMEWORK, FRAMEWORKS, child_env, load
+from tests.unit.examples_support import BY_FRAMEWORK, FRAMEWORKS, child_env, load, stop_when_logged
 from trainingjob import sdk
 
 clean_env = examples_support.clean_env  # autouse: no launcher variable or default reporter leaks into a test
@@ -251,10 +251,10 @@ def training_python(framework: str) -> str:
     return sys.executable
 
 
-def run_script(framework: str, tmp_path: Path, epochs: int, resume: bool) -> subprocess.CompletedProcess[str]:
+def script_env(framework: str, tmp_path: Path, epochs: int, resume: bool) -> dict[str, str]:
     hyperparameters = tmp_path / "hyperparameters.json"
     hyperparameters.write_text(json.dumps({**TINY[framework], "epochs": epochs}))
-    env = child_env(
+    return child_env(
         TRAININGJOB_HYPERPARAMETERS_FILE=str(hyperparameters),
         CHECKPOINT_DIR=str(tmp_path / "checkpoints"),
         CHECKPOINT_INTERVAL="1",
@@ -266,9 +266,12 @@ def run_script(framework: str, tmp_path: Path, epochs: int, resume: bool) -> sub
         PYTHONPATH=str(examples_support.REPO / "src"),  # the SDK, as the image ships it beside the script
         OMP_NUM_THREADS="1",
     )
+
+
+def run_script(framework: str, tmp_path: Path, epochs: int, resume: bool) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [training_python(framework), str(BY_FRAMEWORK[framework].path)],
-        env=env,
+        env=script_env(framework, tmp_path, epochs, resume),
         capture_output=True,
         text=True,
         timeout=600,
@@ -289,3 +292,20 @@ def test_real_training_for_2_epochs_then_a_restart_resumes_at_epoch_3(framework:
     assert "epoch 1/3" not in second.stderr and "epoch 2/3" not in second.stderr
     assert "epoch 3/3" in second.stderr
     assert [info.epoch for info in sdk.list_checkpoints(tmp_path / "checkpoints")] == [2, 3]
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_real_training_stopped_by_sigterm_saves_a_checkpoint_that_the_restart_resumes_from(
+    framework: str, tmp_path: Path
+) -> None:
+    """sdk.on_stop in each example: SIGTERM after epoch 2 of 1000 saves the last whole epoch and exits 143 (a stop,
+    not a success), and the next attempt resumes after that checkpoint."""
+    command = [training_python(framework), str(BY_FRAMEWORK[framework].path)]
+    code, rest = stop_when_logged(command, script_env(framework, tmp_path, 1000, False), "epoch 2/1000")
+    assert code == 143, rest
+    saved = sdk.list_checkpoints(tmp_path / "checkpoints")[-1]
+    assert saved.epoch >= 2 and f"stopped with checkpoint {saved.path}" in rest, rest
+
+    resumed = run_script(framework, tmp_path, epochs=saved.epoch + 1, resume=True)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"at epoch {saved.epoch + 1}" in resumed.stderr and "resuming from" in resumed.stderr

@@ -164,6 +164,7 @@ def on_stop(
     *,
     exit_code: int = EXIT_CODE,
     follow_seconds: float = FOLLOW_SECONDS,
+    at_safe_points: bool = True,
 ) -> GracefulStop:
     """Make SIGTERM a graceful stop: at the next safe point call `save()` (it saves a checkpoint, e.g. with
     save_checkpoint, and returns its path), report the stop to the operator and exit with `exit_code`.
@@ -172,7 +173,9 @@ def on_stop(
     process that saves checkpoints (the chief) and None to the others (see the module's docstring): those leave
     when their collective breaks, and at the latest `follow_seconds` after SIGTERM. Every process leaves one second
     before the grace period ends, safe point or not. The grace period is TRAININGJOB_GRACE_PERIOD_SECONDS (the
-    job's spec.terminationGracePeriodSeconds), else 30 s.
+    job's spec.terminationGracePeriodSeconds), else 30 s. With `at_safe_points=False` report_progress and
+    save_checkpoint are no safe points: the loop calls `check()` where it decides, e.g. where all ranks agreed to
+    stop together because saving needs them all (the TensorFlow example).
     """
     global _current
     stop = GracefulStop(save, exit_code=exit_code, follow_seconds=follow_seconds)
@@ -182,7 +185,7 @@ def on_stop(
     signal.signal(signal.SIGTERM, stop.request)
     _signalwatch.watch(signal.SIGTERM, _request_current)  # seen even while the main thread is in native code
     _current = stop
-    _safepoint.hook = stop.check
+    _safepoint.hook = stop.check if at_safe_points else None
     return stop
 
 
