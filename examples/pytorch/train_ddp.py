@@ -292,7 +292,9 @@ def train(params: Mapping[str, Any], settings: DistributedSettings) -> None:
     def save_on_stop() -> Path:
         return save_checkpoint(model, optimizer, done["epoch"], params)
 
-    stop = sdk.on_stop(save_on_stop if settings.is_chief else None)
+    # The others wait for the chief's safe point as long as the grace period allows (gloo notices at once when it
+    # has left): a chief whose collective broke mid-epoch could not save a whole epoch.
+    stop = sdk.on_stop(save_on_stop if settings.is_chief else None, follow_seconds=float("inf"))
     try:
         for epoch in range(start, epochs + 1):
             indices = epoch_shard(labels.numel(), settings, params["seed"] + epoch, device)
