@@ -265,9 +265,11 @@ def check_collective(strategy: Any, task: TFTask) -> dict[str, Any]:
     return {"rank": task.index, "worldSize": task.num_workers, "rankSum": int(total.numpy())}
 
 
-def stop_agreed(strategy: Any, requested: bool) -> bool:
+def stop_agreed(strategy: Any, requested: bool, num_workers: int) -> bool:
     """Whether any worker was asked to stop (SIGTERM): an all-reduce of every worker's flag, so that all stop
-    after the same epoch, whichever got its signal first."""
+    after the same epoch, whichever got its signal first (as check_collective does; alone, its own flag)."""
+    if num_workers <= 1:
+        return requested
     tf = _tf()
 
     def any_requested() -> Any:
@@ -313,7 +315,7 @@ def train(params: Mapping[str, Any], task: TFTask, implementation: str) -> None:
         # A new order every epoch, the same on every worker and again after a restart.
         dataset = make_tf_dataset(features, labels, global_batch, shuffle_seed(params["seed"], epoch))
         metrics = train_epoch(model, dataset, steps)
-        if stop_agreed(strategy, stop.requested):
+        if stop_agreed(strategy, stop.requested, task.num_workers):
             stop.request()  # a worker not signalled yet stops too: its SIGTERM is on the way
             stop.check(save_checkpoint(model, epoch, task.is_chief))  # saved together; the chief reports it; all leave
         if task.is_chief:
