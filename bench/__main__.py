@@ -19,6 +19,7 @@ from typing import Any
 
 from bench.contenders import CONTENDERS
 from bench.gang import gang_run
+from bench.guard import LIST_EVERY_S, STALL_S, WaitLimits
 from bench.provenance import MixedCommits, collect, git_state, refuse_mixed_commits
 from bench.report import write_report
 from bench.run import steady_run, throughput_run
@@ -76,6 +77,8 @@ def arguments(argv: list[str]) -> argparse.Namespace:
     add("--gang-workers", type=int, default=3, help="workers per gang job: 3 does not divide the 8-GPU nodes")
     add("--gang-nodes", type=int, default=4, help="8-GPU nodes of the gang scenario")
     add("--timeout", type=float, default=3600, help="seconds one run may take before it is recorded unfinished")
+    add("--list-every", type=float, default=LIST_EVERY_S, help="seconds between the LISTs that cross-check the watch")
+    add("--stall-seconds", type=float, default=STALL_S, help="a wait expecting change ends after this long without")
     add("--out", type=Path, help="where benchmarks.md/.json/-running.png go (default: a new bench-results/<time>)")
     add("--update-docs", action="store_true", help=f"write the committed report in {DOCS} (the only way to)")
     add("--append", action="store_true", help="keep the runs already in the output's benchmarks.json")
@@ -124,6 +127,7 @@ async def main(args: argparse.Namespace) -> int:
         say(f"wrote {args.out / 'benchmarks.md'} from {len(records)} recorded runs")
         return 0
     say(f"writing to {args.out}")
+    limits = WaitLimits(args.timeout, args.list_every, args.stall_seconds)
 
     def save(record: dict[str, Any], provenance: dict[str, Any]) -> None:
         records.append({**record, "provenance": provenance})
@@ -135,18 +139,14 @@ async def main(args: argparse.Namespace) -> int:
             for name in order:
                 say(f"{jobs}x{args.workers} repeat {repeat + 1}/{args.repeats}: {name}")
                 provenance = collect()
-                record = await throughput_run(
-                    name, jobs, args.workers, args.nodes, args.complete_after, args.timeout, say
-                )
+                record = await throughput_run(name, jobs, args.workers, args.nodes, args.complete_after, limits, say)
                 say(f"  all Running {record['all_running_s']} s, all Succeeded {record['all_succeeded_s']} s")
                 save(record, provenance)
     if args.steady_jobs:
         for name in (c for c in args.steady_contenders.split(",") if c):
             say(f"steady state {args.steady_jobs}x{args.workers}: {name}")
             provenance = collect()
-            record = await steady_run(
-                name, args.steady_jobs, args.workers, args.nodes, args.idle_seconds, args.timeout, say
-            )
+            record = await steady_run(name, args.steady_jobs, args.workers, args.nodes, args.idle_seconds, limits, say)
             say(f"  idle writes/min {record['idle_writes_per_minute']}, re-observed {record['restart_reobserved_s']} s")
             save(record, provenance)
     if args.gang_jobs:
@@ -154,7 +154,7 @@ async def main(args: argparse.Namespace) -> int:
             say(f"gang scenario {args.gang_jobs}x{args.gang_workers} on {args.gang_nodes * 8} GPUs, gangs {gang}")
             provenance = collect()
             record = await gang_run(
-                gang, args.gang_jobs, args.gang_workers, args.gang_nodes, args.complete_after, args.timeout, say
+                gang, args.gang_jobs, args.gang_workers, args.gang_nodes, args.complete_after, limits, say
             )
             say(f"  all Succeeded {record['all_succeeded_s']} s, GPU-s held in part {record['partial_gpu_seconds']}")
             save(record, provenance)

@@ -18,6 +18,7 @@ from typing import Any
 from bench.client import create_all
 from bench.cluster import NAMESPACE, BenchCluster
 from bench.contenders import CREATE_CONCURRENCY, Contender, Ours, contender
+from bench.guard import WaitLimits
 from bench.measure import CpuMeter, peak_rss_mib
 from bench.observe import Timeline
 from bench.run import follow, guard, identities, request_figures, teardown, utcnow, wait_until
@@ -79,7 +80,7 @@ def gpu_job(name: str, workers: int, complete_after: str) -> dict[str, Any]:
 
 
 async def gang_run(
-    gang: bool, jobs: int, workers: int, nodes: int, complete_after: str, within_s: float, say: Callable[[str], None]
+    gang: bool, jobs: int, workers: int, nodes: int, complete_after: str, limits: WaitLimits, say: Callable[[str], None]
 ) -> dict[str, Any]:
     """`jobs` x `workers` one-GPU workers on `nodes` 8-GPU nodes, followed until every job Succeeded."""
     cluster = BenchCluster.up(nodes, identities(), say=say, gang_scheduling=gang)
@@ -102,9 +103,9 @@ async def gang_run(
         say(f"  gang scheduling {'on' if gang else 'off'}: submitting {jobs} x {workers} GPU workers")
         requests = [(who.job_path, gpu_job(f"job-{i:05d}", workers, complete_after)) for i in range(jobs)]
         await create_all(cluster.admin, requests, CREATE_CONCURRENCY)
-        watchdog = guard(cluster, who, timeline, lambda: broken(who, tasks))
+        watchdog = guard(cluster, who, timeline, lambda: broken(who, tasks), limits)
         finished = await wait_until(
-            lambda: timeline.all("Succeeded"), within_s, holdings.sample, watchdog.expecting(timeline.progress)
+            lambda: timeline.all("Succeeded"), limits.within_s, holdings.sample, watchdog.expecting(timeline.progress)
         )
         ended = utcnow()
         cpu = meter.stop()

@@ -21,6 +21,16 @@ STALL_S = 300.0
 Listing = Callable[[], Awaitable[dict[str, str]]]
 
 
+@dataclass(frozen=True)
+class WaitLimits:
+    """How long a wait may take at most, how often it cross-checks the watch with a LIST, and how long nothing may
+    change where change is expected (`python -m bench --timeout --list-every --stall-seconds`)."""
+
+    within_s: float = 3600.0
+    list_every_s: float = LIST_EVERY_S
+    stall_s: float = STALL_S
+
+
 class Stalled(RuntimeError):
     """The run cannot go on measuring anything true; `seen` is what the harness had seen until then."""
 

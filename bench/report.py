@@ -39,6 +39,9 @@ def ratio(ours: float | None, other: float | None) -> float | None:
     return round(ours / other, 2) if ours is not None and other else None
 
 
+RUNNING_KEY = "all_pods_running_s"  # what the ratios compare, and what orders runs for the median
+
+
 def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """The run whose "all pods Running" is the median (the lower of the two middle ones for an even count), so a
     breakdown shown for "the median run" belongs to it. Runs that never got all pods Running rank last: they were
@@ -81,7 +84,7 @@ def summarize_throughput(records: list[dict[str, Any]]) -> dict[tuple[int, int],
                 "requests": median_run(runs)["requests"],
                 "median_run_pods_running": median_run(runs).get("all_pods_running_s"),
                 "commits": commits(runs),
-                "each_run": [(r.get("all_pods_running_s"), r.get("forced_watch_closes")) for r in runs],
+                "each_run": [(r.get(RUNNING_KEY), r.get("forced_watch_closes"), r.get("stalled")) for r in runs],
             }
     return summary
 
@@ -100,7 +103,10 @@ def each_run_line(figures: dict[str, dict[str, Any]]) -> str:
     parts = []
     for name in LABELS:
         runs = figures.get(name, {}).get("each_run") or []
-        shown = [fmt(running, " s") + (f" ({closes})" if closes is not None else "") for running, closes in runs]
+        shown = [
+            fmt(running, " s") + (f" ({closes})" if closes is not None else "") + (" (stalled)" if stalled else "")
+            for running, closes, stalled in runs
+        ]
         if shown:
             parts.append(f"{LABELS[name]} {', '.join(shown)}")
     if not parts:

@@ -13,7 +13,7 @@ from typing import Any
 
 from bench.cluster import NAMESPACE, BenchCluster
 from bench.contenders import CONTENDERS, Contender, contender
-from bench.guard import Stalled, Watchdog
+from bench.guard import Stalled, WaitLimits, Watchdog
 from bench.measure import (
     CpuMeter,
     conversion_figures,
@@ -103,7 +103,11 @@ async def wait_until(
 
 
 def guard(
-    cluster: BenchCluster, who: Contender, timeline: Timeline, broken: Callable[[], BaseException | None]
+    cluster: BenchCluster,
+    who: Contender,
+    timeline: Timeline,
+    broken: Callable[[], BaseException | None],
+    limits: WaitLimits,
 ) -> Watchdog:
     """The watchdog of a run: `broken` each tick; a LIST of the pods and the contender's jobs every minute."""
 
@@ -113,7 +117,7 @@ def guard(
         jobs = (await cluster.admin.get(path))["items"] if path else []
         return timeline.listed_states(pods, jobs, who.job_state if path else None)
 
-    return Watchdog(broken, timeline.seen_states, timeline.summary, listing)
+    return Watchdog(broken, timeline.seen_states, timeline.summary, listing, None, limits.list_every_s, limits.stall_s)
 
 
 async def start_workload(
@@ -143,15 +147,16 @@ async def start_workload(
 
 
 async def throughput_run(
-    name: str, jobs: int, workers: int, nodes: int, complete_after: str, within_s: float, say: Callable[[str], None]
+    name: str, jobs: int, workers: int, nodes: int, complete_after: str, limits: WaitLimits, say: Callable[[str], None]
 ) -> dict[str, Any]:
     """Create N jobs as fast as a client can and follow them to Succeeded."""
+    within_s = limits.within_s
     began, harness_before = utcnow(), harness_cpu()
     cluster, who, timeline, follower, submitter, meter = await start_workload(
         name, jobs, workers, nodes, complete_after, say
     )
     series: list[tuple[float, int]] = []
-    watchdog = guard(cluster, who, timeline, functools.partial(run_broken, name, who, submitter, follower))
+    watchdog = guard(cluster, who, timeline, functools.partial(run_broken, name, who, submitter, follower), limits)
     stalled = None
     try:
         try:
@@ -260,14 +265,15 @@ async def kill_and_restart(
 
 
 async def steady_run(
-    name: str, jobs: int, workers: int, nodes: int, idle_seconds: float, within_s: float, say: Callable[[str], None]
+    name: str, jobs: int, workers: int, nodes: int, idle_seconds: float, limits: WaitLimits, say: Callable[[str], None]
 ) -> dict[str, Any]:
     """N jobs that keep running: writes while nothing changes, then a kill -9 and a restart of the operator."""
+    within_s = limits.within_s
     cluster, who, timeline, follower, submitter, _ = await start_workload(name, jobs, workers, nodes, None, say)
     try:
         # Like the throughput run: a failed submitter, an exited operator or a dead harness watch ends the wait at
         # once with its cause (a steady run once sat idle for 14 minutes with all 1000 jobs Running).
-        watchdog = guard(cluster, who, timeline, functools.partial(run_broken, name, who, submitter, follower))
+        watchdog = guard(cluster, who, timeline, functools.partial(run_broken, name, who, submitter, follower), limits)
         running = await wait_until(
             functools.partial(timeline.all, "Running"), within_s, lambda: None, watchdog.expecting(timeline.progress)
         )

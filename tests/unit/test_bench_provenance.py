@@ -20,7 +20,7 @@ from bench.provenance import (
     memory_gib,
     refuse_mixed_commits,
 )
-from bench.report import median_run, summarize_throughput, write_report
+from bench.report import median_run, summarize_throughput, throughput_section, write_report
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -143,3 +143,9 @@ def test_the_median_run_is_the_run_with_the_median_time_not_the_middle_of_the_li
     records = [run("trainingjob-operator", s) for s in (30.0, 10.0, 20.0)]
     figures = summarize_throughput(records)[(10, 2)]["ours"]
     assert figures["requests"] == {"create pods": 20} and figures["median_run_pods_running"] == 20.0
+
+
+def test_a_stalled_run_is_marked_in_the_report() -> None:
+    record = {**run("raw-pods", None, "a" * 40), "stalled": "nothing changed for 300 s, in the watch or the LISTs"}
+    section = throughput_section((10, 2), summarize_throughput([record])[(10, 2)])
+    assert "| raw pod creation | 1 (0) |" in section and "raw pod creation — (stalled)" in section
