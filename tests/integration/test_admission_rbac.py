@@ -10,6 +10,7 @@ secretKeyRef.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -59,10 +60,10 @@ def attack(name: str) -> dict[str, Any]:
     )
 
 
-def refusal(client: Kube, namespace: str, manifest: dict[str, Any]) -> str:
-    """The API server's message for a create the mutating webhook denies (403 Forbidden)."""
+def refusal(client: Kube, namespace: str, manifest: dict[str, Any], make: Callable[..., Any] = create) -> str:
+    """The API server's message for a create (by `make`) the mutating webhook denies (403 Forbidden)."""
     with pytest.raises(ApiException) as caught:
-        create(client, namespace, manifest)
+        make(client, namespace, manifest)
     assert caught.value.status == 403, caught.value.body
     return json.loads(caught.value.body)["message"]
 

@@ -181,7 +181,14 @@ def test_a_job_an_older_operator_ran_gets_a_stamp_for_a_change_that_shapes_no_po
     assert stamp_problem(KEY, TrainingJob.from_body(suspended), operation["value"]) is None
     never_planned = copy.deepcopy(old)
     never_planned["status"] = {"phase": "Running", "observedGeneration": 2}
-    assert not admitted(request(suspended, never_planned, UserInfo("bob")), Reviewer()).allowed
+    # Not admitted, and nothing asked of its pods or stamp: it passes unstamped and stays held, and nobody is
+    # checked (the operator's own suspends, a stopped trial or Kueue's decision, never stamp on its rights).
+    unchecked = Reviewer()
+    passed = admitted(request(suspended, never_planned, UserInfo("bob")), unchecked)
+    assert passed.allowed and passed.patch == [] and unchecked.asked == []
+    asked = copy.deepcopy(suspended)
+    asked["metadata"]["annotations"] = {ANNOTATION: "check"}
+    assert not admitted(request(asked, never_planned, UserInfo("bob")), Reviewer()).allowed, "a check is a check"
     reshaped = copy.deepcopy(old)
     reshaped["spec"]["image"] = "other:2"
     assert not admitted(request(reshaped, old, UserInfo("bob")), Reviewer()).allowed

@@ -82,7 +82,8 @@ def conversion(endpoint: Endpoint = SHIPPED_ENDPOINT, ca_bundle: str | None = No
 # CEL for the mutating webhook's matchConditions: every create; an update that changes the spec or the admission
 # stamp (reconcile/admission.py: it is checked and signed there); a v1 request without an image.
 IMAGE_UNSET = (
-    f"request.kind.version == '{c.V1}' && (!has(object.spec) || !has(object.spec.image) || object.spec.image == '')"
+    f"request.resource.resource == '{c.PLURAL}' && request.kind.version == '{c.V1}' && "
+    "(!has(object.spec) || !has(object.spec.image) || object.spec.image == '')"
 )
 
 
@@ -101,12 +102,12 @@ SPEC_OR_STAMP_CHANGED = (
 MUTATE_WHEN = f"request.operation == 'CREATE' || ({SPEC_OR_STAMP_CHANGED}) || ({IMAGE_UNSET})"
 
 
-def _rule(versions: list[str]) -> dict[str, Any]:
+def _rule(versions: list[str], resources: tuple[str, ...] = (c.PLURAL,)) -> dict[str, Any]:
     return {
         "apiGroups": [c.GROUP],
         "apiVersions": versions,
         "operations": ["CREATE", "UPDATE"],
-        "resources": [c.PLURAL],
+        "resources": list(resources),
         "scope": "Namespaced",
     }
 
@@ -137,10 +138,11 @@ def mutating_configuration(endpoint: Endpoint = SHIPPED_ENDPOINT, ca_bundle: str
     from its model), and the admission stamp: the author's permissions checked, then signed (webhooks/stamping.py).
     Called for creates, for updates of the spec or the stamp, and for v1 requests without an image: the operator's
     own writes (status, finalizers) never pay for a webhook call. Reinvoked if a later webhook changes the job, so
-    the stamp is made over the spec as stored."""
+    the stamp is made over the spec as stored. TrainingSweeps too: their author is checked for the trials their
+    template makes, and the sweep stamped (sweeps/admission.py)."""
     webhook = _webhook(MUTATING_WEBHOOK, MUTATE_PATH, endpoint, ca_bundle)
     webhook["reinvocationPolicy"] = "IfNeeded"
-    webhook["rules"] = [_rule(["*"])]
+    webhook["rules"] = [_rule(["*"], (c.PLURAL, c.SWEEP_PLURAL))]
     webhook["matchConditions"] = [{"name": "create-spec-stamp-or-image", "expression": MUTATE_WHEN}]
     return _configuration("MutatingWebhookConfiguration", webhook)
 

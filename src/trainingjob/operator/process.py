@@ -187,7 +187,12 @@ async def _serve(
         caches.indexes, ServingApplier(writer), config.serving, resync_seconds=config.resync_seconds, metrics=metrics
     )
     sweeps = SweepReconciler(
-        caches.indexes, SweepApplier(writer), load_engine(), resync_seconds=config.resync_seconds, metrics=metrics
+        caches.indexes,
+        SweepApplier(writer, config.admission_key),
+        load_engine(),
+        resync_seconds=config.resync_seconds,
+        metrics=metrics,
+        admission_key=config.admission_key,
     )
     workloads = WorkloadReconciler(
         caches.indexes, writer, config, resync_seconds=config.resync_seconds, kueue_served=kueue_served

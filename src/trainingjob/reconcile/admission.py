@@ -59,17 +59,43 @@ def fingerprint(job: TrainingJob) -> str:
     return spec_hash(dataclasses.replace(job, raw_spec={k: v for k, v in job.raw_spec.items() if k != "workers"}))
 
 
-def _mac(key: bytes, namespace: str, name: str, uid: str, fingerprint: str, signed_at: int) -> str:
-    payload = "\n".join((STAMP_VERSION, namespace, name, uid, fingerprint, str(signed_at)))
+@dataclass(frozen=True)
+class Subject:
+    """What a stamp is made for: the kind (a TrainingJob's stamp, a TrainingSweep's, or the operator's token for a
+    sweep's trial, sweeps/admission.py; part of what is signed, so one kind's stamp never passes for another's),
+    the object, its uid (a trial token: its sweep's), when it was created, and the fingerprint of what was checked."""
+
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+    created: datetime.datetime | None
+    fingerprint: str
+
+
+def job_subject(job: TrainingJob, created: datetime.datetime | None = None) -> Subject:
+    """The job as its stamp vouches for it; `created` stands in for a creationTimestamp not set yet (admission)."""
+    when = created or parse_time(job.creation_timestamp)
+    return Subject(k.KIND, job.namespace, job.name, job.uid, when, fingerprint(job))
+
+
+def _mac(key: bytes, subject: Subject, uid: str, signed_at: int) -> str:
+    # A TrainingJob's payload is what it was before other kinds had stamps: stamps made then still verify.
+    scope = STAMP_VERSION if subject.kind == k.KIND else f"{STAMP_VERSION}:{subject.kind}"
+    payload = "\n".join((scope, subject.namespace, subject.name, uid, subject.fingerprint, str(signed_at)))
     digest = hmac.new(key, payload.encode(), hashlib.sha256).digest()
     return base64.urlsafe_b64encode(digest).decode().rstrip("=")
 
 
+def signature(key: bytes, subject: Subject, uid: str, now: datetime.datetime) -> str:
+    """The annotation value vouching for `subject`, signed now; `uid` is "" for an object not stored yet."""
+    signed_at = int(now.timestamp())
+    return f"{STAMP_VERSION}.{signed_at}.{uid or '-'}.{_mac(key, subject, uid, signed_at)}"
+
+
 def sign(key: bytes, job: TrainingJob, uid: str, now: datetime.datetime) -> str:
     """The annotation value for `job` (its spec as it will be stored), signed now."""
-    signed_at = int(now.timestamp())
-    mac = _mac(key, job.namespace, job.name, uid, fingerprint(job), signed_at)
-    return f"{STAMP_VERSION}.{signed_at}.{uid or '-'}.{mac}"
+    return signature(key, job_subject(job), uid, now)
 
 
 def parse_stamp(value: Any) -> Stamp | None:
@@ -79,21 +105,27 @@ def parse_stamp(value: Any) -> Stamp | None:
     return Stamp(int(parts[1]), "" if parts[2] == "-" else parts[2], parts[3])
 
 
-def stamp_problem(key: bytes, job: TrainingJob, annotations: Mapping[str, Any]) -> str | None:
-    """Why the job's stamp does not vouch for it (None: it does)."""
-    stamp = parse_stamp(annotations.get(ANNOTATION))
+def signature_problem(key: bytes, subject: Subject, value: Any) -> str | None:
+    """Why `value` does not vouch for `subject` (None: it does)."""
+    stamp = parse_stamp(value)
     if stamp is None:
         return "it carries no admission stamp"
-    expected = _mac(key, job.namespace, job.name, stamp.uid, fingerprint(job), stamp.signed_at)
+    expected = _mac(key, subject, stamp.uid, stamp.signed_at)
     if not hmac.compare_digest(expected, stamp.mac):
         return "its admission stamp is not for this spec (it changed while no admission webhook answered)"
     if stamp.uid:
-        return None if stamp.uid == job.uid else "its admission stamp was made for another object"
-    created = parse_time(job.creation_timestamp)
+        return None if stamp.uid == subject.uid else "its admission stamp was made for another object"
     signed = datetime.datetime.fromtimestamp(stamp.signed_at, datetime.UTC)
-    if created is None or not STAMP_WINDOW[0] <= created - signed <= STAMP_WINDOW[1]:
+    if subject.created is None or not STAMP_WINDOW[0] <= subject.created - signed <= STAMP_WINDOW[1]:
         return "its admission stamp was made for an earlier object of the same name"
     return None
+
+
+def stamp_problem(
+    key: bytes, job: TrainingJob, annotations: Mapping[str, Any], created: datetime.datetime | None = None
+) -> str | None:
+    """Why the job's stamp does not vouch for it (None: it does)."""
+    return signature_problem(key, job_subject(job, created), annotations.get(ANNOTATION))
 
 
 def admission_problem(key: bytes, job: TrainingJob, annotations: Mapping[str, Any]) -> str | None:
@@ -104,11 +136,11 @@ def admission_problem(key: bytes, job: TrainingJob, annotations: Mapping[str, An
     return stamp_problem(key, job, annotations)
 
 
-def hold_message(problem: str) -> str:
+def hold_message(problem: str, kind: str = "trainingjob", what: str = "pods", whose: str = "job") -> str:
     return (
-        f"not admitted: {problem}. The operator creates no pods until the admission webhook has checked that "
-        "the job's author may run them; it was created or changed while no operator answered the webhook. To "
-        f"have it checked now, as you: kubectl annotate trainingjob <name> {ANNOTATION}=check --overwrite "
+        f"not admitted: {problem}. The operator creates no {what} until the admission webhook has checked that "
+        f"the {whose}'s author may run their pods; it was created or changed while no operator answered the "
+        f"webhook. To have it checked now, as you: kubectl annotate {kind} <name> {ANNOTATION}=check --overwrite "
         "(or delete and create it again)"
     )
 

@@ -20,6 +20,7 @@ from trainingjob.api.constants import ANNOTATION_TRIAL_STOPPED
 from trainingjob.api.times import format_time
 from trainingjob.planning.actions import Event
 from trainingjob.planning.plan import Plan
+from trainingjob.reconcile.admission import HOLD_REASON, hold_message
 from trainingjob.sweeps.builders import attrs_patch, stop_patch, trial_manifest
 from trainingjob.sweeps.status import Outcome, Scored, best, scored, sweep_status, trial_events
 from trainingjob.sweeps.trials import TrialState, TrialView, trial_view
@@ -39,6 +40,7 @@ class ObservedSweep:
     judged: Mapping[str, int] = field(default_factory=dict)  # trial name -> newest epoch already judged
     private: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)  # index -> attributes kept in memory
     rejection: str = ""  # the API server's refusal of a trial this process tried to create
+    not_admitted: str | None = None  # why the sweep's stamp does not vouch for it (sweeps/admission.py)
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,10 @@ def plan_sweep(
     new = NewTrials()
     if outcome.finished:
         writes += stops(entries, outcome)
+    elif observed.not_admitted is not None:
+        # No trial for a sweep whose author nobody checked; the trials it has keep their own stamps.
+        message = hold_message(observed.not_admitted, "trainingsweep", "trials", "sweep")
+        outcome = Outcome("Pending", HOLD_REASON, message)
     elif not observed.pending_creations:
         new = create_trials(sweep, trials, entries, observed, engine)
         if new.creates:
@@ -250,6 +256,6 @@ def phase_events(sweep: TrainingSweep, outcome: Outcome) -> list[Event]:
         return [Event("Normal", outcome.reason, outcome.message)]
     if outcome.phase == "Failed":
         return [Event("Warning", outcome.reason, outcome.message)]
-    if outcome.reason == "SweepControllerUnavailable":
+    if outcome.reason in ("SweepControllerUnavailable", HOLD_REASON):
         return [Event("Warning", outcome.reason, outcome.message)]
     return []

@@ -135,6 +135,7 @@ class TrainingSweep:
     deleting: bool = False
     creation_timestamp: str | None = None
     raw_spec: Mapping[str, Any] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -162,6 +163,7 @@ class TrainingSweep:
             deleting=meta.deleting,
             creation_timestamp=meta.creation_timestamp,
             raw_spec=spec,
+            annotations=meta.annotations,
         )
 
 

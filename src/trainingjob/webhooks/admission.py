@@ -35,6 +35,7 @@ class AdmissionRequest:
     old_object: dict[str, Any] | None
     dry_run: bool = False
     version: str = ""  # the API version the request was made in (matchPolicy Exact: the object's version)
+    kind: str = ""  # the object's kind (TrainingJob, TrainingSweep)
     user: UserInfo = field(default_factory=UserInfo)
 
     @property
@@ -88,6 +89,7 @@ def parse_review(body: Any) -> AdmissionRequest:
         old_object=old,
         dry_run=bool(request.get("dryRun")),
         version=str(kind.get("version") or ""),
+        kind=str(kind.get("kind") or ""),
         user=user_info(request.get("userInfo")),
     )
 

@@ -34,7 +34,7 @@ from trainingjob.webhooks.client_auth import ApiServerCallers
 from trainingjob.webhooks.defaulting import mutate
 from trainingjob.webhooks.registration import Registration, answer
 from trainingjob.webhooks.server import WebhookObserver, WebhookServer
-from trainingjob.webhooks.stamping import admit
+from trainingjob.webhooks.stamping import admit, admit_sweep
 from trainingjob.webhooks.tls import Rotation, SecretStore, ServingNames, WebhookTls, advance
 from trainingjob.webhooks.validation import validate
 
@@ -185,8 +185,10 @@ class Webhooks:
         return bytes.fromhex(self.tls.admission_key)
 
     async def mutate(self, request: AdmissionRequest) -> Verdict:
-        verdict = mutate(request, self.settings.default_image)
         now = datetime.datetime.now(datetime.UTC)
+        if request.kind == c.SWEEP_KIND:
+            return await admit_sweep(request, self.admission_key, self.reviewer, self.config, now)
+        verdict = mutate(request, self.settings.default_image)
         return await admit(request, verdict, self.admission_key, self.reviewer, self.config, now)
 
     async def validate(self, request: AdmissionRequest) -> Verdict:

@@ -6,8 +6,12 @@ stamp the job had (restored if the request dropped or altered it; a job the oper
 gets one), so suspending, scaling or editing policies needs no right to create pods. An UPDATE of a job
 whose stamp does not verify (it was created while no operator answered) checks whoever sends it: `kubectl annotate
 trainingjob NAME ml.example.com/admission=check --overwrite` has the job checked as you (and the stamp replaces
-`check`). When the API server cannot answer a SubjectAccessReview, the request is denied (retry): admission never stamps
+`check`); one that changes nothing of that and leaves the stamp alone passes unstamped (the job stays held).
+When the API server cannot answer a SubjectAccessReview, the request is denied (retry): admission never stamps
 what it could not check.
+
+TrainingSweeps are stamped the same way for the trials their template makes (admit_sweep), and a sweep's trial is
+admitted on the operator's token for it, never on the rights of the operator that creates it (sweeps/admission.py).
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from trainingjob.api.types import TrainingJob
 from trainingjob.config import OperatorConfig
 from trainingjob.reconcile.admission import ANNOTATION, admission_problem, fingerprint, sign, stamp_problem
+from trainingjob.sweeps.admission import sign_sweep, sweep_owner, sweep_problem, template_job, trial_problem
+from trainingjob.sweeps.types import TrainingSweep
 from trainingjob.webhooks.admission import AdmissionRequest, Verdict
 from trainingjob.webhooks.authorization import AccessReviewer, denials
 
@@ -74,6 +80,51 @@ def kept_stamp(request: AdmissionRequest, key: bytes, job: TrainingJob, now: dat
     return sign(key, job, old.uid, now) if admission_problem(key, old, annotations) is None else None
 
 
+async def author_denial(
+    request: AdmissionRequest, job: TrainingJob, reviewer: AccessReviewer, config: OperatorConfig, what: str
+) -> str | None:
+    """Why the request's user may not have `job`'s pods run for them (None: they may). `what` names the object."""
+    try:
+        refused = await denials(job, request.user, reviewer, config)
+    except (ApiException, OSError, TimeoutError) as error:
+        logger.warning("could not check the permissions of %s: %s", request.user.username, error)
+        return f"could not check your permissions (retry): {error}"
+    if refused:
+        return f"{what} runs its pods for its author, so it needs what they need: " + "; ".join(refused)
+    return None
+
+
+def unasked(request: AdmissionRequest, changed: bool, old_problem: str | None) -> bool:
+    """An UPDATE of an object that is not admitted, changing nothing that shapes the pods and not asking for a check
+    (the stamp left alone): it passes unstamped, and the object stays held. Nobody is checked for a suspend, and the
+    operator's own writes (a trial stopped, a queued job resumed by Kueue's decision) never stamp anything on the
+    operator's rights."""
+    if request.old_object is None or changed or old_problem is None:
+        return False
+    return _annotations(request.object).get(ANNOTATION) == _annotations(request.old_object).get(ANNOTATION)
+
+
+def trial_stamp(request: AdmissionRequest, key: bytes, job: TrainingJob, now: datetime.datetime) -> str | None:
+    """The create of a sweep's trial: its stamp if the operator's token (or, reinvoked, our own fresh stamp)
+    vouches for it; None for any other create (checked as usual)."""
+    owner = sweep_owner(request.object)
+    if request.operation != "CREATE" or owner is None:
+        return None
+    value = _annotations(request.object).get(ANNOTATION)
+    sent = _job(request, request.object)
+    problem = trial_problem(key, sent, str(owner.get("uid") or ""), value, now)
+    if problem is not None and stamp_problem(key, job, _annotations(request.object), created=now) is not None:
+        raise TrialRefused(
+            f"a TrainingJob controlled by TrainingSweep {owner.get('name')} is a trial, created by the operator for "
+            f"a sweep whose author was checked; this one does not carry the operator's token: {problem}"
+        )
+    return sign(key, job, "", now)
+
+
+class TrialRefused(Exception):
+    """A trial's create without the operator's token."""
+
+
 async def admit(
     request: AdmissionRequest,
     verdict: Verdict,
@@ -87,19 +138,58 @@ async def admit(
         return verdict
     final = _patched(request.object, verdict.patch)
     job = _job(request, final)
-    stamp = kept_stamp(request, key, job, now)
+    try:
+        stamp = trial_stamp(request, key, job, now) or kept_stamp(request, key, job, now)
+    except TrialRefused as refused:
+        return verdict.deny(str(refused))
     if stamp is None:
-        try:
-            refused = await denials(job, request.user, reviewer, config)
-        except (ApiException, OSError, TimeoutError) as error:
-            logger.warning("could not check the permissions of %s: %s", request.user.username, error)
-            return verdict.deny(f"could not check your permissions (retry): {error}")
-        if refused:
-            return verdict.deny(
-                "a TrainingJob runs its pods for its author, so it needs what they need: " + "; ".join(refused)
-            )
+        old = None if request.old_object is None else _job(request, request.old_object)
+        if old is not None and unasked(
+            request,
+            fingerprint(old) != fingerprint(job),
+            admission_problem(key, old, _annotations(request.old_object)),
+        ):
+            return verdict
+        denial = await author_denial(request, job, reviewer, config, "a TrainingJob")
+        if denial is not None:
+            return verdict.deny(denial)
         uid = str((request.old_object or {}).get("metadata", {}).get("uid") or "")
         stamp = sign(key, job, uid, now)
     if _annotations(final).get(ANNOTATION) != stamp:
         verdict.patch.append(annotation_patch(final, stamp))
     return verdict
+
+
+async def admit_sweep(
+    request: AdmissionRequest,
+    key: bytes,
+    reviewer: AccessReviewer,
+    config: OperatorConfig,
+    now: datetime.datetime,
+) -> Verdict:
+    """A TrainingSweep's author checked for the trials its template makes, and the sweep stamped
+    (sweeps/admission.py); kept, unchecked, over an UPDATE that leaves the template's fingerprint as it was."""
+    verdict = Verdict()
+    sweep = _sweep(request, request.object)
+    stamp = None
+    if request.old_object is not None:
+        old = _sweep(request, request.old_object)
+        same = fingerprint(template_job(old)) == fingerprint(template_job(sweep))
+        problem = sweep_problem(key, old)
+        if same and problem is None:
+            stamp = str(old.annotations[ANNOTATION])
+        elif unasked(request, not same, problem):
+            return verdict
+    if stamp is None:
+        denial = await author_denial(request, template_job(sweep), reviewer, config, "a TrainingSweep")
+        if denial is not None:
+            return verdict.deny(denial)
+        stamp = sign_sweep(key, sweep, str((request.old_object or {}).get("metadata", {}).get("uid") or ""), now)
+    if _annotations(request.object).get(ANNOTATION) != stamp:
+        verdict.patch.append(annotation_patch(request.object, stamp))
+    return verdict
+
+
+def _sweep(request: AdmissionRequest, obj: dict[str, Any]) -> TrainingSweep:
+    metadata = {**(obj.get("metadata") or {}), "namespace": request.namespace, "name": request.name}
+    return TrainingSweep.from_body({**obj, "metadata": metadata})

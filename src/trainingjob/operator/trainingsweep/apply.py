@@ -5,6 +5,7 @@ Events on the sweep and on the trials concerned."""
 from __future__ import annotations
 
 import asyncio
+import datetime
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +16,8 @@ from trainingjob.operator.runtime.writer import Outcome, Writer, Written, status
 from trainingjob.operator.trainingjob.watches import TRAININGJOBS
 from trainingjob.operator.trainingsweep.watches import SWEEPS
 from trainingjob.planning.actions import Event
+from trainingjob.reconcile.admission import ANNOTATION
+from trainingjob.sweeps.admission import sign_trial
 from trainingjob.sweeps.planner import SweepPlan, TrialWrite
 from trainingjob.sweeps.types import TrainingSweep
 
@@ -34,8 +37,21 @@ class Applied:
 
 
 class SweepApplier:
-    def __init__(self, writer: Writer) -> None:
+    def __init__(self, writer: Writer, admission_key: bytes | None = None) -> None:
+        """`admission_key`: the key trial tokens are signed with (sweeps/admission.py); None where the operator
+        serves no webhooks (then it checks no stamps either)."""
         self.writer = writer
+        self.admission_key = admission_key
+
+    def with_token(self, sweep: TrainingSweep, manifest: dict[str, Any]) -> dict[str, Any]:
+        """The trial with the operator's token, which the mutating webhook admits it on (the planner plans
+        trials only for an admitted sweep)."""
+        if self.admission_key is None:
+            return manifest
+        now = datetime.datetime.now(datetime.UTC)
+        token = sign_trial(self.admission_key, manifest, sweep.uid, now)
+        annotations = {**manifest["metadata"]["annotations"], ANNOTATION: token}
+        return {**manifest, "metadata": {**manifest["metadata"], "annotations": annotations}}
 
     async def apply(self, sweep: TrainingSweep, body: Mapping[str, Any], plan: SweepPlan) -> Applied:
         if plan.status and plan.status != dict(sweep.status):
@@ -48,7 +64,7 @@ class SweepApplier:
                     return Applied(stale=True)  # a newer sweep is on its way through the watch
                 raise
         outcomes = await asyncio.gather(
-            *(self.writer.create_object(TRAININGJOBS, sweep.namespace, m) for m in plan.creates)
+            *(self.writer.create_object(TRAININGJOBS, sweep.namespace, self.with_token(sweep, m)) for m in plan.creates)
         )
         writes = await asyncio.gather(*(self.write_trial(sweep, write) for write in plan.writes))
         applied = Applied(

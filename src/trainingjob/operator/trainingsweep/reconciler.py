@@ -19,6 +19,7 @@ from trainingjob.operator.runtime.store import Index, Indexes, views
 from trainingjob.operator.trainingsweep.apply import SweepApplier
 from trainingjob.operator.trainingsweep.memory import SweepMemory
 from trainingjob.operator.trainingsweep.watches import REGISTRATION, SWEEP_BODIES, SWEEP_TRIALS
+from trainingjob.sweeps.admission import sweep_problem
 from trainingjob.sweeps.planner import ObservedSweep, plan_sweep
 from trainingjob.sweeps.types import TrainingSweep
 
@@ -42,7 +43,9 @@ class SweepReconciler(ObjectReconciler):
         clock: Clock | None = None,
         resync_seconds: float = 0,
         metrics: object = None,
+        admission_key: bytes | None = None,
     ) -> None:
+        self.admission_key = admission_key  # None: no webhooks served, no stamps checked (as for TrainingJobs)
         self.applier = applier
         self.engine = engine
         self.memory: dict[ObjectKey, SweepMemory] = {}
@@ -68,8 +71,9 @@ class SweepReconciler(ObjectReconciler):
         trials = views(self.indexes, SWEEP_TRIALS, key)
         now = time.monotonic()
         pending = memory.expectations.pending_creations({t.name for t in trials}, now)
+        not_admitted = None if self.admission_key is None else sweep_problem(self.admission_key, sweep)
         observed = ObservedSweep(
-            trials, frozenset(pending), dict(memory.judged), dict(memory.private), memory.rejection
+            trials, frozenset(pending), dict(memory.judged), dict(memory.private), memory.rejection, not_admitted
         )
         plan = plan_sweep(sweep, observed, self.engine, self.clock())
         applied = await self.applier.apply(sweep, body, plan)
