@@ -133,7 +133,7 @@ class Driver(threading.Thread):
         self.stopping = threading.Event()
         self.finished: list[Scenario] = []
         self.errors: list[str] = []
-        self.held: list[str] = []  # jobs stored without admission's stamp (a known gap): the user's fix applied
+        self.held: list[str] = []  # jobs stored without admission's stamp (must stay empty): the user's fix applied
         self.doing: dict[int, str] = {}  # slot -> the step in flight, for the kill log
         self.calm_at: float | None = None
 
@@ -230,9 +230,11 @@ class Driver(threading.Thread):
         self.wait(scenario, "Running", lambda: self.held_or_settled(scenario))
 
     def held_or_settled(self, scenario: Scenario) -> bool | str:
-        """A known gap (docs/reliability.md, issue 41): an operator killed between the API server's conversion and
-        mutation calls leaves the job stored without admission's stamp, and it is held (Blocked, NotAdmitted) until
-        someone applies the fix its Event names. The test applies it, counts it, and expects the job to run then."""
+        """No job may be stored without admission's stamp: the mutating webhook fails closed, so a create it could
+        not answer (the operator killed) is refused and retried (issue 41: with the webhook failing open, a job
+        created while the operator was down was stored unstamped and held, Blocked/NotAdmitted). One held anyway is
+        recorded (the test fails on it) and given the fix its Event names, so the other invariants are still
+        checked."""
         job = get_job(self.kube, self.namespace, scenario.name) or {}
         conditions = (job.get("status") or {}).get("conditions") or []
         if any(c.get("reason") == "NotAdmitted" and c.get("status") == "True" for c in conditions):

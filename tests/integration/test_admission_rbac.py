@@ -18,6 +18,7 @@ import pytest
 import yaml
 from kubernetes.client.exceptions import ApiException
 
+from tests.admission_support import mutating_webhook_withheld
 from tests.integration.v1_support import create, read, release, v1_job, wait_state
 from tests.jobs import event_reasons, get_job, job_manifest, live_pods, wait_phase
 from tests.kube import Kube, wait_until
@@ -113,6 +114,14 @@ def test_what_the_author_may_do_the_job_may_do(kube: Kube, namespace: str) -> No
     assert stored["metadata"]["annotations"][c.ADMISSION_ANNOTATION].startswith("v1.")
 
 
+def api_failure(call: Callable[[], Any]) -> str:
+    """The API server's message for a call that must fail with a 5xx (a webhook it could not call)."""
+    with pytest.raises(ApiException) as caught:
+        call()
+    assert caught.value.status >= 500, caught.value.body
+    return json.loads(caught.value.body)["message"]
+
+
 def _created(client: Kube, namespace: str, manifest: dict[str, Any]) -> bool:
     try:
         create(client, namespace, manifest)
@@ -126,13 +135,18 @@ def _created(client: Kube, namespace: str, manifest: dict[str, Any]) -> bool:
 def test_a_job_stored_while_no_webhook_answered_is_held_until_checked(
     kube: Kube, namespace: str, operator: RunningOperator, tmp_path: Path
 ) -> None:
-    """The webhooks fail open; the operator does not: no pod for a job nobody checked, until someone allowed to
-    has it checked (here the admin, by setting the annotation the hold message names)."""
+    """The mutating webhook fails closed, but its configuration may be removed or edited by hand, and an older
+    install failed open: the operator holds a job nobody checked (no pods) until someone allowed to has it checked
+    (here the admin, by setting the annotation the hold message names)."""
     operator.stop(hard=True)
     try:
-        create(kube, namespace, v1_job("unchecked", numWorkers=2, image=IMAGE))
+        refused = api_failure(lambda: create(kube, namespace, v1_job("refused", numWorkers=2, image=IMAGE)))
+        assert f'failed calling webhook "{w.MUTATING_WEBHOOK}"' in refused, "no operator: no create"
+        with mutating_webhook_withheld(kube):
+            create(kube, namespace, v1_job("unchecked", numWorkers=2, image=IMAGE))
     finally:
         start_again(operator)
+    assert get_job(kube, namespace, "refused") is None
     held = wait_until(lambda: _blocked(kube, namespace, "unchecked"), 60, "the job to be held")
     assert held["reason"] == "NotAdmitted" and "kubectl annotate trainingjob" in held["message"]
     assert live_pods(kube, namespace, "unchecked") == []
@@ -148,14 +162,15 @@ def test_a_job_an_older_operator_ran_is_not_held_after_the_upgrade(
     kube: Kube, namespace: str, operator: RunningOperator
 ) -> None:
     """An operator from before stamps ran the job (played by this one without its webhooks, --webhook-port 0: it
-    signs nothing and holds nothing, and the API server's webhooks, failing open, stamp nothing). After the upgrade
+    signs nothing and holds nothing, and no mutating webhook is configured, as then). After the upgrade
     the job is still reconciled (a deleted worker comes back, nothing Blocked), and a change that shapes no pod,
     by someone who may not create pods, gets it a stamp instead of a refusal or a hold."""
     operator.stop()
     try:
         older = start_operator(operator.kubeconfig, operator.log_path, "--webhook-port", "0")
         try:
-            create(kube, namespace, v1_job("legacy", numWorkers=2, image=IMAGE))
+            with mutating_webhook_withheld(kube):
+                create(kube, namespace, v1_job("legacy", numWorkers=2, image=IMAGE))
             wait_state(kube, namespace, "legacy", "Running")
         finally:
             older.stop()

@@ -172,13 +172,13 @@ def test_the_cluster_install_registers_the_webhooks_behind_the_service(cluster: 
     crd = one(docs, "CustomResourceDefinition", "trainingjobs.ml.example.com")
     assert crd["spec"]["conversion"] == w.conversion(service)
     assert "conversion" not in one(docs, "CustomResourceDefinition", "llmmodels.ai.example.com")["spec"]
-    for kind, path in (
-        ("MutatingWebhookConfiguration", w.MUTATE_PATH),
-        ("ValidatingWebhookConfiguration", w.VALIDATE_PATH),
+    for kind, path, failure in (
+        ("MutatingWebhookConfiguration", w.MUTATE_PATH, "Fail"),  # it stamps what it admits: never skipped
+        ("ValidatingWebhookConfiguration", w.VALIDATE_PATH, "Ignore"),
     ):
         (webhook,) = one(docs, kind, w.CONFIGURATION_NAME)["webhooks"]
         assert webhook["clientConfig"] == service.client_config(path)
-        assert webhook["failurePolicy"] == "Ignore"
+        assert webhook["failurePolicy"] == failure
     ports = {
         p["name"]: (p["port"], p["targetPort"]) for p in one(docs, "Service", "trainingjob-operator")["spec"]["ports"]
     }

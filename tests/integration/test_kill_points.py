@@ -167,7 +167,6 @@ def test_operator_killed_at_random_instants_loses_duplicates_and_double_counts_n
         killed = time.monotonic()
         driver.join(timeout=600)
         converge = time.monotonic() - killed
-        print(f"jobs held for want of admission's stamp (the user's fix applied): {driver.held}")
         assert not driver.errors, f"TJ_KILL_SEED={seed}: {driver.errors}"
         assert not driver.is_alive(), f"TJ_KILL_SEED={seed}: the driver did not finish"
         stray = orphans_after_collection(kube, namespace)
@@ -177,6 +176,7 @@ def test_operator_killed_at_random_instants_loses_duplicates_and_double_counts_n
         assert not problems, f"TJ_KILL_SEED={seed}: " + "\n".join(problems)
         errors = logged_errors(operator, log_start)
         assert not errors, f"TJ_KILL_SEED={seed}: the operators logged errors:\n" + "\n".join(errors[:20])
+        assert not driver.held, f"TJ_KILL_SEED={seed}: jobs stored without admission's stamp: {driver.held}"
         print(
             f"TJ_KILL_SEED={seed}: {chaos.summary()}; {len(driver.finished)} jobs played "
             f"({sum(len(s.done) for s in driver.finished)} steps), {len(history.seen)} pods; converged "

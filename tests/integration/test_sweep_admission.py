@@ -15,13 +15,15 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
+from tests.admission_support import mutating_webhook_withheld
 from tests.integration.sweep_helpers import create_sweep, events_of, get_sweep, sweep_manifest, trials, wait_sweep
-from tests.integration.test_admission_rbac import DENIED, PODS, author, refusal
+from tests.integration.test_admission_rbac import DENIED, PODS, api_failure, author, refusal
 from tests.integration.test_sweep_api import KWOK_TEMPLATE
 from tests.jobs import live_pods
 from tests.kube import Kube, wait_until
 from tests.operator_harness import RunningOperator, start_again
 from trainingjob.api import constants as k
+from trainingjob.api import webhook_config as w
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("trainingjob_crd")]
 
@@ -80,12 +82,16 @@ def _ran(kube: Kube, namespace: str, name: str) -> bool:
 def test_a_sweep_stored_while_no_webhook_answered_makes_no_trial_until_checked(
     kube: Kube, namespace: str, operator: RunningOperator
 ) -> None:
-    """Stored without a stamp (no operator answered its webhook): the operator makes no trial, says why on the
-    sweep (Pending, NotAdmitted, an Event naming the fix); a user who may not run its pods cannot have it checked,
-    one who may can."""
+    """Stored without a stamp (the mutating webhook's configuration removed while no operator answered): the
+    operator makes no trial, says why on the sweep (Pending, NotAdmitted, an Event naming the fix); a user who may
+    not run its pods cannot have it checked, one who may can. With the configuration in place the create is
+    refused while no operator answers (the webhook fails closed)."""
     operator.stop(hard=True)
     try:
-        create_sweep(kube, namespace, sweep("unchecked"))
+        refused = api_failure(lambda: create_sweep(kube, namespace, sweep("refused")))
+        assert f'failed calling webhook "{w.MUTATING_WEBHOOK}"' in refused
+        with mutating_webhook_withheld(kube):
+            create_sweep(kube, namespace, sweep("unchecked"))
     finally:
         start_again(operator)
     status = wait_sweep(

@@ -4,6 +4,7 @@ operator (and so every webhook) is down."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -13,7 +14,7 @@ from kubernetes.client.exceptions import ApiException
 
 from tests.conftest import ClusterUnderTest
 from tests.integration import api_support
-from tests.integration.v1_support import apply, create, read, release, v1_job, wait_state
+from tests.integration.v1_support import apply, create, read, v1_job, wait_state
 from tests.jobs import job_manifest, wait_phase
 from tests.kube import Kube, wait_until
 from tests.operator_harness import RunningOperator, start_again
@@ -213,19 +214,24 @@ def test_while_the_operator_is_down_jobs_stay_safe_and_v1_stays_readable(
         with pytest.raises(ApiException) as conversion:
             read(kube, namespace, "before", c.V1ALPHA1)
         assert conversion.value.status == 500 and "conversion webhook" in conversion.value.body
-        # Admission fails open: cluster checks are skipped, the schema still judges everything else.
-        create(kube, namespace, v1_job("unchecked", image="registry.example/train:1", dataVolume={"claimName": "x"}))
-        refused = api_support.rejection(lambda: create(kube, namespace, v1_job("no-image")))
-        assert "spec.image is required: set it, or set spec.model and run the operator" in refused
-        assert "framework is immutable" in api_support.rejection(
+        # The mutating webhook fails closed (it stamps what it admits): creates and spec changes wait for the
+        # operator, with a message naming the webhook; writes of metadata alone call no webhook.
+        for call in (
+            lambda: create(kube, namespace, v1_job("unchecked", image="registry.example/train:1")),
             lambda: kube.custom.patch_namespaced_custom_object(
-                c.GROUP, c.V1, namespace, c.PLURAL, "before", {"spec": {"framework": "jax"}}
-            )
-        )
+                c.GROUP, c.V1, namespace, c.PLURAL, "before", {"spec": {"suspend": True}}
+            ),
+        ):
+            with pytest.raises(ApiException) as refused:
+                call()
+            assert refused.value.status >= 500, refused.value.body
+            message = json.loads(refused.value.body)["message"]
+            assert f'failed calling webhook "{w.MUTATING_WEBHOOK}"' in message, message
+        labelled = {"metadata": {"labels": {"team": "a"}}}
+        kube.custom.patch_namespaced_custom_object(c.GROUP, c.V1, namespace, c.PLURAL, "before", labelled)
     finally:
         start_again(operator)
     wait_until(lambda: read(kube, namespace, "before", c.V1ALPHA1) is not None, 30, "v1alpha1 to be served again")
-    assert read(kube, namespace, "unchecked", c.V1ALPHA1)["spec"]["dataVolume"]["claimName"] == "x"
-    release(kube, namespace, "unchecked")
+    assert read(kube, namespace, "unchecked", c.V1) is None
     pods = client.CoreV1Api(kube.api).list_namespaced_pod(namespace, label_selector=f"{c.LABEL_JOB_NAME}=before").items
     assert [p.metadata.name for p in pods] == ["before-worker-0"], "nothing was lost or duplicated meanwhile"

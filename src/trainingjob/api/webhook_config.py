@@ -6,13 +6,17 @@ Shipped pointing at https://127.0.0.1:9443, where `tj operator` run outside the 
 `kubectl apply -f deploy/crd/ -f deploy/rbac/` plus `tj operator` is a working install on a local cluster;
 deploy/base/ patches them to the operator's Service for the in-cluster install.
 
-Both admission webhooks fail open (failurePolicy Ignore): every structural rule is in the schema and its CEL rules
-(including the immutability rules), which the API server enforces whether or not the operator runs; the one check
-that must never be skipped, whether the author may run the job's pods, is failed closed by the operator itself
-(a job without a valid admission stamp is held: reconcile/admission.py). The webhooks add what only a live view
-of the cluster can judge (does that PVC exist, does the PriorityClass, can the quota ever fit the gang) and the
-image default; while the operator is down, jobs are still validated by the schema, and a v1 job that relies on the
-derived image is refused by a rule that says why.
+The mutating webhook fails closed (failurePolicy Fail): it stamps what it admits (webhooks/stamping.py), and a
+create or spec change it never saw would be stored unchecked and held by the operator until someone had it checked
+(issue 41: the kill points met a job created while the operator was down, stored without a stamp). So while no
+operator answers, creates and spec changes of TrainingJobs and TrainingSweeps are refused (`failed calling webhook
+"default.trainingjobs.ml.example.com"`: retry once the operator is back); reads, deletes, status and metadata writes
+(finalizers, labels) call no webhook (matchConditions below) and keep working. The operator still holds any job
+stored without a valid stamp (reconcile/admission.py: a configuration edited or removed by hand, an older install).
+The validating webhook fails open (failurePolicy Ignore): every structural rule is in the schema and its CEL rules
+(including the immutability rules), which the API server enforces whether or not the operator runs; it adds what
+only a live view of the cluster can judge (does that PVC exist, does the PriorityClass, can the quota ever fit the
+gang).
 """
 
 from __future__ import annotations
@@ -83,7 +87,7 @@ def conversion(endpoint: Endpoint = SHIPPED_ENDPOINT, ca_bundle: str | None = No
 # stamp (reconcile/admission.py: it is checked and signed there); a v1 request without an image.
 IMAGE_UNSET = (
     f"request.resource.resource == '{c.PLURAL}' && request.kind.version == '{c.V1}' && "
-    "(!has(object.spec) || !has(object.spec.image) || object.spec.image == '')"
+    "(!has(object.spec) || (!has(object.spec.runtimeRef) && (!has(object.spec.image) || object.spec.image == '')))"
 )
 
 
@@ -112,12 +116,12 @@ def _rule(versions: list[str], resources: tuple[str, ...] = (c.PLURAL,)) -> dict
     }
 
 
-def _webhook(name: str, path: str, endpoint: Endpoint, ca_bundle: str | None) -> dict[str, Any]:
+def _webhook(name: str, path: str, endpoint: Endpoint, ca_bundle: str | None, failure: str) -> dict[str, Any]:
     return {
         "name": name,
         "admissionReviewVersions": ["v1"],
         "sideEffects": "None",
-        "failurePolicy": "Ignore",
+        "failurePolicy": failure,
         "timeoutSeconds": TIMEOUT_SECONDS,
         "matchPolicy": "Exact",
         "clientConfig": endpoint.client_config(path, ca_bundle),
@@ -140,7 +144,7 @@ def mutating_configuration(endpoint: Endpoint = SHIPPED_ENDPOINT, ca_bundle: str
     own writes (status, finalizers) never pay for a webhook call. Reinvoked if a later webhook changes the job, so
     the stamp is made over the spec as stored. TrainingSweeps too: their author is checked for the trials their
     template makes, and the sweep stamped (sweeps/admission.py)."""
-    webhook = _webhook(MUTATING_WEBHOOK, MUTATE_PATH, endpoint, ca_bundle)
+    webhook = _webhook(MUTATING_WEBHOOK, MUTATE_PATH, endpoint, ca_bundle, "Fail")
     webhook["reinvocationPolicy"] = "IfNeeded"
     webhook["rules"] = [_rule(["*"], (c.PLURAL, c.SWEEP_PLURAL))]
     webhook["matchConditions"] = [{"name": "create-spec-stamp-or-image", "expression": MUTATE_WHEN}]
@@ -151,7 +155,7 @@ def validating_configuration(endpoint: Endpoint = SHIPPED_ENDPOINT, ca_bundle: s
     """Checks against the cluster's state, for every served version as it was sent (the webhook converts
     internally), and only when the spec is new or changed: the operator's own finalizer and status writes never
     call it."""
-    webhook = _webhook(VALIDATING_WEBHOOK, VALIDATE_PATH, endpoint, ca_bundle)
+    webhook = _webhook(VALIDATING_WEBHOOK, VALIDATE_PATH, endpoint, ca_bundle, "Ignore")
     webhook["rules"] = [_rule(["*"])]
     webhook["matchConditions"] = [
         {"name": "spec-changed", "expression": "request.operation == 'CREATE' || object.spec != oldObject.spec"}

@@ -1,10 +1,12 @@
 """The admission stamp: proof, signed with a key only the operator has, that the mutating webhook checked the
 job's creator may run the pods it asks for (webhooks/authorization.py), and the hold for a job without one.
 
-Why: the webhooks fail open (failurePolicy Ignore), so a job created or changed while no operator answered them
-was never checked, and the operator creates its pods with its own rights (issue 41: a ServiceAccount allowed only
-TrainingJobs got a privileged root pod with a hostPath volume and a Secret). So the reconciler creates pods only
-for a job whose stamp verifies; any other is held (condition Blocked, reason NotAdmitted) until it is stamped.
+Why: the operator creates its pods with its own rights (issue 41: a ServiceAccount allowed only TrainingJobs got a
+privileged root pod with a hostPath volume and a Secret), and a job may reach the API server's storage without the
+webhook having checked it: the webhook fails closed (failurePolicy Fail), but its configuration can be removed or
+edited by hand, and an older install failed open (a job created while no operator answered was stored unchecked).
+So the reconciler creates pods only for a job whose stamp verifies; any other is held (condition Blocked, reason
+NotAdmitted) until it is stamped.
 
 What is signed: the job's namespace and name, its uid (on UPDATE; a new object has none yet), the fingerprint of
 every spec field that shapes its pods but the worker count (fingerprint below; builders.common.spec_hash: version-

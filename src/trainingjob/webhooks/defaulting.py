@@ -6,7 +6,8 @@
   image runs after the webhook, so a job is never stored without one.
 - A new job gets the operator's finalizer, in any version: otherwise the operator's first reconcile adds it with a
   write of its own, one per job (and one more watch event for every watcher of jobs). The operator still adds it
-  to a job that comes without (created while no operator served the webhook: failurePolicy Ignore).
+  to a job that comes without (the webhook fails closed, but a configuration removed by hand or an older install
+  lets a job be stored without it).
 
 The API server calls the webhook only when one of the two applies (matchConditions in api/webhook_config.py).
 """
