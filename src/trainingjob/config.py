@@ -118,6 +118,9 @@ class OperatorConfig:
     # The key admission stamps are signed with (reconcile/admission.py), set once the webhooks run; None (no
     # webhooks, --webhook-port 0): nothing can be stamped, so jobs are not held for want of a stamp.
     admission_key: bytes | None = None
+    # When this cluster's operators began stamping (the key's `admission.since`): only a job created before it may
+    # be admitted without a stamp for having been reconciled at its generation (reconcile/admission.py).
+    admission_since: datetime.datetime | None = None
     progress_reporters: tuple[int, ...] = setting(
         (0,),
         flags="--progress-reporters",

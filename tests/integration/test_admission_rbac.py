@@ -25,6 +25,7 @@ from tests.kube import Kube, wait_until
 from tests.operator_harness import REPO, RunningOperator, start_again, start_operator
 from trainingjob.api import constants as c
 from trainingjob.api import webhook_config as w
+from trainingjob.webhooks.tls import SECRET_NAME
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("trainingjob_crd")]
 DENIED = f'admission webhook "{w.MUTATING_WEBHOOK}" denied the request: '
@@ -162,11 +163,14 @@ def test_a_job_an_older_operator_ran_is_not_held_after_the_upgrade(
     kube: Kube, namespace: str, operator: RunningOperator
 ) -> None:
     """An operator from before stamps ran the job (played by this one without its webhooks, --webhook-port 0: it
-    signs nothing and holds nothing, and no mutating webhook is configured, as then). After the upgrade
+    signs nothing and holds nothing, no mutating webhook is configured, and the webhook Secret holds no admission
+    key, as then; the upgraded operator makes one, dated now). After the upgrade
     the job is still reconciled (a deleted worker comes back, nothing Blocked), and a change that shapes no pod,
     by someone who may not create pods, gets it a stamp instead of a refusal or a hold."""
     operator.stop()
     try:
+        unkeyed = {"data": {"admission.key": None, "admission.since": None}}
+        kube.core.patch_namespaced_secret(SECRET_NAME, w.SERVICE_NAMESPACE, unkeyed)
         older = start_operator(operator.kubeconfig, operator.log_path, "--webhook-port", "0")
         try:
             with mutating_webhook_withheld(kube):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import dataclasses
+import datetime
 from typing import Any
 
 import pytest
@@ -115,7 +116,7 @@ def request(obj: dict[str, Any], old: dict[str, Any] | None = None, user: UserIn
 
 
 def admitted(req: AdmissionRequest, reviewer: Reviewer) -> Verdict:
-    return asyncio.run(admit(req, Verdict(), KEY, reviewer, CONFIG, NOW))
+    return asyncio.run(admit(req, Verdict(), KEY, reviewer, CONFIG, NOW, since=NOW))
 
 
 def test_an_author_without_the_rights_is_denied_with_each_one_named() -> None:
@@ -202,11 +203,26 @@ def test_a_change_of_the_pods_is_checked_again_as_its_author() -> None:
     assert not verdict.allowed and "bob may not create pods in namespace ml" in (verdict.message or "")
 
 
+def test_a_forged_observed_generation_admits_nothing_created_since_stamping_began() -> None:
+    """Whoever may write trainingjobs/status can set observedGeneration on any job: for a job created after the
+    operators began stamping it is no evidence that one reconciled it, so a shape-preserving change is no stamp."""
+    old = body(spec(), uid="uid-1", creationTimestamp="2026-11-28T12:00:30Z")  # after NOW, when stamping began
+    old["metadata"]["generation"] = 3
+    old["status"] = {"phase": "Running", "observedGeneration": 3}
+    suspended = copy.deepcopy(old)
+    suspended["spec"]["suspend"] = True
+    verdict = admitted(request(suspended, old, UserInfo("bob")), Reviewer(("create", "pods", "")))
+    assert verdict.allowed and verdict.patch == [], "passes unstamped: still held"
+
+
 def test_the_reconciler_creates_no_pod_for_a_job_without_a_stamp_and_holds_it() -> None:
     async def scenario() -> tuple[FakeApiServer, FakeApiServer]:
         unstamped = FakeApiServer()
-        unstamped.add_job(job_body())
-        config = dataclasses.replace(CONFIG, admission_key=KEY)
+        forged = job_body()  # an observedGeneration written by whoever may write status, on a job made since
+        forged["metadata"].update(creationTimestamp="2026-11-22T12:00:01Z", generation=1)
+        forged["status"] = {"phase": "Running", "observedGeneration": 1}
+        unstamped.add_job(forged)
+        config = dataclasses.replace(CONFIG, admission_key=KEY, admission_since=NOW - datetime.timedelta(days=30))
         held = Reconciler(unstamped.indexes(NS), fake_applier(unstamped), config, clock=lambda: NOW)
         await settle(held, unstamped)
         stamped = FakeApiServer()
@@ -222,5 +238,5 @@ def test_the_reconciler_creates_no_pod_for_a_job_without_a_stamp_and_holds_it() 
     assert unstamped.pods == {}, "no pod for a job nobody checked"
     status = unstamped.jobs["job"]["status"]
     assert [c["reason"] for c in status["conditions"] if c["type"] == "Blocked"] == ["NotAdmitted"]
-    assert "observedGeneration" not in status and unstamped.events.count("NotAdmitted") == 1
+    assert status["observedGeneration"] == 1 and unstamped.events.count("NotAdmitted") == 1
     assert set(stamped.pods) == {"job-worker-0", "job-worker-1"}, "a stamped job runs"

@@ -61,11 +61,16 @@ def test_a_stamp_is_worth_nothing_elsewhere() -> None:
     assert "no admission stamp" in (stamp_problem(KEY, job(), {}) or "")
 
 
-def test_a_job_reconciled_at_its_generation_before_is_admitted_without_a_stamp() -> None:
-    """Jobs from before stamps keep running; a spec changed since (a new generation) is not."""
-    assert admission_problem(KEY, job(status={"phase": "Running", "observedGeneration": 1}), {}) is None
-    assert admission_problem(KEY, job(status={"phase": "Running", "observedGeneration": 1}, generation=2), {})
-    assert admission_problem(KEY, job(status={"observedGeneration": 1}), {}), "no phase: never planned"
+def test_a_job_reconciled_at_its_generation_before_stamps_existed_is_admitted_without_a_stamp() -> None:
+    """Jobs from before stamps keep running; a spec changed since (a new generation) is not; and a job created
+    since stamping began is never admitted for its status (anyone who may write trainingjobs/status can forge it)."""
+    since = NOW + datetime.timedelta(minutes=1)  # the job was created at 12:00:05
+    reconciled = job(status={"phase": "Running", "observedGeneration": 1})
+    assert admission_problem(KEY, reconciled, {}, since) is None
+    assert admission_problem(KEY, job(status={"phase": "Running", "observedGeneration": 1}, generation=2), {}, since)
+    assert admission_problem(KEY, job(status={"observedGeneration": 1}), {}, since), "no phase: never planned"
+    assert "no admission stamp" in (admission_problem(KEY, reconciled, {}, NOW) or ""), "created since: forged"
+    assert admission_problem(KEY, reconciled, {}, None), "not known when stamping began: no exemption"
 
 
 def test_the_hold_creates_nothing_says_why_once_and_admits_nothing() -> None:

@@ -11,6 +11,7 @@ from cryptography import x509
 
 from trainingjob import certs
 from trainingjob.api import webhook_config as w
+from trainingjob.api.times import format_time
 from trainingjob.webhooks.component import WebhookSettings
 from trainingjob.webhooks.registration import TARGETS, same_target, with_nulls
 from trainingjob.webhooks.tls import Rotation, ServingNames, WebhookTls, advance
@@ -65,6 +66,19 @@ def test_a_new_ca_is_trusted_before_it_signs_and_the_old_one_until_it_expires() 
     assert len(certs.split_bundle(promoted.bundle)) == 2, "the old CA stays trusted until it expires"
     expired = advance(promoted, NAMES, SHORT, later(hours=3, minutes=10), bundle_served=True)
     assert certs.split_bundle(expired.bundle) == [promoted.ca.cert_pem]
+
+
+def test_the_admission_key_records_when_stamping_began_and_keeps_it() -> None:
+    """reconcile/admission.py admits a job without a stamp only if it was created before then; a key an older
+    operator made (without the date) counts from when this one first reads it."""
+    state = advance(None, NAMES, SHORT, START, bundle_served=True)
+    assert state.admission_key and state.admission_since == format_time(START)
+    assert WebhookTls.from_data(state.to_data()) == state
+    assert advance(state, NAMES, SHORT, later(minutes=30), bundle_served=True).admission_since == state.admission_since
+    older = WebhookTls.from_data({k: v for k, v in state.to_data().items() if k != "admission.since"})
+    assert older is not None and older.admission_since == ""
+    upgraded = advance(older, NAMES, SHORT, later(minutes=30), bundle_served=True)
+    assert upgraded.admission_key == state.admission_key and upgraded.admission_since == format_time(later(minutes=30))
 
 
 def test_a_certificate_never_outlives_its_ca() -> None:

@@ -156,7 +156,9 @@ async def _serve(
         except PortUnavailable as error:
             raise Startup(str(error)) from None
         cleanup.append(webhooks.stop)
-        config = dataclasses.replace(config, admission_key=webhooks.admission_key)
+        config = dataclasses.replace(
+            config, admission_key=webhooks.admission_key, admission_since=webhooks.admission_since
+        )
     material = None
     if given.progress_port:
         material = await ensure_tls(api, given.operator_namespace, SERVICE_NAME, url_ips(config.progress_url))

@@ -15,8 +15,11 @@ when it was signed. A stamp on a new object must be from within STAMP_WINDOW of 
 from an earlier job of the same name and spec is no good later. Changes that shape no pod (suspend, policies, the
 worker count) keep the stamp valid.
 
-A job the operator already reconciled at its current generation (status.observedGeneration) counts as admitted:
-jobs from before the stamp existed keep running, and the hold never writes observedGeneration.
+A job created before this cluster's operators began stamping (the key's `admission.since`, webhooks/tls.py) that
+the operator already reconciled at its current generation (status.observedGeneration) counts as admitted: jobs from
+before the stamp existed keep running, and the hold never writes observedGeneration. Only those: whoever may write
+trainingjobs/status can set observedGeneration on any job, so for a job created since, the status is no evidence
+(issue 41); its creationTimestamp is the API server's own.
 """
 
 from __future__ import annotations
@@ -130,12 +133,22 @@ def stamp_problem(
     return signature_problem(key, job_subject(job, created), annotations.get(ANNOTATION))
 
 
-def admission_problem(key: bytes, job: TrainingJob, annotations: Mapping[str, Any]) -> str | None:
-    """Why the operator must not create pods for `job` (None: it may)."""
-    status = job.status
-    if status.phase is not None and status.observed_generation == job.generation:
-        return None  # reconciled at this very spec before: admitted then, or from before stamps existed
+def admission_problem(
+    key: bytes, job: TrainingJob, annotations: Mapping[str, Any], since: datetime.datetime | None
+) -> str | None:
+    """Why the operator must not create pods for `job` (None: it may). `since`: when stamping began (None: unknown,
+    and no job is admitted without a stamp)."""
+    if legacy(job, since):
+        return None  # from before stamps, and reconciled at this very spec by an operator of then
     return stamp_problem(key, job, annotations)
+
+
+def legacy(job: TrainingJob, since: datetime.datetime | None) -> bool:
+    """A job created before stamps existed that an operator reconciled at its current generation."""
+    created = parse_time(job.creation_timestamp)
+    if since is None or created is None or created >= since:
+        return False
+    return job.status.phase is not None and job.status.observed_generation == job.generation
 
 
 def hold_message(problem: str, kind: str = "trainingjob", what: str = "pods", whose: str = "job") -> str:

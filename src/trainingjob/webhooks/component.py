@@ -25,6 +25,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from trainingjob.api import constants as c
 from trainingjob.api import webhook_config as w
+from trainingjob.api.times import parse_time
 from trainingjob.config import OperatorConfig
 from trainingjob.kube.ttl_cache import TtlCache
 from trainingjob.scheduling.quota import QUOTA_TTL
@@ -184,12 +185,17 @@ class Webhooks:
         assert self.tls is not None and self.tls.admission_key
         return bytes.fromhex(self.tls.admission_key)
 
+    @property
+    def admission_since(self) -> datetime.datetime | None:
+        """When this cluster's operators began stamping (reconcile/admission.py)."""
+        return parse_time(self.tls.admission_since) if self.tls is not None else None
+
     async def mutate(self, request: AdmissionRequest) -> Verdict:
         now = datetime.datetime.now(datetime.UTC)
         if request.kind == c.SWEEP_KIND:
             return await admit_sweep(request, self.admission_key, self.reviewer, self.config, now)
         verdict = mutate(request, self.settings.default_image)
-        return await admit(request, verdict, self.admission_key, self.reviewer, self.config, now)
+        return await admit(request, verdict, self.admission_key, self.reviewer, self.config, now, self.admission_since)
 
     async def validate(self, request: AdmissionRequest) -> Verdict:
         return await validate(request, self.view, self.config, self.settings.default_image)

@@ -64,7 +64,9 @@ def annotation_patch(obj: dict[str, Any], value: str) -> dict[str, Any]:
     }
 
 
-def kept_stamp(request: AdmissionRequest, key: bytes, job: TrainingJob, now: datetime.datetime) -> str | None:
+def kept_stamp(
+    request: AdmissionRequest, key: bytes, job: TrainingJob, now: datetime.datetime, since: datetime.datetime | None
+) -> str | None:
     """On an UPDATE that changes nothing that shapes the pods of an admitted job: the stamp it had, or a new one
     for a job admitted without one (the operator reconciled it at its generation, e.g. before stamps existed: an
     older operator's job). Its pods stay what they were, so suspending it needs no right to create pods, and it
@@ -77,7 +79,7 @@ def kept_stamp(request: AdmissionRequest, key: bytes, job: TrainingJob, now: dat
     annotations = _annotations(request.old_object)
     if stamp_problem(key, old, annotations) is None:
         return str(annotations[ANNOTATION])
-    return sign(key, job, old.uid, now) if admission_problem(key, old, annotations) is None else None
+    return sign(key, job, old.uid, now) if admission_problem(key, old, annotations, since) is None else None
 
 
 async def author_denial(
@@ -132,14 +134,16 @@ async def admit(
     reviewer: AccessReviewer,
     config: OperatorConfig,
     now: datetime.datetime,
+    since: datetime.datetime | None = None,
 ) -> Verdict:
-    """`verdict` (the defaults' patch) with the admission stamp added, or denied with what the author lacks."""
+    """`verdict` (the defaults' patch) with the admission stamp added, or denied with what the author lacks.
+    `since`: when stamping began (reconcile/admission.py: older jobs an operator reconciled count as admitted)."""
     if not verdict.allowed:
         return verdict
     final = _patched(request.object, verdict.patch)
     job = _job(request, final)
     try:
-        stamp = trial_stamp(request, key, job, now) or kept_stamp(request, key, job, now)
+        stamp = trial_stamp(request, key, job, now) or kept_stamp(request, key, job, now, since)
     except TrialRefused as refused:
         return verdict.deny(str(refused))
     if stamp is None:
@@ -147,7 +151,7 @@ async def admit(
         if old is not None and unasked(
             request,
             fingerprint(old) != fingerprint(job),
-            admission_problem(key, old, _annotations(request.old_object)),
+            admission_problem(key, old, _annotations(request.old_object), since),
         ):
             return verdict
         denial = await author_denial(request, job, reviewer, config, "a TrainingJob")

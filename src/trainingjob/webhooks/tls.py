@@ -29,6 +29,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from trainingjob import certs
+from trainingjob.api.times import format_time
 from trainingjob.config import CA_VALIDITY, CERT_VALIDITY
 
 SECRET_NAME = "trainingjob-webhook-tls"
@@ -58,6 +59,7 @@ class WebhookTls:
     bundle: str  # every CA the API server should trust: ca, a successor, a retired one not yet expired
     next_ca: certs.Pair | None = None  # a successor already in the bundle, waiting to take over
     admission_key: str = ""  # hex; signs admission stamps (reconcile/admission.py)
+    admission_since: str = ""  # RFC 3339: when this cluster's operators began stamping (reconcile/admission.py)
 
     def to_data(self) -> dict[str, str]:
         data = {
@@ -71,6 +73,8 @@ class WebhookTls:
             data.update({"next-ca.crt": self.next_ca.cert_pem, "next-ca.key": self.next_ca.key_pem})
         if self.admission_key:
             data["admission.key"] = self.admission_key
+        if self.admission_since:
+            data["admission.since"] = self.admission_since
         return data
 
     @classmethod
@@ -87,6 +91,7 @@ class WebhookTls:
             data["ca-bundle.crt"],
             successor,
             data.get("admission.key", ""),
+            data.get("admission.since", ""),
         )
 
 
@@ -144,7 +149,8 @@ def advance(
     """The TLS state to use now; equal to `state` when nothing is due."""
     if state is None:
         ca = certs.new_ca(CA_NAME, rotation.ca_validity, now)
-        return WebhookTls(ca, _serving(ca, names, rotation, now), ca.cert_pem, admission_key=new_admission_key())
+        serving = _serving(ca, names, rotation, now)
+        return WebhookTls(ca, serving, ca.cert_pem, admission_key=new_admission_key(), admission_since=format_time(now))
     ca, serving, successor = state.ca, state.serving, state.next_ca
     if successor is not None and bundle_served:
         ca, successor = successor, None  # the API server trusts it now: let it sign
@@ -159,7 +165,12 @@ def advance(
     ):
         serving = _serving(ca, names, rotation, now)
     key = state.admission_key or new_admission_key()
-    updated = replace(state, ca=ca, serving=serving, bundle=bundle, next_ca=successor, admission_key=key)
+    # A key from before `since` was kept (an older operator): stamping counts from now, when it is first read.
+    since = state.admission_since if state.admission_key else ""
+    since = since or format_time(now)
+    updated = replace(
+        state, ca=ca, serving=serving, bundle=bundle, next_ca=successor, admission_key=key, admission_since=since
+    )
     return state if updated == state else updated
 
 

@@ -259,7 +259,8 @@ class Reconciler:
         key = self.config.admission_key
         if key is None or job.deleting or job.status.finished:
             return None
-        problem = admission_problem(key, job, (body.get("metadata") or {}).get("annotations") or {})
+        annotations = (body.get("metadata") or {}).get("annotations") or {}
+        problem = admission_problem(key, job, annotations, self.config.admission_since)
         return None if problem is None else hold(job, problem, now)
 
     async def surroundings(
