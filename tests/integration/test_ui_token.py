@@ -6,6 +6,7 @@ token lives in the UI tab's sessionStorage (scheme + host + port) and goes out o
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import threading
 from collections.abc import Iterator
@@ -95,5 +96,39 @@ def test_a_cookie_left_by_an_earlier_version_is_deleted(browser: Any, admin_ui: 
         page.goto(admin_ui.login_url)
         expect(page.get_by_test_id("identity")).to_contain_text("acting as")
         assert [c for c in context.cookies() if c["name"] == "tj_ui_token"] == []
+    finally:
+        context.close()
+
+
+def test_a_job_page_opened_without_the_token_says_how_to_get_in_and_takes_it(
+    browser: Any, admin_ui: RunningUi, kube: Kube, namespace: str
+) -> None:
+    """sessionStorage is per tab: a job's page opened in a new tab (or from a bookmark) has no token. It says why and
+    how to get in, takes the printed URL pasted, and then shows the page asked for; still no cookie anywhere."""
+    create_job(kube, namespace, job_manifest("elsewhere", complete_after=None))
+    wait_phase(kube, namespace, "elsewhere", "Running")
+    with fresh_page(browser) as (context, page):
+        page.goto(f"{admin_ui.base}/#/jobs/{namespace}/elsewhere")
+        sign_in = page.get_by_test_id("sign-in")
+        expect(sign_in).to_contain_text("This tab is not signed in")
+        expect(sign_in).to_contain_text("open the URL `tj ui` printed")
+        expect(page.get_by_test_id("sign-in")).to_have_count(1)
+        page.get_by_test_id("token-input").fill(admin_ui.login_url)
+        page.get_by_role("button", name="Sign in").click()
+        expect(page.get_by_test_id("identity")).to_contain_text("acting as")
+        expect(page.get_by_test_id("phase").first).to_contain_text("Running")
+        assert page.url.endswith(f"#/jobs/{namespace}/elsewhere"), page.url
+        expect(page.get_by_test_id("sign-in")).to_have_count(0)
+        assert context.cookies() == []
+
+
+@contextlib.contextmanager
+def fresh_page(browser: Any) -> Iterator[tuple[Any, Any]]:
+    """A page in a browser context of its own (no storage, no cookies), closed afterwards."""
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        page.set_default_timeout(UI_TIMEOUT_MS)
+        yield context, page
     finally:
         context.close()

@@ -1,5 +1,5 @@
 // The page shell: the live job list (one event stream on /api/stream for the whole session) and a hash router.
-import { el, age, authHeaders, duration, EventStream, number, phaseBadge, progressBar, simulatedBadge, takeToken } from "./common.js";
+import { el, age, authHeaders, duration, EventStream, number, phaseBadge, progressBar, showSignIn, simulatedBadge, takeToken } from "./common.js";
 import { showJob } from "./job.js";
 import { showSubmit } from "./submit.js";
 
@@ -104,7 +104,11 @@ function route() {
 async function showIdentity() {
   const response = await fetch("/api/whoami", { headers: authHeaders() });
   const box = document.getElementById("identity");
-  if (!response.ok) { box.textContent = "not signed in: open the URL `tj ui` printed"; return; }
+  if (!response.ok) {
+    box.textContent = "not signed in: open the URL `tj ui` printed";
+    if (response.status === 401) showSignIn();
+    return;
+  }
   const who = await response.json();
   box.textContent = `acting as ${who.user || "your kubeconfig user"} · ${who.server}`;
 }

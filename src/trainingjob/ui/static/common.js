@@ -67,6 +67,30 @@ export function takeToken() {
   history.replaceState(null, "", `${location.pathname}${location.search}#/`);
 }
 
+// A tab without the token (a page opened in a new tab or window, a bookmark, a restarted browser: sessionStorage is
+// per tab) gets 401 from every API call. Say so once, and how to get in: open the URL `tj ui` printed, or paste it
+// (or its token) here; the page asked for opens once signed in. The token still goes only to this tab's storage.
+export function showSignIn() {
+  if (document.getElementById("sign-in")) return;
+  const input = el("input", { type: "password", autocomplete: "off", "aria-label": "token", "data-testid": "token-input",
+    placeholder: "the URL `tj ui` printed, or its token" });
+  const form = el("form", { id: "sign-in", class: "alert warning", role: "alert", "data-testid": "sign-in" },
+    el("p", {}, "This tab is not signed in to the UI. The token `tj ui` printed is kept in the tab that opened its URL ",
+      "(never in a cookie, which every other service on this machine would receive), so a page opened in a new tab, ",
+      "a bookmark or a restarted browser needs it again: open the URL `tj ui` printed (it ends in #token=…), or paste ",
+      "it here."),
+    input, el("button", { type: "submit" }, "Sign in"));
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const pasted = input.value.trim();
+    const token = pasted.includes("#token=") ? pasted.slice(pasted.indexOf("#token=") + 7).split(/[&/]/)[0] : pasted;
+    if (!token) return;
+    sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(token));
+    location.reload(); // the same page (its #/route), now with the token
+  });
+  document.body.prepend(form);
+}
+
 export function authHeaders(extra = {}) {
   const token = sessionStorage.getItem(TOKEN_KEY);
   return token ? { ...extra, Authorization: `Bearer ${token}` } : { ...extra };
@@ -100,6 +124,10 @@ export class EventStream {
     while (!this.closed) {
       try {
         const response = await fetch(path, { headers: authHeaders({ Accept: "text/event-stream" }), signal: this.controller.signal });
+        if (response.status === 401) {
+          showSignIn(); // retrying cannot help until the tab has the token
+          return;
+        }
         if (response.ok) {
           this.onopen?.();
           await this.read(response.body);
@@ -156,6 +184,7 @@ export async function api(method, path, body) {
   } catch (error) {
     return { ok: false, status: 0, body: { message: `the UI server did not answer: ${error}` } };
   }
+  if (response.status === 401) showSignIn();
   let payload = {};
   try { payload = await response.json(); } catch { payload = { message: response.statusText }; }
   return { ok: response.ok, status: response.status, body: payload };
