@@ -191,11 +191,23 @@ class Webhooks:
         return parse_time(self.tls.admission_since) if self.tls is not None else None
 
     async def mutate(self, request: AdmissionRequest) -> Verdict:
+        """The defaults and the admission stamp. This webhook fails closed and runs before the schema's validation:
+        a spec its checks cannot even build pods from (an unknown framework, no workers) passes here unstamped, so
+        the API server refuses it with the schema's own message (or, if the schema lets it through, the operator
+        holds it unstamped and judges it), instead of a 500 that names nothing."""
         now = datetime.datetime.now(datetime.UTC)
-        if request.kind == c.SWEEP_KIND:
-            return await admit_sweep(request, self.admission_key, self.reviewer, self.config, now)
-        verdict = mutate(request, self.settings.default_image)
-        return await admit(request, verdict, self.admission_key, self.reviewer, self.config, now, self.admission_since)
+        verdict = Verdict() if request.kind == c.SWEEP_KIND else mutate(request, self.settings.default_image)
+        defaults = list(verdict.patch)
+        try:
+            if request.kind == c.SWEEP_KIND:
+                return await admit_sweep(request, self.admission_key, self.reviewer, self.config, now)
+            return await admit(
+                request, verdict, self.admission_key, self.reviewer, self.config, now, self.admission_since
+            )
+        except Exception as error:  # whatever it is, nothing is stamped
+            logger.info("not stamped (%s %s/%s): %r", request.kind, request.namespace, request.name, error)
+            verdict.patch = defaults
+            return verdict
 
     async def validate(self, request: AdmissionRequest) -> Verdict:
         return await validate(request, self.view, self.config, self.settings.default_image)
