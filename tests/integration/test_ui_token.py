@@ -114,9 +114,10 @@ def test_a_job_page_opened_without_the_token_says_how_to_get_in_and_takes_it(
         expect(sign_in).to_contain_text("open the URL `tj ui` printed")
         expect(page.get_by_test_id("sign-in")).to_have_count(1)
         page.get_by_test_id("token-input").fill(admin_ui.login_url)
-        page.get_by_role("button", name="Sign in").click()
-        expect(page.get_by_test_id("identity")).to_contain_text("acting as")
-        expect(page.get_by_test_id("phase").first).to_contain_text("Running")
+        with page.expect_navigation():  # the page is loaded again, with the token
+            page.get_by_role("button", name="Sign in").click()
+        expect(page.get_by_test_id("identity")).to_contain_text("acting as", timeout=UI_TIMEOUT_MS)
+        expect(page.get_by_test_id("phase").first).to_contain_text("Running", timeout=UI_TIMEOUT_MS)
         assert page.url.endswith(f"#/jobs/{namespace}/elsewhere"), page.url
         expect(page.get_by_test_id("sign-in")).to_have_count(0)
         assert context.cookies() == []
