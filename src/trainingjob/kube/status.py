@@ -29,6 +29,20 @@ def api_message(error: ApiException) -> str:
     return status_body(error).get("message") or str(error.reason or "").strip() or f"HTTP {error.status}"
 
 
+# Answers of an API server that is restarting, overloaded or without its storage (etcd down: 500 "etcdserver: request
+# timed out", 504 "Timeout: request did not complete"), not of a request that is wrong.
+UNAVAILABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
+
+
+def unavailable(error: BaseException) -> bool:
+    """Whether `error` says the API server could not answer just now (refused or dropped connection, a timeout, one
+    of UNAVAILABLE_STATUSES): expected while the control plane restarts, retried with backoff, and worth a warning
+    line, not a traceback (the traceback would show our code, which did nothing wrong)."""
+    if isinstance(error, ApiException):
+        return error.status in UNAVAILABLE_STATUSES
+    return isinstance(error, aiohttp.ClientError | TimeoutError | ConnectionError)
+
+
 async def raise_for_status(response: aiohttp.ClientResponse) -> None:
     """Raise the ApiException the client raises itself for requests made with _preload_content=True."""
     if 200 <= response.status <= 299:

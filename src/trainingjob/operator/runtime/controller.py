@@ -15,7 +15,8 @@ from collections.abc import Awaitable, Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from trainingjob.kube.reflector import Resource
+from trainingjob.kube.reflector import Resource, describe
+from trainingjob.kube.status import unavailable
 from trainingjob.operator.runtime.informers import Watch
 from trainingjob.operator.runtime.queue import WorkQueue
 from trainingjob.operator.runtime.store import Indexes, Touched
@@ -132,9 +133,15 @@ class Controller:
                     self.metrics.reconcile_errors.labels(type(error).__name__).inc()
                 attempts, delay = self.queue.retry(key)
                 what = "/".join(str(part) for part in key) if isinstance(key, tuple) else str(key)
-                logger.exception(
-                    "reconcile of %s %s failed (attempt %d); retrying in %.0fs", self.kind, what, attempts, delay
-                )
+                if unavailable(error):
+                    logger.warning(
+                        "reconcile of %s %s failed (attempt %d), the API server did not answer: %s; retrying in %.0fs",
+                        *(self.kind, what, attempts, describe(error), delay),
+                    )
+                else:
+                    logger.exception(
+                        "reconcile of %s %s failed (attempt %d); retrying in %.0fs", self.kind, what, attempts, delay
+                    )
             finally:
                 self.in_flight.pop(key, None)
                 self.queue.done(key)
