@@ -80,3 +80,11 @@ def test_a_reconcile_the_api_server_could_not_answer_is_a_warning_without_traceb
 def test_any_other_failed_reconcile_is_an_error_with_its_traceback(caplog: pytest.LogCaptureFixture) -> None:
     (record,) = failed_reconcile_records(KeyError("spec"), caplog)
     assert record.levelno == logging.ERROR and record.exc_info is not None
+
+
+def test_a_refusal_is_an_error_line_with_the_api_servers_words_and_no_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    (record,) = failed_reconcile_records(refused(403), caplog)
+    assert record.levelno == logging.ERROR and record.exc_info is None
+    assert "the API server refused: HTTP 403: etcdserver: request timed out" in record.getMessage()

@@ -15,6 +15,8 @@ from collections.abc import Awaitable, Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from kubernetes_asyncio.client.exceptions import ApiException
+
 from trainingjob.kube.reflector import Resource, describe
 from trainingjob.kube.status import unavailable
 from trainingjob.operator.runtime.informers import Watch
@@ -136,6 +138,11 @@ class Controller:
                 if unavailable(error):
                     logger.warning(
                         "reconcile of %s %s failed (attempt %d), the API server did not answer: %s; retrying in %.0fs",
+                        *(self.kind, what, attempts, describe(error), delay),
+                    )
+                elif isinstance(error, ApiException):  # a refusal: the API server's words say it all
+                    logger.error(
+                        "reconcile of %s %s failed (attempt %d), the API server refused: %s; retrying in %.0fs",
                         *(self.kind, what, attempts, describe(error), delay),
                     )
                 else:
