@@ -276,6 +276,23 @@ def test_a_resource_not_served_counts_as_empty_and_is_listed_once_served(monkeyp
     assert names(index) == ["a-worker-0"]
 
 
+def test_a_resource_not_served_is_an_answer_not_a_stalled_watch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """/healthz fails for informers silent past the bound: one whose CRD is missing (Kueue's, on a cluster without
+    Kueue) hears 404 at every retry, which is the API server answering, not silence."""
+
+    async def no_sleep(seconds: float) -> None:
+        pass
+
+    monkeypatch.setattr(reflector_module.asyncio, "sleep", no_sleep)
+    missing = Response(404, {"message": "the server could not find the requested resource"})
+    api = ScriptedApi(lists=[missing, missing], watches=[])
+    informer, _ = make_informer(api, [])
+    ticks = iter(range(100, 200))
+    informer.clock, informer.last_contact = lambda: float(next(ticks)), 0.0
+    asyncio.run(run_until_exhausted(informer, api))
+    assert informer.last_contact >= 100
+
+
 def test_pages_are_filed_with_the_collector_paused_and_the_collector_comes_back() -> None:
     """Filing a page allocates ~10^6 containers that live until it is filed: the cyclic collector, run over them
     again and again, was half the CPU of a restart's listing. It is off while a page is filed, and only then."""

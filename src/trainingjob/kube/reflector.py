@@ -178,9 +178,12 @@ class Reflector:
         logger.warning("%s: %s; retrying in %.1fs", self.name, describe(error), delay)
 
     def not_served(self) -> None:
-        """404: nothing of the resource exists, which an empty sink says. Listed again until served."""
+        """404: nothing of the resource exists, which an empty sink says. Listed again until served. The API server
+        answered, so the informer is not stalled: without moving `last_contact` an operator on a cluster without
+        Kueue's CRDs failed its liveness probe once --reconcile-stuck-after passed, and was restarted for good."""
         if not self.synced.is_set() or self.served:
             logger.warning("%s is not served (is its CRD installed?); nothing of it is cached", self.name)
+        self.last_contact = self.clock()
         self.resource_version, self.served = None, False
         self.sink.replace({})
         self.synced.set()
