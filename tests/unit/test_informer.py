@@ -293,6 +293,29 @@ def test_a_resource_not_served_is_an_answer_not_a_stalled_watch(monkeypatch: pyt
     assert informer.last_contact >= 100
 
 
+def test_an_informer_backing_off_on_purpose_is_not_silent_and_its_silence_restarts_after(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Liveness bounds the time an informer waits for the API server; a backoff of up to 30 s after a refusal (403
+    while a restarted API server syncs its RBAC caches, 429 while it re-initializes its storage) is not waiting."""
+    now = [100.0]
+    seen: list[tuple[bool, float]] = []
+
+    async def sleep(seconds: float) -> None:
+        seen.append((informer.backing_off, informer.silent_seconds(now[0] + seconds)))
+        now[0] += seconds
+
+    monkeypatch.setattr(reflector_module.asyncio, "sleep", sleep)
+    api = ScriptedApi(lists=[Response(429, {"message": "storage is (re)initializing"})], watches=[])
+    informer, _ = make_informer(api, [])
+    informer.clock, informer.last_contact = (lambda: now[0]), 100.0
+    asyncio.run(run_until_exhausted(informer, api))
+    [(backing_off, silent_while_asleep)] = seen
+    assert backing_off and silent_while_asleep == 0.0
+    assert not informer.backing_off and informer.last_contact == now[0] > 100.0  # silence counts from the wake-up
+    assert informer.silent_seconds(now[0] + 12) == 12
+
+
 def test_pages_are_filed_with_the_collector_paused_and_the_collector_comes_back() -> None:
     """Filing a page allocates ~10^6 containers that live until it is filed: the cyclic collector, run over them
     again and again, was half the CPU of a restart's listing. It is off while a page is filed, and only then."""

@@ -141,6 +141,7 @@ class Reflector:
         self.not_served_is_empty = not_served_is_empty
         self.synced = asyncio.Event()
         self.last_contact = clock()
+        self.backing_off = False  # asleep between a failed request and the next, on purpose
         self.resource_version: str | None = None
         self.relists = 0
         self.failures = 0
@@ -167,7 +168,23 @@ class Reflector:
                     self.not_served()
                 else:
                     self.on_failure(error, delay)
-                await asyncio.sleep(delay)
+                await self.back_off(delay)
+
+    async def back_off(self, delay: float) -> None:
+        """Sleep `delay` seconds; the silence that counts (silent_seconds) starts again when the sleep ends."""
+        self.backing_off = True
+        try:
+            await asyncio.sleep(delay)
+        finally:
+            self.backing_off = False
+            self.last_contact = max(self.last_contact, self.clock())
+
+    def silent_seconds(self, now: float) -> float:
+        """How long the informer has waited for the API server (liveness probes bound it): 0 while it backs off on
+        purpose, else the time since its last contact or the end of its last backoff. A backoff of up to 30 s is
+        no hang, and an API server that refuses or is down is no reason to restart the operator; a request that
+        hangs is."""
+        return 0.0 if self.backing_off else max(0.0, now - self.last_contact)
 
     @property
     def sink(self) -> Sink:

@@ -108,12 +108,12 @@ class Caches:
         return all(informer.synced.is_set() for informer in self.informers)
 
     def stalled(self, bound: float) -> list[str]:
-        """Informers that have heard nothing from the API server for over `bound` seconds (a live watch hears at
-        least a bookmark or its own end well within it), and informers whose task died."""
+        """Informers that have waited for the API server for over `bound` seconds (a live watch hears at least a
+        bookmark or its own end well within it; one backing off after a failure is not waiting), and informers whose
+        task died."""
         now = self.clock()
-        late = [
-            f"{i.name} (silent {now - i.last_contact:.0f}s)" for i in self.informers if now - i.last_contact > bound
-        ]
+        silent = {informer.name: informer.silent_seconds(now) for informer in self.informers}
+        late = [f"{name} (silent {seconds:.0f}s)" for name, seconds in silent.items() if seconds > bound]
         dead = [task.get_name() for task in self.tasks if task.done()]
         return late + [f"{name} (stopped)" for name in dead]
 
