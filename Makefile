@@ -82,11 +82,14 @@ test: lint test-packages  ## everything CI runs: system packages, tools, runtime
 	$(MAKE) --no-print-directory -j2 tools runtimes mlflow-server
 	$(BIN)/python -m pytest tests
 
-# The random kill points (tests/integration/test_kill_points.py) run 50 kills in `make test`; this runs more. The seed
-# is printed; TJ_KILL_SEED=N draws the same scenarios and kill instants again.
+# The random kill points (tests/integration/test_kill_points.py) run 50 kills in `make test`, the control-plane
+# restarts (test_control_plane_chaos.py) 6; this runs more of both. The seeds are printed; TJ_KILL_SEED=N and
+# TJ_CONTROL_PLANE_SEED=N draw the same scenarios, kill instants and faults again.
 KILLS ?= 200
-chaos: components node-packages  ## SIGKILL the operator at KILLS (200) random instants while jobs run on kwok; check nothing is lost
+RESTARTS ?= 20
+chaos: components node-packages  ## SIGKILL the operator at KILLS (200) random instants, restart etcd/API server RESTARTS (20) times, while jobs run on kwok; check nothing is lost
 	TJ_KILL_POINTS=$(KILLS) $(BIN)/python -m pytest tests/integration/test_kill_points.py -s
+	TJ_CONTROL_PLANE_RESTARTS=$(RESTARTS) $(BIN)/python -m pytest tests/integration/test_control_plane_chaos.py -s
 
 gpu-check:  ## on a machine with NVIDIA GPUs, PyTorch and JAX: the node's GPU path and the examples over NCCL (scripts/gpu-check.sh)
 	scripts/gpu-check.sh

@@ -1,7 +1,13 @@
-"""Faults injected into the session's local control plane: restart or freeze a component, compact etcd.
+"""Faults injected into the session's local control plane: restart or freeze a component, compact etcd; and the
+fixtures of the tests that inject them (`faulted_operator`, `restored_control_plane`).
 
 Every helper keeps state.json true (a restarted component's new pid is saved), so `tj cluster down` and the next
 session's `up` still find every process; restarts reuse the exact command line the running process was given.
+
+The tests run a dedicated operator without leader election: with it, a leader that cannot renew its Lease for 10 s
+exits (70) on purpose and a Deployment restarts it, which would hide the informers' own recovery (the operator
+killed and restarted is what the kill points test). The session's operator is stopped meanwhile (two operators
+would both write) and replaced by a fresh one afterwards.
 """
 
 from __future__ import annotations
@@ -12,13 +18,28 @@ import json
 import os
 import signal
 import ssl
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pytest
+
+from tests.operator_harness import RunningOperator, start_operator
 from trainingjob.cluster import components as c
 from trainingjob.cluster.control_plane import ClusterState, component_running
 from trainingjob.cluster.process import start, stop, wait_healthy
+
+# Watches end every 5 s (process.watch_timeout), so a healthy operator hears from the API server well within 10 s.
+STUCK_AFTER = 10
+CONTROL_PLANE = ("etcd", "kube-apiserver")
+# The API server's own clients do not always recover from its restart by themselves, and that is not what is tested
+# here: in one run of three kube-scheduler 1.35 never bound pods recreated under a just-deleted name ("Scheduler cache
+# is corrupted"), and kube-controller-manager once took over a minute to create a new namespace's ServiceAccount.
+# The tests restart the scheduler with the API server; after every test both start afresh.
+CLIENTS = ("kube-controller-manager", "kube-scheduler")
+RESTORED = (*CONTROL_PLANE, *CLIENTS)
+RELISTED = "resourceVersion too old; listing again"
 
 
 def session_cluster() -> ClusterState:
@@ -103,3 +124,66 @@ def compact_etcd(state: ClusterState) -> int:
     revision = int(etcd_call(state, "kv/range", {"key": key, "count_only": True})["header"]["revision"])
     etcd_call(state, "kv/compaction", {"revision": str(revision), "physical": True})
     return revision
+
+
+@pytest.fixture(scope="module")
+def faulted_operator(operator: RunningOperator, request: pytest.FixtureRequest) -> Iterator[RunningOperator]:
+    """The operator a test module faults, in place of the session's (logging to `<module>.log` beside its log); a
+    fresh session operator afterwards."""
+    operator.stop()
+    log_path = operator.log_path.with_name(f"{request.module.__name__.rsplit('.', 1)[-1]}.log")
+    dedicated = start_operator(
+        operator.kubeconfig, log_path, "--no-leader-elect", "--reconcile-stuck-after", str(STUCK_AFTER)
+    )
+    try:
+        yield dedicated
+    finally:
+        dedicated.stop()
+        successor = start_operator(operator.kubeconfig, operator.log_path.with_name(f"after-{log_path.name}"))
+        for field in ("process", "log_path", "progress_port", "metrics_port", "webhook_port", "health_url"):
+            setattr(operator, field, getattr(successor, field))
+
+
+@pytest.fixture
+def restored_control_plane() -> Iterator[object]:
+    """The session cluster, with etcd and the API server running and unfrozen again after the test, whatever
+    happened in it, and their clients started afresh (the tests after this one share the cluster)."""
+    state = session_cluster()
+    commands = {name: command_line(state.pids[name]) for name in RESTORED}
+    try:
+        yield state
+    finally:
+        ensure_running(state, RESTORED, commands)
+        restart(state, CLIENTS)
+
+
+def health(running: RunningOperator) -> tuple[int, str]:
+    """/healthz on the metrics port: (status, body); (0, error) when it does not answer."""
+    try:
+        with urllib.request.urlopen(f"{running.metrics_url}/healthz", timeout=2) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+    except OSError as error:
+        return 0, str(error)
+
+
+def log_since(running: RunningOperator, offset: int) -> str:
+    return running.log_path.read_bytes()[offset:].decode(errors="replace")
+
+
+def api_requests(running: RunningOperator) -> dict[tuple[str, str, str], float]:
+    """trainingjob_api_requests_total from the operator's /metrics: (verb, resource, code) -> requests so far (its
+    lists and watches are GETs of the watched resource)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"{running.metrics_url}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    counts = {}
+    for family in text_string_to_metric_families(text):
+        if family.name == "trainingjob_api_requests":
+            for sample in family.samples:
+                if sample.name.endswith("_total"):
+                    labels = sample.labels
+                    counts[(labels["verb"], labels["resource"], labels["code"])] = sample.value
+    return counts

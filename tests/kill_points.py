@@ -115,6 +115,8 @@ class PodHistory(threading.Thread):
                     version, self.relists = None, self.relists + 1
                 else:
                     time.sleep(0.2)
+            except urllib3.exceptions.HTTPError:  # the API server restarting (tests/control_plane_faults.py)
+                time.sleep(0.5)
 
     def duplicates(self) -> dict[PodKey, list[str]]:
         """(job, role, index, attempt) held by more than one pod: recreated without a new attempt."""

@@ -1,8 +1,20 @@
 """Fixtures shared by several integration test modules, registered once (a session-scoped fixture imported into
 two modules would be set up twice, and Playwright's sync API cannot run twice at once)."""
 
+from tests.control_plane_faults import faulted_operator, restored_control_plane
 from tests.integration.ui_support import admin_ui, browser, page
 from tests.kueue_support import kueue, kueue_operator, queues
 from tests.s3_support import s3_credentials, s3_server
 
-__all__ = ["admin_ui", "browser", "kueue", "kueue_operator", "page", "queues", "s3_credentials", "s3_server"]
+__all__ = [
+    "admin_ui",
+    "browser",
+    "faulted_operator",
+    "kueue",
+    "kueue_operator",
+    "page",
+    "queues",
+    "restored_control_plane",
+    "s3_credentials",
+    "s3_server",
+]

@@ -7,91 +7,33 @@
 - A frozen API server (every call hangs): /healthz on the metrics port turns 503 naming what is stuck, and 200 again
   once the API server runs.
 
-These tests run a dedicated operator without leader election: with it, a leader that cannot renew its Lease for
-10 s exits (70) on purpose and a Deployment restarts it, which would hide the informers' own recovery. The session's
-operator is stopped meanwhile (two operators would both write) and replaced by a fresh one afterwards.
+These tests run a dedicated operator without leader election (tests/control_plane_faults.py says why).
 """
 
 from __future__ import annotations
 
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Iterator
 
 import pytest
 
 from tests.control_plane_faults import (
+    CONTROL_PLANE,
+    RELISTED,
+    STUCK_AFTER,
     bump_etcd_revision,
-    command_line,
     compact_etcd,
-    ensure_running,
     frozen,
+    health,
+    log_since,
     restart,
-    session_cluster,
 )
 from tests.jobs import create_job, get_job, job_manifest, job_pods, phase_of, wait_phase
 from tests.kube import Kube, wait_until
-from tests.operator_harness import RunningOperator, start_operator
+from tests.operator_harness import RunningOperator
 from trainingjob.api import constants as k
 
 pytestmark = pytest.mark.integration
-# Watches end every 5 s (process.watch_timeout), so a healthy operator hears from the API server well within 10 s.
-STUCK_AFTER = 10
-CONTROL_PLANE = ("etcd", "kube-apiserver")
-# The API server's own clients do not always recover from its restart by themselves, and that is not what is tested
-# here: in one run of three kube-scheduler 1.35 never bound pods recreated under a just-deleted name ("Scheduler cache
-# is corrupted"), and kube-controller-manager once took over a minute to create a new namespace's ServiceAccount.
-# Test 1 restarts the scheduler with the API server; after every test both start afresh.
-CLIENTS = ("kube-controller-manager", "kube-scheduler")
-RESTORED = (*CONTROL_PLANE, *CLIENTS)
-RELISTED = "resourceVersion too old; listing again"
 PODS_INFORMER = "pods.core/v1 in all namespaces"
-
-
-@pytest.fixture(scope="module")
-def gap_operator(operator: RunningOperator) -> Iterator[RunningOperator]:
-    """The operator these tests fault, in place of the session's; a fresh session operator afterwards."""
-    operator.stop()
-    log_path = operator.log_path.with_name("watch-gaps.log")
-    dedicated = start_operator(
-        operator.kubeconfig, log_path, "--no-leader-elect", "--reconcile-stuck-after", str(STUCK_AFTER)
-    )
-    try:
-        yield dedicated
-    finally:
-        dedicated.stop()
-        successor = start_operator(operator.kubeconfig, operator.log_path.with_name("after-watch-gaps.log"))
-        for field in ("process", "log_path", "progress_port", "metrics_port", "webhook_port", "health_url"):
-            setattr(operator, field, getattr(successor, field))
-
-
-@pytest.fixture
-def restored_control_plane() -> Iterator[object]:
-    """The session cluster, with etcd and the API server running and unfrozen again after the test, whatever
-    happened in it, and their clients started afresh (the tests after this one share the cluster)."""
-    state = session_cluster()
-    commands = {name: command_line(state.pids[name]) for name in RESTORED}
-    try:
-        yield state
-    finally:
-        ensure_running(state, RESTORED, commands)
-        restart(state, CLIENTS)
-
-
-def health(running: RunningOperator) -> tuple[int, str]:
-    """/healthz on the metrics port: (status, body); (0, error) when it does not answer."""
-    try:
-        with urllib.request.urlopen(f"{running.metrics_url}/healthz", timeout=2) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
-    except OSError as error:
-        return 0, str(error)
-
-
-def log_since(running: RunningOperator, offset: int) -> str:
-    return running.log_path.read_bytes()[offset:].decode(errors="replace")
 
 
 def running_world(kube: Kube, namespace: str, name: str, size: int) -> list | None:
@@ -104,7 +46,7 @@ def running_world(kube: Kube, namespace: str, name: str, size: int) -> list | No
 
 
 def test_a_pod_deleted_during_a_watch_gap_leaves_the_cache_through_a_relist(
-    kube: Kube, namespace: str, gap_operator: RunningOperator, restored_control_plane
+    kube: Kube, namespace: str, faulted_operator: RunningOperator, restored_control_plane
 ) -> None:
     state = restored_control_plane
     create_job(kube, namespace, job_manifest("gap", workers=2, complete_after=None))
@@ -113,9 +55,9 @@ def test_a_pod_deleted_during_a_watch_gap_leaves_the_cache_through_a_relist(
         p.metadata.name: p.metadata.uid
         for p in wait_until(lambda: running_world(kube, namespace, "gap", 2), 60, "2 Running workers")
     }
-    offset = gap_operator.log_path.stat().st_size
+    offset = faulted_operator.log_path.stat().st_size
     started = time.monotonic()
-    with frozen(gap_operator.process.pid):
+    with frozen(faulted_operator.process.pid):
         # The restart closes every watch the operator had open; the deletion happens after that, so no watch
         # stream can ever carry its DELETED event to the operator. etcd's revision moves on while the API server is
         # down: the new one's watch cache starts past every resourceVersion the old one could have sent (a bookmark
@@ -126,7 +68,7 @@ def test_a_pod_deleted_during_a_watch_gap_leaves_the_cache_through_a_relist(
         wait_until(lambda: kube.pod_or_none(namespace, "gap-worker-1") is None, 30, "the pod to be gone")
         compact_etcd(state)  # the operator's resourceVersion is history now, in etcd too
     relisted = wait_until(
-        lambda: f"{PODS_INFORMER}: {RELISTED}" in log_since(gap_operator, offset), 90, "the pod informer to re-list"
+        lambda: f"{PODS_INFORMER}: {RELISTED}" in log_since(faulted_operator, offset), 90, "the pod informer to re-list"
     )
     assert relisted
     pods = wait_until(lambda: running_world(kube, namespace, "gap", 2), 90, "the gang to run again")
@@ -139,7 +81,7 @@ def test_a_pod_deleted_during_a_watch_gap_leaves_the_cache_through_a_relist(
 
 
 def test_jobs_converge_after_the_api_server_and_etcd_restart(
-    kube: Kube, namespace: str, gap_operator: RunningOperator, restored_control_plane
+    kube: Kube, namespace: str, faulted_operator: RunningOperator, restored_control_plane
 ) -> None:
     state = restored_control_plane
     steady = ["steady-0", "steady-1", "steady-2"]
@@ -150,7 +92,7 @@ def test_jobs_converge_after_the_api_server_and_etcd_restart(
         wait_until(lambda name=name: running_world(kube, namespace, name, 2), 90, f"{name} to run 2 workers")
     wait_phase(kube, namespace, "finishing", "Running")
     uids = {p.metadata.name: p.metadata.uid for name in steady for p in job_pods(kube, namespace, name)}
-    offset = gap_operator.log_path.stat().st_size
+    offset = faulted_operator.log_path.stat().st_size
     started = time.monotonic()
     restart(state, CONTROL_PLANE)
     restarted = time.monotonic()
@@ -161,10 +103,10 @@ def test_jobs_converge_after_the_api_server_and_etcd_restart(
     assert {p.metadata.name: p.metadata.uid for name in steady for p in job_pods(kube, namespace, name)} == uids
     finishing = job_pods(kube, namespace, "finishing")
     assert len(finishing) <= 2 and {p.metadata.name for p in finishing} <= {"finishing-worker-0", "finishing-worker-1"}
-    wait_until(lambda: health(gap_operator)[0] == 200, 60, "/healthz to answer 200 again")
+    wait_until(lambda: health(faulted_operator)[0] == 200, 60, "/healthz to answer 200 again")
     # The operator kept one process throughout: it reconnected (and re-listed where it had to) on its own.
-    assert gap_operator.process.poll() is None
-    log = log_since(gap_operator, offset)
+    assert faulted_operator.process.poll() is None
+    log = log_since(faulted_operator, offset)
     print(
         f"control plane restarted in {restarted - started:.1f}s; converged {time.monotonic() - restarted:.1f}s later; "
         f"re-lists: {log.count(RELISTED)}, retried watch errors: {log.count('retrying in')}"
@@ -172,16 +114,16 @@ def test_jobs_converge_after_the_api_server_and_etcd_restart(
 
 
 def test_a_frozen_api_server_fails_liveness_and_recovers(
-    kube: Kube, namespace: str, gap_operator: RunningOperator, restored_control_plane
+    kube: Kube, namespace: str, faulted_operator: RunningOperator, restored_control_plane
 ) -> None:
     state = restored_control_plane
     create_job(kube, namespace, job_manifest("frozen", workers=1, complete_after=None))
     wait_phase(kube, namespace, "frozen", "Running")
-    wait_until(lambda: health(gap_operator)[0] == 200, 30, "/healthz to answer 200")
+    wait_until(lambda: health(faulted_operator)[0] == 200, 30, "/healthz to answer 200")
     answers: list[tuple[int, str]] = []
 
     def unhealthy() -> tuple[int, str] | None:
-        answers.append(health(gap_operator))
+        answers.append(health(faulted_operator))
         return answers[-1] if answers[-1][0] == 503 else None
 
     with frozen(state.pids["kube-apiserver"]):
@@ -193,8 +135,8 @@ def test_a_frozen_api_server_fails_liveness_and_recovers(
     # Not before the bound: the probe must not fail a merely quiet operator.
     assert noticed >= STUCK_AFTER - 5, (noticed, answers)
     resumed_at = time.monotonic()
-    wait_until(lambda: health(gap_operator)[0] == 200, 60, "/healthz to answer 200 after SIGCONT")
+    wait_until(lambda: health(faulted_operator)[0] == 200, 60, "/healthz to answer 200 after SIGCONT")
     recovered = time.monotonic() - resumed_at
-    assert gap_operator.process.poll() is None
+    assert faulted_operator.process.poll() is None
     assert running_world(kube, namespace, "frozen", 1)
     print(f"/healthz 503 after {noticed:.1f}s frozen ({body.strip()}); 200 again {recovered:.1f}s after SIGCONT")
