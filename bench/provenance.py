@@ -108,12 +108,17 @@ def commits(records: Iterable[dict[str, Any]]) -> dict[str, int]:
     return counts
 
 
+def counted(seen: dict[str, int]) -> str:
+    """'abc (2 runs), def (1 run)': each commit with how many runs measured it."""
+    return ", ".join(f"{name} ({count} run{'' if count == 1 else 's'})" for name, count in seen.items())
+
+
 def refuse_mixed_commits(records: Iterable[dict[str, Any]], allowed: bool) -> None:
     """Raise MixedCommits when the runs measured more than one commit (a dirty tree is not its commit) and mixing
     was not asked for: a median over two versions of the code measures neither."""
     seen = commits(records)
     if len(seen) > 1 and not allowed:
-        listed = ", ".join(f"{name} ({count} runs)" for name, count in seen.items())
+        listed = counted(seen)
         raise MixedCommits(
             f"the runs measured different code: {listed}. Report one commit's runs (a new --out directory, or "
             "without --append), or pass --mix-commits to put them in one table anyway (the report then names them)."

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.gang import gang_section
-from bench.provenance import commits, provenance_lines, refuse_mixed_commits
+from bench.provenance import commits, counted, provenance_lines, refuse_mixed_commits
 
 LABELS = {
     "ours": "trainingjob-operator",
@@ -322,7 +322,7 @@ def write_report(
     summary = summarize_throughput(records)
     measured = commits(all_runs)
     parts = [preamble, "\n## Provenance\n\n"]
-    parts.append(f"Commits measured: {', '.join(f'{c} ({n} runs)' for c, n in measured.items()) or 'none'}.")
+    parts.append(f"Commits measured: {counted(measured) or 'none'}.")
     if len(measured) > 1:
         parts.append(" **Runs of different commits are reported together** (`--mix-commits`): see each table.")
     parts += ["\n\n", provenance_lines(all_runs, legacy_machine)]

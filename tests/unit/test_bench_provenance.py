@@ -104,7 +104,7 @@ def test_runs_of_different_commits_are_refused_unless_asked() -> None:
     same = [run("ours", 1.0), run("raw-pods", 2.0)]
     refuse_mixed_commits(same, allowed=False)
     mixed = [*same, run("ours", 3.0, "b" * 40)]
-    with pytest.raises(MixedCommits, match=r"aaaaaaaaaa \(2 runs\), bbbbbbbbbb \(1 runs\)"):
+    with pytest.raises(MixedCommits, match=r"aaaaaaaaaa \(2 runs\), bbbbbbbbbb \(1 run\)"):
         refuse_mixed_commits(mixed, allowed=False)
     with pytest.raises(MixedCommits):
         refuse_mixed_commits([run("ours", 1.0), run("ours", 1.0, dirty=True)], allowed=False)
