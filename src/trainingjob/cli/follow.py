@@ -24,6 +24,10 @@ from trainingjob.cli.plumbing import (
     run,
     stdout_console,
 )
+from trainingjob.cli.queue_view import key_of, read_places
+from trainingjob.queueing.visibility import QueuePlace, position_text, waiting
+
+PLACE_SECONDS = 10.0
 
 # watch ---------------------------------------------------------------------------------------------------------------
 
@@ -73,8 +77,10 @@ class _Display:
     def __exit__(self, *exc: object) -> None:
         self.progress.stop()
 
-    def show(self, job: dict[str, Any]) -> None:
+    def show(self, job: dict[str, Any], place: QueuePlace | None = None) -> None:
         view = render.progress_view(job)
+        if place is not None and waiting(job):
+            view = render.ProgressView(view.percent, " · ".join([view.summary, *queue_parts(place)]))
         if self.tty:
             self.progress.update(
                 self.task,
@@ -94,7 +100,9 @@ async def _watch(target: Target, name: str, limit: float | None) -> int:
         ref = job_ref(namespace, name)
         job, version = await get_existing(kube, namespace, name)
         with _Display(ref) as display:
-            display.show(job)
+            latest = {"job": job}
+            display.show(job, await _place(kube, job))
+            refresher = asyncio.create_task(_refresh_place(kube, display, latest))
             try:
                 async with asyncio.timeout(limit):
                     if phase_of(job) not in render.FINISHED_PHASES:
@@ -102,7 +110,8 @@ async def _watch(target: Target, name: str, limit: float | None) -> int:
                             async for kind, job in events:
                                 if kind == "DELETED":
                                     raise CliError(f"{k.SINGULAR} {ref} was deleted")
-                                display.show(job)
+                                latest["job"] = job
+                                display.show(job, await _place(kube, job))
                                 if phase_of(job) in render.FINISHED_PHASES:
                                     break
             except TimeoutError:
@@ -110,7 +119,34 @@ async def _watch(target: Target, name: str, limit: float | None) -> int:
                     f"timed out after {limit:g}s waiting for {k.SINGULAR} {ref} to finish (phase {phase_of(job)})",
                     exit_code=TIMEOUT_EXIT,
                 ) from None
+            finally:
+                refresher.cancel()
     if phase_of(job) == "Failed":
         raise CliError(f"{k.SINGULAR} {ref} failed: {render.failure_message(job)}")
     click.echo(f"{k.SINGULAR} {ref} succeeded")
     return 0
+
+
+async def _place(kube: Any, job: dict[str, Any]) -> QueuePlace | None:
+    """The job's place in Kueue's queues while it waits (None otherwise: nothing is read)."""
+    if not waiting(job):
+        return None
+    now = render.now_utc()
+    return (await read_places(kube.api, [job], now)).get(key_of(job))
+
+
+async def _refresh_place(kube: Any, display: _Display, latest: dict[str, Any]) -> None:
+    """While the job waits, its position is read again every PLACE_SECONDS: it moves as other jobs are admitted,
+    which changes nothing in this job's object, so its watch says nothing of it."""
+    while True:
+        await asyncio.sleep(PLACE_SECONDS)
+        job = latest["job"]
+        if waiting(job):
+            display.show(job, await _place(kube, job))
+
+
+def queue_parts(place: QueuePlace) -> list[str]:
+    parts = [f"position {text}"] if (text := position_text(place)) else []
+    if place.waited_seconds is not None:
+        parts.append(f"queued {render.human_duration(place.waited_seconds)}")
+    return parts

@@ -1,4 +1,5 @@
-"""`tj get|describe|logs|watch|delete|suspend|resume|scale` (and submit.py's `tj submit`): manage TrainingJobs.
+"""`tj get|describe|watch|delete|suspend|resume|scale` (and submit.py's `tj submit`, logs.py's `tj logs`): manage
+TrainingJobs.
 
 Every command loads the kubeconfig (--kubeconfig, $KUBECONFIG, ~/.kube/config, else in-cluster), runs one
 asyncio.run over kubernetes_asyncio, and reports failures as one `error: …` line with exit code 1 (2 when a
@@ -9,16 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import sys
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from trainingjob.api import constants as k
-from trainingjob.cli import render
+from trainingjob.cli import queue_view, render
 from trainingjob.cli.common import CliError, Target, job_ref
 from trainingjob.cli.follow import watch
 from trainingjob.cli.job_control import resume, scale, suspend
+from trainingjob.cli.logs import logs
 from trainingjob.cli.plumbing import (
     TIMEOUT_EXIT,
     connect,
@@ -57,8 +58,10 @@ async def _get(target: Target, name: str | None, all_namespaces: bool, watch: bo
         if name and not jobs:
             raise not_found(namespace, name)
         now = render.now_utc()
-        headers = render.job_headers(all_namespaces)
-        rows = [render.job_row(job, now, all_namespaces) for job in jobs]
+        queued = output == "table" and queue_view.queued_listing(jobs)
+        places = await queue_view.read_places(kube.api, jobs, now) if queued else {}
+        headers = queue_view.table_headers(all_namespaces, queued)
+        rows = [queue_view.table_row(job, now, all_namespaces, queued, places) for job in jobs]
         widths = render.column_widths(headers, rows)
         if output != "table":
             document = jobs[0] if name and not all_namespaces else listing | {"items": jobs}
@@ -76,7 +79,10 @@ async def _get(target: Target, name: str | None, all_namespaces: bool, watch: bo
             async for _kind, job in events:
                 if output == "table":
                     # Print a line when a column changed, not for every write (finalizers, conditions' times, …).
-                    row = render.job_row(job, render.now_utc(), all_namespaces)
+                    now = render.now_utc()
+                    if queued and queue_view.queue_of(job):
+                        places.update(await queue_view.read_places(kube.api, [job], now))
+                    row = queue_view.table_row(job, now, all_namespaces, queued, places)
                     key, shown = _job_key(job), row[:-1]  # AGE aside
                     if printed.get(key) != shown:
                         printed[key] = shown
@@ -110,70 +116,13 @@ async def _describe(target: Target, name: str, output: str) -> int:
     async with connect(target) as kube:
         job = await kube.get_job(kube.namespace, name)
         events = await kube.job_events(kube.namespace, name, job["metadata"].get("uid"))
+        now = render.now_utc()
+        place = (await queue_view.read_places(kube.api, [job], now)).get(_job_key(job))
     if output != "table":
         click.echo(render.dump({"job": job, "events": events}, output))
     else:
-        print_rich(render.describe(job, events[-20:], render.now_utc()))
+        print_rich(render.describe(job, events[-20:], now, queue_view.describe_rows(job, place, now)))
     return 0
-
-
-# logs ----------------------------------------------------------------------------------------------------------------
-
-
-@click.command()
-@click.argument("name")
-@click.option("--worker", "worker", type=click.IntRange(0), default=0, show_default=True, help="Worker index (RANK).")
-@click.option("--follow", "-f", is_flag=True, help="Keep streaming until the container ends.")
-@connection_options
-def logs(target: Target, name: str, worker: int, follow: bool) -> None:
-    """Print the log of a worker's `trainer` container.
-
-    Pods on local process nodes have real logs; on kwok's fake nodes pods run no containers, so there are none: the
-    command says the pod has no logs available and exits 1.
-    """
-    run(_logs(target, name, worker, follow))
-
-
-async def _logs(target: Target, name: str, worker: int, follow: bool) -> int:
-    async with connect(target) as kube:
-        namespace = kube.namespace
-        job = await kube.get_job(namespace, name)
-        workers = (job.get("spec") or {}).get("workers", 1)
-        if worker >= workers:
-            raise CliError(f"{k.SINGULAR} {job_ref(namespace, name)} has {workers} workers (0 to {workers - 1})")
-        pods = await kube.worker_pods(namespace, name, worker)
-        pod = current_pod(pods)
-        if pod is None:
-            raise CliError(no_pod_message(job, namespace, name, worker))
-        stream = sys.stdout.buffer
-        async with contextlib.aclosing(kube.pod_log(namespace, pod["metadata"]["name"], follow)) as chunks:
-            async for chunk in chunks:
-                stream.write(chunk)
-                stream.flush()
-    return 0
-
-
-def no_pod_message(job: dict[str, Any], namespace: str, name: str, worker: int) -> str:
-    """Why worker `worker` has no log to show: gone with its pod after the job finished, or not created yet."""
-    phase = (job.get("status") or {}).get("phase") or "Pending"
-    ref = job_ref(namespace, name)
-    if phase in render.FINISHED_PHASES:
-        return (
-            f"worker {worker} of {k.SINGULAR} {ref} is gone: its pod was deleted after the job {phase.lower()}, "
-            "and its log went with it"
-        )
-    return f"{k.SINGULAR} {ref} has no pod for worker {worker} right now (phase {phase})"
-
-
-def current_pod(pods: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The pod of the newest attempt, preferring one that is not being deleted."""
-
-    def key(pod: dict[str, Any]) -> tuple[bool, int]:
-        metadata = pod.get("metadata") or {}
-        attempt = (metadata.get("labels") or {}).get(k.LABEL_ATTEMPT, "0")
-        return metadata.get("deletionTimestamp") is None, int(attempt) if attempt.isdigit() else 0
-
-    return max(pods, key=key, default=None)
 
 
 # delete, suspend, resume, scale --------------------------------------------------------------------------------------

@@ -359,12 +359,15 @@ def event_rows(events: Sequence[dict[str, Any]], now: datetime) -> list[list[str
     return rows
 
 
-def describe(job: dict[str, Any], events: Sequence[dict[str, Any]], now: datetime) -> Group:
-    """`tj describe`: a summary of spec and status, then conditions, workers and recent events."""
+def describe(
+    job: dict[str, Any], events: Sequence[dict[str, Any]], now: datetime, extra: Sequence[tuple[str, str]] = ()
+) -> Group:
+    """`tj describe`: a summary of spec and status (and `extra` rows: the queue), then conditions, workers and
+    recent events."""
     summary = Table.grid(padding=(0, 2))
     summary.add_column(style="bold")
     summary.add_column(overflow="fold")
-    for label, value in _summary_rows(job, now):
+    for label, value in [*_summary_rows(job, now), *extra]:
         summary.add_row(Text(f"{label}:"), Text(str(value)))
     conditions = condition_rows(job, now)
     workers = worker_rows(job)

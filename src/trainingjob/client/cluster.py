@@ -16,8 +16,8 @@ from kubernetes_asyncio import client
 
 from trainingjob.api import constants as k
 from trainingjob.cli.common import CliError, Target, job_ref
-from trainingjob.cli.jobs import current_pod, no_pod_message
 from trainingjob.cli.kube import Client, load_configuration
+from trainingjob.cli.logs import current_pod, no_pod_message
 from trainingjob.cli.manifest import place
 from trainingjob.client.code import CodePackage
 from trainingjob.client.errors import NotFound, TrainingClientError, from_cli_error

@@ -27,7 +27,9 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from trainingjob.ui import sse
 from trainingjob.ui.kubeapi import InputError, KubeApi, error_payload, parse_manifest
+from trainingjob.ui.queue import POSITIONS, PositionCache, queue_positions
 from trainingjob.ui.store import JobStore
+from trainingjob.ui.sweeps import add_routes as add_sweep_routes
 from trainingjob.ui.watcher import JobWatcher, describe_error
 
 log = logging.getLogger(__name__)
@@ -236,6 +238,7 @@ async def identity(api: client.ApiClient) -> str:
 def build_app(api: client.ApiClient, settings: dict[str, Any], store: JobStore) -> web.Application:
     app = web.Application(middlewares=[guard])
     app[STORE], app[KUBE], app[SETTINGS] = store, KubeApi(api), settings
+    app[POSITIONS] = PositionCache(api, store)
 
     async def background(app: web.Application) -> AsyncIterator[None]:
         settings["user"] = await identity(api)
@@ -252,10 +255,12 @@ def build_app(api: client.ApiClient, settings: dict[str, Any], store: JobStore) 
     app.router.add_static("/static/", STATIC, append_version=False)
     app.router.add_get("/api/whoami", whoami)
     app.router.add_get("/api/stream", jobs_stream)
+    app.router.add_get("/api/queue-positions", queue_positions)
     app.router.add_post("/api/trainingjobs", create_job)
     app.router.add_get(prefix + "/stream", job_stream)
     app.router.add_post(prefix + "/suspend", suspend_job)
     app.router.add_post(prefix + "/scale", scale_job)
     app.router.add_delete(prefix, delete_job)
     app.router.add_get("/api/namespaces/{namespace}/pods/{pod}/log", log_stream)
+    add_sweep_routes(app, api, store)
     return app

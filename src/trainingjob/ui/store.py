@@ -47,7 +47,17 @@ def summary(job: dict[str, Any]) -> dict[str, Any]:
         "etaSeconds": progress.get("estimatedRemainingSeconds"),
         "simulated": bool(status.get("simulated")),
         "restarts": status.get("restartCount", 0),
+        "queue": queue_summary(status.get("queue") or {}),
     }
+
+
+def queue_summary(queue: dict[str, Any]) -> dict[str, Any] | None:
+    """The job's queue as status.queue says it (None without Kueue); the position is read separately
+    (ui/queue.py), as it is not in status."""
+    if not queue:
+        return None
+    keys = ("name", "clusterQueue", "admitted", "reason", "queuedSince", "queuedSeconds")
+    return {key: queue.get(key) for key in keys}
 
 
 class Subscriber:

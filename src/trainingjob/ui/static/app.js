@@ -1,9 +1,11 @@
 // The page shell: the live job list (one event stream on /api/stream for the whole session) and a hash router.
-import { el, age, authHeaders, duration, EventStream, number, phaseBadge, progressBar, showSignIn, simulatedBadge, takeToken } from "./common.js";
+import { el, age, authHeaders, duration, EventStream, followPositions, number, phaseBadge, progressBar, queueCell, showSignIn, simulatedBadge, takeToken } from "./common.js";
 import { showJob } from "./job.js";
 import { showSubmit } from "./submit.js";
+import { showSweep, showSweeps } from "./sweeps.js";
 
 const jobs = new Map(); // "ns/name" -> summary row
+const places = new Map(); // "ns/name" -> the waiting job's place in Kueue's queues (/api/queue-positions)
 let watchState = { synced: false, scope: null, problem: null };
 let leavePage = () => {};
 let renderQueued = false;
@@ -66,11 +68,12 @@ function renderList() {
     el("td", {}, Object.entries(row.metrics).map(([k, v]) => `${k}=${number(v)}`).join(" ")),
     el("td", { "data-testid": "eta" }, row.etaSeconds !== undefined && row.etaSeconds !== null ? duration(row.etaSeconds) : (row.phase === "Running" && row.percent !== null && row.percent < 100 ? "unknown" : "")),
     el("td", {}, row.restarts || ""),
+    el("td", {}, queueCell(row.queue, places.get(keyOf(row)))),
     el("td", {}, age(row.created)),
   )));
   const table = el("table", { "data-testid": "job-table" },
     el("thead", {}, el("tr", {}, ["Namespace", "Name", "Framework", "Workers", "Phase", "Progress", "Epoch",
-      "Metrics", "ETA", "Restarts", "Age"].map((h) => el("th", {}, h)))),
+      "Metrics", "ETA", "Restarts", "Queue", "Age"].map((h) => el("th", {}, h)))),
     body);
   const existing = main.querySelector("#job-list");
   const content = el("div", { id: "job-list" },
@@ -83,10 +86,25 @@ function renderList() {
     content);
 }
 
+function waitingRow(row) {
+  return row.queue && !row.queue.admitted && !["Succeeded", "Failed"].includes(row.phase);
+}
+
+// Positions move without any change to the jobs, so the list asks for them while it shows a waiting job.
+function followListPositions() {
+  followPositions("", () => currentRoute().page === "list" && [...jobs.values()].some(waitingRow), (rows) => {
+    places.clear();
+    for (const place of rows) places.set(keyOf(place), place);
+    queueListRender();
+  });
+}
+
 function currentRoute() {
   const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
   if (parts[0] === "jobs" && parts.length === 3) return { page: "job", namespace: parts[1], name: parts[2] };
   if (parts[0] === "submit") return { page: "submit" };
+  if (parts[0] === "sweeps" && parts.length === 3) return { page: "sweep", namespace: parts[1], name: parts[2] };
+  if (parts[0] === "sweeps") return { page: "sweeps" };
   return { page: "list" };
 }
 
@@ -98,6 +116,8 @@ function route() {
   main.replaceChildren();
   if (where.page === "job") leavePage = showJob(main, where.namespace, where.name);
   else if (where.page === "submit") leavePage = showSubmit(main);
+  else if (where.page === "sweeps") leavePage = showSweeps(main);
+  else if (where.page === "sweep") leavePage = showSweep(main, where.namespace, where.name);
   else renderList();
 }
 
@@ -117,4 +137,5 @@ takeToken();
 window.addEventListener("hashchange", route);
 showIdentity();
 connectList();
+followListPositions();
 route();

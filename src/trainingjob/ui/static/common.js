@@ -219,3 +219,48 @@ export function confirmAction(title, text, detail) {
     dialog.showModal();
   });
 }
+
+// A job's queue (status.queue, as the list summary or the job carry it) and its place read from Kueue's visibility
+// API (/api/queue-positions; not in status, see ui/queue.py): "team-a · #2 in gpus · queued 5m". Text only.
+export function waitedSeconds(queue) {
+  if (!queue) return null;
+  const since = queue.queuedSince ? (Date.now() - Date.parse(queue.queuedSince)) / 1000 : 0;
+  return (queue.queuedSeconds || 0) + Math.max(0, since || 0);
+}
+
+export function positionText(place) {
+  if (!place) return "";
+  if (place.positionInClusterQueue !== null && place.positionInClusterQueue !== undefined) {
+    return `#${place.positionInClusterQueue} in ClusterQueue ${place.clusterQueue || "?"}, #${place.positionInLocalQueue} in LocalQueue ${place.localQueue}`;
+  }
+  if (place.beyond !== null && place.beyond !== undefined) return `beyond the first ${place.beyond}`;
+  return place.unknown ? `position unknown: ${place.unknown}` : "";
+}
+
+export function queueCell(queue, place) {
+  if (!queue) return "";
+  if (queue.admitted) return el("span", { "data-testid": "queue" }, queue.name);
+  const position = place && place.positionInClusterQueue !== null && place.positionInClusterQueue !== undefined
+    ? `#${place.positionInClusterQueue}` : (place?.beyond ? `>${place.beyond}` : "?");
+  return el("span", { "data-testid": "queue", title: positionText(place) },
+    `${queue.name} · `, el("span", { "data-testid": "queue-position" }, position),
+    ` · ${duration(waitedSeconds(queue))}`);
+}
+
+// Ask for the waiting jobs' places every POSITION_MS while `wanted()` says a waiting job is shown; `apply(rows)`
+// gets the answer. Returns a function that stops it.
+const POSITION_MS = 5000;
+
+export function followPositions(query, wanted, apply) {
+  let stopped = false;
+  const tick = async () => {
+    if (stopped) return;
+    if (wanted()) {
+      const result = await api("GET", `/api/queue-positions${query}`);
+      if (!stopped && result.ok && Array.isArray(result.body)) apply(result.body);
+    }
+    if (!stopped) setTimeout(tick, POSITION_MS);
+  };
+  tick();
+  return () => { stopped = true; };
+}

@@ -1,6 +1,6 @@
 // One job: summary, actions, curves (Chart.js), conditions, workers, checkpoints, Events and worker logs.
 // Everything arrives on one event stream; the job object is re-rendered on each change, charts grow in place.
-import { el, age, api, confirmAction, duration, EventStream, number, phaseBadge, progressBar, showResult, simulatedBadge } from "./common.js";
+import { el, age, api, confirmAction, duration, EventStream, followPositions, number, phaseBadge, positionText, progressBar, showResult, simulatedBadge, waitedSeconds } from "./common.js";
 import { showLog } from "./logs.js";
 
 const COLORS = ["#2457c5", "#d9480f", "#2b8a3e", "#862e9c", "#e67700", "#0b7285"];
@@ -76,7 +76,20 @@ function workersText(job) {
   return running ? `${running} still running` : "none running";
 }
 
-function summary(job) {
+// The job's queue rows while it goes through Kueue: the queues, the place while waiting, the time waited, the reason.
+function queueItems(job, place) {
+  const queue = job.status?.queue;
+  if (!queue) return [];
+  const waiting = !queue.admitted && !finishedPhase(job);
+  return [
+    ["Queue", el("span", { "data-testid": "job-queue" }, `LocalQueue ${queue.name} → ClusterQueue ${place?.clusterQueue || queue.clusterQueue || "?"}`)],
+    ...(waiting ? [["Position", el("span", { "data-testid": "job-position" }, positionText(place) || "reading…")]] : []),
+    ["Queued for", el("span", { "data-testid": "job-queued-for" }, duration(waitedSeconds(queue)))],
+    ["Queue state", `${queue.reason || ""}${queue.message ? ": " + queue.message : ""}`],
+  ];
+}
+
+function summary(job, place) {
   const spec = job.spec || {}, status = job.status || {}, progress = status.progress || {};
   const items = [
     ["Phase", el("span", {}, phaseBadge(status.phase || "Pending"), status.simulated ? simulatedBadge() : "")],
@@ -88,6 +101,7 @@ function summary(job) {
     ["Workers", el("span", { "data-testid": "job-workers" }, workersText(job))],
     ["Framework", spec.framework], ["Image", spec.image],
     ["Attempt", `${status.attempt ?? 0} · restarts ${status.restartCount ?? 0} · disruptions ${status.disruptionCount ?? 0}`],
+    ...queueItems(job, place),
     ["Message", status.message || "—"],
     ["Created", `${job.metadata.creationTimestamp} (${age(job.metadata.creationTimestamp)} ago)`],
   ];
@@ -153,7 +167,7 @@ function actions(job, resultBox, draft) {
 }
 
 export function showJob(main, namespace, name) {
-  const state = { job: null, points: [], events: new Map(), curves: null, log: null };
+  const state = { job: null, points: [], events: new Map(), curves: null, log: null, place: null };
   // The actions are rebuilt only when what they show changes (suspended or not, spec.workers, finished), so a status update
   // neither blurs the scale box nor drops what was typed into it (`draft`).
   const draft = { workers: null };
@@ -180,7 +194,7 @@ export function showJob(main, namespace, name) {
       actionsBox.replaceChildren(actions(job, resultBox, draft));
       actionsShown = shown;
     }
-    summaryBox.replaceChildren(el("section", { class: "card", "data-testid": "summary" }, summary(job)));
+    summaryBox.replaceChildren(el("section", { class: "card", "data-testid": "summary" }, summary(job, state.place)));
     details.replaceChildren(
       el("section", { class: "card" }, el("h3", {}, "Workers"), table(["Worker", "Pod", "Phase", "Restarts", "Exit code", "Reason", "Node"],
         (status.workerStatuses || []).map((w) => [w.workerId, w.podName, w.phase, w.restartCount ?? 0, w.exitCode ?? "", w.reason ?? "", w.nodeName ?? ""]), "workers-table")),
@@ -225,5 +239,8 @@ export function showJob(main, namespace, name) {
   // Fell behind: start over with a fresh snapshot (the router rebuilds the page).
   source.addEventListener("resync", () => { source.close(); window.dispatchEvent(new HashChangeEvent("hashchange")); });
   renderEvents();
-  return () => { source.close(); state.curves.destroy(); state.log?.stop(); };
+  const query = `?namespace=${encodeURIComponent(namespace)}&name=${encodeURIComponent(name)}`;
+  const waiting = () => !!state.job?.status?.queue && !state.job.status.queue.admitted && !finishedPhase(state.job);
+  const stopPositions = followPositions(query, waiting, (rows) => { state.place = rows[0] || null; if (state.job) renderJob(); });
+  return () => { source.close(); stopPositions(); state.curves.destroy(); state.log?.stop(); };
 }

@@ -1,0 +1,62 @@
+"""The UI's sweep pages in headless Chromium against the real cluster and operator: a TrainingSweep whose two trials
+run on kwok and report their objective through the real progress endpoint (worker 0 played, as in
+test_ui_browser.py), listed with its best trial, its trials table (state, objective, parameters) linking to the
+trials' job pages, and a categorical value that is markup shown as text, never run."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.gang_support import finish
+from tests.integration.sweep_helpers import create_sweep, sweep_manifest, wait_sweep
+from tests.integration.test_sweep_api import KWOK_TEMPLATE
+from tests.integration.ui_support import RunningUi, Worker0, screenshot
+from tests.jobs import wait_phase
+from tests.kube import Kube
+
+pytestmark = pytest.mark.integration
+MARKUP = '<img src=x onerror="window.__xss=1">'
+
+
+def test_the_sweep_pages_list_sweeps_and_show_trials_best_trial_and_links_with_values_as_text(
+    page: Any, admin_ui: RunningUi, kube: Kube, cluster: Any, namespace: str
+) -> None:
+    template = copy.deepcopy(KWOK_TEMPLATE)
+    del template["podAnnotations"]  # kwok runs the workers until told to finish (gang_support.finish)
+    manifest = sweep_manifest("look", template, maxTrials=2, parallelism=2, algorithm={"name": "random", "seed": 3})
+    manifest["spec"]["parameters"].append({"name": "booster", "type": "categorical", "values": [MARKUP]})
+    manifest["spec"]["earlyStopping"] = {"pruner": "none"}
+    create_sweep(kube, namespace, manifest)
+    for trial, accuracy in (("look-trial-0", 0.61), ("look-trial-1", 0.92)):
+        wait_phase(kube, namespace, trial, "Running")
+        worker = Worker0(cluster.kubeconfig, namespace, trial)
+        try:
+            worker.report(1, 1, accuracy=accuracy)
+        finally:
+            worker.close()
+        finish(kube, namespace, trial)
+    wait_sweep(kube, namespace, "look", lambda s: s.get("phase") == "Succeeded", "the sweep to succeed")
+
+    page.get_by_test_id("nav-sweeps").click()
+    row = page.locator(f'tr[data-sweep="{namespace}/look"]')
+    expect(row.get_by_test_id("phase")).to_have_text("Succeeded")
+    expect(row.get_by_test_id("sweep-best")).to_have_text("0.92 (look-trial-1)")
+    row.get_by_role("link", name="look").click()
+
+    trials = page.get_by_test_id("trials-table")
+    expect(trials.locator("tbody tr")).to_have_count(2)
+    first = trials.locator('tr[data-trial="look-trial-0"]')
+    expect(first.get_by_test_id("trial-state")).to_have_text("Succeeded")
+    expect(first.get_by_test_id("trial-value")).to_have_text("0.61")
+    expect(first.get_by_test_id("trial-parameters")).to_contain_text(f"booster={MARKUP}")  # as text
+    expect(page.get_by_test_id("best-trial")).to_contain_text("look-trial-1 = 0.92 with learningRate=")
+    assert page.locator("main img").count() == 0 and page.evaluate("window.__xss") is None
+    screenshot(page, "ui-sweep")
+
+    page.get_by_test_id("best-trial").get_by_role("link", name="look-trial-1").click()
+    expect(page.get_by_test_id("summary").get_by_test_id("phase")).to_have_text("Succeeded")
+    assert page.url.endswith(f"#/jobs/{namespace}/look-trial-1")
