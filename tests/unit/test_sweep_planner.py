@@ -34,7 +34,9 @@ def test_the_first_plan_creates_parallelism_trials_named_owned_and_labelled() ->
     assert hyperparameters["dataset"] == "digits" and hyperparameters["epochs"] == 6, "the template's stay"
     assert 0.01 <= hyperparameters["learningRate"] <= 0.5
     assert isinstance(hyperparameters["maxDepth"], int) and 1 <= hyperparameters["maxDepth"] <= 6
-    assert first.status["phase"] == "Running" and first.status["trialsCreated"] == 2
+    # Counted once the API server holds them (the next pass): a refused creation keeps its index.
+    assert first.status["phase"] == "Running" and first.status["trialsCreated"] == 0
+    assert [t["name"] for t in first.status["trials"]] == ["digits-trial-0", "digits-trial-1"]
 
 
 def test_samples_are_the_same_for_the_same_trials_so_a_restart_samples_nothing_new() -> None:
@@ -183,3 +185,17 @@ def test_cmaes_keeps_its_pickled_optimizer_out_of_the_trials_annotations() -> No
     assert all("cma:optimizer" not in text for text in annotations)
     assert any("cma:generation" in text for text in annotations)
     assert any(key.startswith("cma:optimizer") for attrs in private.values() for key in attrs), "kept in memory"
+
+
+def test_a_deleted_trials_index_is_never_sampled_again_and_the_sweep_still_ends() -> None:
+    """Trials 0-3 were created (status.trialsCreated 4); trial 3 (the newest) and trial 1 were deleted by hand."""
+    first = plan(sweep(parallelism=4, maxTrials=5)).creates
+    kept = [finished(first[0], [0.5, 0.6]), finished(first[2], [0.4, 0.7])]
+    seen = with_status(sweep(parallelism=4, maxTrials=5), {"trialsCreated": 4})
+    after = plan(seen, kept)
+    assert [m["metadata"]["name"] for m in after.creates] == ["digits-trial-4"]
+    assert after.status["trialsCreated"] == 4
+    done = [*kept, finished(after.creates[0], [0.3, 0.5])]
+    ended = plan(with_status(sweep(parallelism=4, maxTrials=5), {"trialsCreated": 5}), done)
+    assert ended.creates == [] and ended.status["phase"] == "Succeeded", ended.status
+    assert ended.status["bestTrial"]["name"] == "digits-trial-2"  # 0.7, the best of those left

@@ -89,7 +89,8 @@ def plan_sweep(
         return SweepPlan(status=dict(sweep.status))
     writes, judged = prunes(sweep, trials, observed, engine)
     entries = scored(sweep, apply_writes(trials, writes))
-    outcome = judge_sweep(sweep, entries, observed.rejection)
+    created = next_index(sweep, trials)
+    outcome = judge_sweep(sweep, entries, observed.rejection, created)
     new = NewTrials()
     if outcome.finished:
         writes += stops(entries, outcome)
@@ -98,18 +99,29 @@ def plan_sweep(
         message = hold_message(observed.not_admitted, "trainingsweep", "trials", "sweep")
         outcome = Outcome("Pending", HOLD_REASON, message)
     elif not observed.pending_creations:
-        new = create_trials(sweep, trials, entries, observed, engine)
+        new = create_trials(sweep, trials, entries, observed, engine, created)
         if new.creates:
             entries = scored(sweep, [*apply_writes(trials, writes), *(trial_view(m) for m in new.creates)])
             outcome = Outcome("Running")
     return SweepPlan(
-        status=sweep_status(sweep, entries, outcome, stamp),
+        status=sweep_status(sweep, entries, outcome, stamp, created),
         events=trial_events(sweep.status, entries) + phase_events(sweep, outcome),
         creates=new.creates,
         private=new.private,
         writes=writes,
         judged=judged,
     )
+
+
+def next_index(sweep: TrainingSweep, trials: Sequence[TrialView]) -> int:
+    """The index of the next trial: past every trial seen, including those deleted since (status.trialsCreated
+    remembers them). From the trials alone, deleting the newest trial of a running sweep would have its index
+    sampled again, and deleting an older one would leave a sweep short of maxTrials that never ends. Counted from
+    the trials this process has seen in its cache, never from the ones it is about to create: a creation refused
+    for now (quota) is tried again under the same index."""
+    recorded = sweep.status.get("trialsCreated")
+    remembered = recorded if isinstance(recorded, int) and not isinstance(recorded, bool) else 0
+    return max(remembered, max((t.index for t in trials), default=-1) + 1)
 
 
 def apply_writes(trials: Sequence[TrialView], writes: Sequence[TrialWrite]) -> list[TrialView]:
@@ -165,8 +177,8 @@ def merged_patches(patches: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return {"metadata": {"annotations": annotations}, **({"spec": spec} if spec else {})}
 
 
-def judge_sweep(sweep: TrainingSweep, entries: Sequence[Scored], rejection: str) -> Outcome:
-    """Whether the sweep is over, and why."""
+def judge_sweep(sweep: TrainingSweep, entries: Sequence[Scored], rejection: str, created: int) -> Outcome:
+    """Whether the sweep is over, and why; `created`: trials created so far, deleted ones included."""
     spec = sweep.spec
     problems = spec_problems(sweep)
     if problems:
@@ -186,7 +198,7 @@ def judge_sweep(sweep: TrainingSweep, entries: Sequence[Scored], rejection: str)
     if top is not None and top.value is not None and spec.objective.reached(top.value):
         message = f"trial {top.trial.name} reached the goal: {spec.objective.metric} {top.value:.6g}"
         return Outcome("Succeeded", "GoalReached", message)
-    if len(entries) >= spec.max_trials and not running(entries):
+    if max(created, len(entries)) >= spec.max_trials and not running(entries):
         if top is None:
             return Outcome("Failed", "NoTrialSucceeded", f"none of the {len(entries)} trials succeeded")
         message = f"{len(entries)} trials ran; best: {top.trial.name} ({spec.objective.metric} {top.value:.6g})"
@@ -227,12 +239,13 @@ def create_trials(
     entries: Sequence[Scored],
     observed: ObservedSweep,
     engine: Any,
+    number: int,
 ) -> NewTrials:
-    """Sample trials until `parallelism` run or `maxTrials` exist. Each sample sees the ones before."""
+    """Sample trials, from index `number` on, until `parallelism` run or `maxTrials` were created. Each sample sees
+    the ones before."""
     spec = sweep.spec
     new = NewTrials()
     busy = len(running(entries))
-    number = max((t.index for t in trials), default=-1) + 1
     known = list(trials)
     while busy < spec.parallelism and number < spec.max_trials:
         sample = engine.ask(sweep, known, number, {**observed.private, **new.private})

@@ -82,10 +82,13 @@ def trial_entry(sweep: TrainingSweep, entry: Scored) -> dict[str, Any]:
     return record
 
 
-def counts(trials: Sequence[Scored]) -> dict[str, int]:
+def counts(trials: Sequence[Scored], created: int = 0) -> dict[str, int]:
+    """Trials by state. trialsCreated gives the next trial's index (planner.next_index): it counts deleted trials
+    too (`created`), and only trials the API server holds (with a uid), not those a plan is about to create: a
+    creation refused for now is tried again under the same index, so the count follows one pass later."""
     by_state = {state: sum(1 for t in trials if t.state is state) for state in TrialState}
     return {
-        "trialsCreated": len(trials),
+        "trialsCreated": max(created, sum(1 for t in trials if t.trial.uid)),
         "trialsRunning": by_state[TrialState.RUNNING],
         "trialsSucceeded": by_state[TrialState.SUCCEEDED],
         "trialsPruned": by_state[TrialState.PRUNED],
@@ -112,11 +115,13 @@ def conditions(sweep: TrainingSweep, outcome: Outcome, running: int, now: str) -
     return merge_conditions(previous, desired, now, sweep.generation)
 
 
-def sweep_status(sweep: TrainingSweep, trials: Sequence[Scored], outcome: Outcome, now: str) -> dict[str, Any]:
+def sweep_status(
+    sweep: TrainingSweep, trials: Sequence[Scored], outcome: Outcome, now: str, created: int = 0
+) -> dict[str, Any]:
     status: dict[str, Any] = {
         "phase": outcome.phase,
         "observedGeneration": sweep.generation,
-        **counts(trials),
+        **counts(trials, created),
         "trials": [trial_entry(sweep, entry) for entry in trials],
     }
     running = status["trialsRunning"]
