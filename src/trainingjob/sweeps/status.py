@@ -158,3 +158,30 @@ def trial_events(previous: Mapping[str, Any], trials: Sequence[Scored]) -> list[
         elif entry.state is TrialState.FAILED:
             events.append(Event("Warning", "TrialFailed", f"trial {entry.trial.name} failed: {entry.reason}"))
     return events
+
+
+PROGRESS_FIELDS = ("value", "epochs")  # what a running trial's progress report changes in its entry
+
+
+def progress_only(previous: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
+    """The new status differs from the one written only by running trials' latest value and epochs: no trial
+    started, ended or changed state, nothing else moved. Such a write may wait (operator/trainingsweep: one per
+    PROGRESS_WRITE_SECONDS), since each trial's own status already holds its live progress."""
+    if previous == status:
+        return False
+    rest = {k: v for k, v in status.items() if k != "trials"}
+    if rest != {k: v for k, v in previous.items() if k != "trials"}:
+        return False
+    before, after = previous.get("trials") or [], status.get("trials") or []
+    if len(before) != len(after):
+        return False
+    for old, new in zip(before, after, strict=True):
+        if new.get("state") != TrialState.RUNNING.value or old.get("state") != new.get("state"):
+            if old != new:
+                return False
+            continue
+        if {k: v for k, v in old.items() if k not in PROGRESS_FIELDS} != {
+            k: v for k, v in new.items() if k not in PROGRESS_FIELDS
+        }:
+            return False
+    return True

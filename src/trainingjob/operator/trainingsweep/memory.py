@@ -3,7 +3,8 @@
 Nothing here is needed for correctness after a restart (the trials are the record, sweeps/trials.py): the
 expectations keep a lagging cache from sampling twice, `judged` saves asking the pruner again about an epoch it
 has answered, `private` holds what Optuna may not write to the API (CMA-ES's optimizer, sweeps/study.py), and
-`rejection` carries the API server's refusal of a trial into the next plan, which fails the sweep with it.
+`rejection` carries the API server's refusal of a trial into the next plan, which fails the sweep with it;
+`status_written` spaces the writes that only carry running trials' progress.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ class SweepMemory:
     judged: dict[str, int] = field(default_factory=dict)
     private: dict[int, dict[str, Any]] = field(default_factory=dict)
     rejection: str = ""
+    status_written: float = float("-inf")  # monotonic time of the last status write (progress-only writes wait)
 
     def keep_private(self, new: dict[int, dict[str, Any]]) -> None:
         self.private.update(new)

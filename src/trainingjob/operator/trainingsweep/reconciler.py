@@ -20,12 +20,17 @@ from trainingjob.operator.trainingsweep.apply import SweepApplier
 from trainingjob.operator.trainingsweep.memory import SweepMemory
 from trainingjob.operator.trainingsweep.watches import REGISTRATION, SWEEP_BODIES, SWEEP_TRIALS
 from trainingjob.sweeps.admission import sweep_problem
-from trainingjob.sweeps.planner import ObservedSweep, plan_sweep
+from trainingjob.sweeps.planner import ObservedSweep, SweepPlan, plan_sweep
+from trainingjob.sweeps.status import progress_only
 from trainingjob.sweeps.types import TrainingSweep
 
 logger = logging.getLogger(__name__)
 # Sweeps are few and a study of 100 trials is built in tens of milliseconds: a small pool of their own.
 SWEEP_WORKERS = 2
+# A status write that only carries running trials' latest value and epochs waits this long after the sweep's last
+# status write: every trial's progress report would otherwise rewrite the sweep (parallelism x reports), while
+# each trial's own status already shows it live. State changes (a trial created, finished, pruned) are written at once.
+PROGRESS_WRITE_SECONDS = 15.0
 
 
 class SweepReconciler(ObjectReconciler):
@@ -54,6 +59,13 @@ class SweepReconciler(ObjectReconciler):
         if isinstance(trials, Index):
             trials.on_put = self.trial_sighted
 
+    @staticmethod
+    def progress_wait(sweep: TrainingSweep, plan: SweepPlan, memory: SweepMemory, now: float) -> float:
+        """Seconds the plan's status write should wait (0: write it now)."""
+        if plan.creates or plan.writes or plan.events or not progress_only(sweep.status, plan.status):
+            return 0.0
+        return max(0.0, memory.status_written + PROGRESS_WRITE_SECONDS - now)
+
     def trial_sighted(self, key: Hashable, obj: ObjectKey) -> None:
         """The watch showed a trial: its creation is met, whatever the next plan sees."""
         memory = self.memory.get(key)  # type: ignore[arg-type]
@@ -76,9 +88,15 @@ class SweepReconciler(ObjectReconciler):
             trials, frozenset(pending), dict(memory.judged), dict(memory.private), memory.rejection, not_admitted
         )
         plan = plan_sweep(sweep, observed, self.engine, self.clock())
+        wait = self.progress_wait(sweep, plan, memory, now)
+        if wait > 0:
+            plan.status = {}  # only running trials' progress changed: written later, with what else comes
+            self.controller.queue.add_after(key, wait)
         applied = await self.applier.apply(sweep, body, plan)
         if applied.stale:
             return
+        if plan.status and plan.status != dict(sweep.status):
+            memory.status_written = now
         memory.expectations.expect_created(applied.created, now)
         memory.judged = plan.judged
         memory.keep_private(plan.private)
