@@ -13,6 +13,7 @@ Pure parts (paths, picking a job's entry, the words shown) plus one async reader
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -22,7 +23,7 @@ import aiohttp
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from trainingjob.api.times import parse_time
-from trainingjob.kube.status import api_message
+from trainingjob.kube.status import api_message, raise_for_status
 
 GROUP = "visibility.kueue.x-k8s.io"
 # v0.17.0 serves both; v1beta2 first, v1beta1 for a Kueue that serves only the older one.
@@ -159,16 +160,21 @@ class PositionReader:
         self.version: str | None = None
 
     async def _get(self, path: str, query: list[tuple[str, str]] | None = None) -> Any:
-        return await self.api.call_api(
+        """The JSON at `path` (the client's models are not built: Kueue's types are not among them)."""
+        response = await self.api.call_api(
             path,
             "GET",
             query_params=query or [],
             header_params={"Accept": "application/json"},
             auth_settings=["BearerToken"],
-            response_type="object",
-            _return_http_data_only=True,
+            _preload_content=False,
             _request_timeout=self.timeout,
         )
+        try:
+            await raise_for_status(response)
+            return json.loads(await response.read())
+        finally:
+            response.release()
 
     async def pending(self, namespace: str, local_queue: str) -> tuple[list[Mapping[str, Any]] | None, str, bool]:
         """(pending workloads in order or None, why not, whether the list is complete)."""
