@@ -5,6 +5,7 @@ ahead is admitted, with no change to the waiting job itself (the operator does n
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -39,6 +40,7 @@ def test_waiting_jobs_show_their_queues_positions_and_time_queued_in_tj_and_the_
     for name, queue in (("a1", "team-a"), ("b1", "team-b"), ("a2", "team-a")):
         create_job(kube, namespace, queued_job(name, queue))
         wait_message(kube, namespace, name, "insufficient unused quota")
+        time.sleep(1.1)  # Kueue orders equal priorities by creation time, which has whole seconds
     wait_until(
         lambda: (
             len(pending_workloads(cluster, namespace, "team-a")) == 2
@@ -62,7 +64,7 @@ def test_waiting_jobs_show_their_queues_positions_and_time_queued_in_tj_and_the_
     assert described.returncode == 0, described.stderr
     text = " ".join(described.stdout.split())
     assert f"Position: 3 in ClusterQueue {cluster_queue}, 2 in LocalQueue team-a" in text, described.stdout
-    assert f"Queue: LocalQueue team-a → ClusterQueue {cluster_queue}" in text
+    assert f"Queue: LocalQueue team-a of ClusterQueue {cluster_queue}" in text
     assert "Queued for:" in text and "insufficient unused quota" in text
 
     page.goto(f"{admin_ui.base}/#/")

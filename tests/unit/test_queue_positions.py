@@ -73,6 +73,6 @@ def test_the_table_gets_queue_columns_only_when_a_job_goes_through_kueue() -> No
     assert queue_view.queue_cells(waiting_job, place, NOW) == ["team-a", "5", "5m"]
     assert queue_view.queue_cells(plain, None, NOW) == ["<none>", "-", "-"]
     rows = dict(queue_view.describe_rows(waiting_job, place, NOW))
-    assert rows["Queue"] == "LocalQueue team-a → ClusterQueue gpus"
+    assert rows["Queue"] == "LocalQueue team-a of ClusterQueue gpus"
     assert rows["Position"] == "5 in ClusterQueue gpus, 2 in LocalQueue team-a"
     assert rows["Queued for"].startswith("5m in all")

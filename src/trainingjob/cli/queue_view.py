@@ -63,7 +63,7 @@ def describe_rows(job: Mapping[str, Any], place: QueuePlace | None, now: datetim
     if not queue:
         return []
     cluster = (place.cluster_queue if place else "") or queue.get("clusterQueue") or "?"
-    rows = [("Queue", f"LocalQueue {queue.get('name', '?')} → ClusterQueue {cluster}")]
+    rows = [("Queue", f"LocalQueue {queue.get('name', '?')} of ClusterQueue {cluster}")]
     text = position_text(place) if place else ""
     if text:
         rows.append(("Position", text))
