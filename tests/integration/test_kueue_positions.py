@@ -66,6 +66,8 @@ def test_waiting_jobs_show_their_queues_positions_and_time_queued_in_tj_and_the_
     assert f"Position: 3 in ClusterQueue {cluster_queue}, 2 in LocalQueue team-a" in text, described.stdout
     assert f"Queue: LocalQueue team-a of ClusterQueue {cluster_queue}" in text
     assert "Queued for:" in text and "insufficient unused quota" in text
+    watched = tj(cluster, "watch", "a2", "-n", namespace, "--timeout", "5")
+    assert watched.returncode == 2 and f"position 3 in ClusterQueue {cluster_queue}" in watched.stdout, watched
 
     page.goto(f"{admin_ui.base}/#/")
     row = page.locator(f'tr[data-job="{namespace}/a2"]')
