@@ -15,7 +15,7 @@ from tests.conftest import ClusterUnderTest
 from tests.gang_support import finish
 from tests.integration.test_cli_jobs import tj
 from tests.integration.test_kueue_trainingjobs import REACT, queued_job, wait_message
-from tests.integration.ui_support import RunningUi, screenshot
+from tests.integration.ui_support import UI_TIMEOUT_MS, RunningUi, screenshot
 from tests.jobs import create_job, wait_phase
 from tests.kube import Kube, wait_until
 from tests.kueue_support import Queues, pending_workloads
@@ -71,17 +71,21 @@ def test_waiting_jobs_show_their_queues_positions_and_time_queued_in_tj_and_the_
 
     page.goto(f"{admin_ui.base}/#/")
     row = page.locator(f'tr[data-job="{namespace}/a2"]')
-    expect(row.get_by_test_id("queue-position")).to_have_text("#3")
+    expect(row.get_by_test_id("queue-position")).to_have_text("#3", timeout=UI_TIMEOUT_MS)
     expect(row.get_by_test_id("queue")).to_contain_text("team-a")
     page.goto(f"{admin_ui.base}/#/jobs/{namespace}/a2")
     position = page.get_by_test_id("job-position")
-    expect(position).to_have_text(f"#3 in ClusterQueue {cluster_queue}, #2 in LocalQueue team-a")
+    expect(position).to_have_text(f"#3 in ClusterQueue {cluster_queue}, #2 in LocalQueue team-a", timeout=UI_TIMEOUT_MS)
 
     finish(kube, namespace, "first")  # a1 is admitted: the others move up (read again, not written to them)
     wait_phase(kube, namespace, "a1", "Running", timeout=REACT)
-    expect(position).to_have_text(f"#2 in ClusterQueue {cluster_queue}, #1 in LocalQueue team-a")
+    expect(position).to_have_text(f"#2 in ClusterQueue {cluster_queue}, #1 in LocalQueue team-a", timeout=UI_TIMEOUT_MS)
     screenshot(page, "ui-queue-position")
     page.goto(f"{admin_ui.base}/#/")
-    expect(page.locator(f'tr[data-job="{namespace}/a2"]').get_by_test_id("queue-position")).to_have_text("#2")
-    expect(page.locator(f'tr[data-job="{namespace}/a1"]').get_by_test_id("queue")).to_have_text("team-a")
+    expect(page.locator(f'tr[data-job="{namespace}/a2"]').get_by_test_id("queue-position")).to_have_text(
+        "#2", timeout=UI_TIMEOUT_MS
+    )
+    expect(page.locator(f'tr[data-job="{namespace}/a1"]').get_by_test_id("queue")).to_have_text(
+        "team-a", timeout=UI_TIMEOUT_MS
+    )
     assert table(tj(cluster, "get", "a2", "-n", namespace).stdout)["a2"]["POSITION"] == "2"

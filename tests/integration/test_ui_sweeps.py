@@ -14,7 +14,7 @@ from playwright.sync_api import expect
 from tests.gang_support import finish
 from tests.integration.sweep_helpers import create_sweep, sweep_manifest, wait_sweep
 from tests.integration.test_sweep_api import KWOK_TEMPLATE
-from tests.integration.ui_support import RunningUi, Worker0, screenshot
+from tests.integration.ui_support import UI_TIMEOUT_MS, RunningUi, Worker0, screenshot
 from tests.jobs import wait_phase
 from tests.kube import Kube
 
@@ -43,12 +43,12 @@ def test_the_sweep_pages_list_sweeps_and_show_trials_best_trial_and_links_with_v
 
     page.get_by_test_id("nav-sweeps").click()
     row = page.locator(f'tr[data-sweep="{namespace}/look"]')
-    expect(row.get_by_test_id("phase")).to_have_text("Succeeded")
+    expect(row.get_by_test_id("phase")).to_have_text("Succeeded", timeout=UI_TIMEOUT_MS)
     expect(row.get_by_test_id("sweep-best")).to_have_text("0.92 (look-trial-1)")
     row.get_by_role("link", name="look").click()
 
     trials = page.get_by_test_id("trials-table")
-    expect(trials.locator("tbody tr")).to_have_count(2)
+    expect(trials.locator("tbody tr")).to_have_count(2, timeout=UI_TIMEOUT_MS)
     first = trials.locator('tr[data-trial="look-trial-0"]')
     expect(first.get_by_test_id("trial-state")).to_have_text("Succeeded")
     expect(first.get_by_test_id("trial-value")).to_have_text("0.61")

@@ -251,15 +251,19 @@ export function queueCell(queue, place) {
 // gets the answer. Returns a function that stops it.
 const POSITION_MS = 5000;
 
+// A job that starts waiting (or a page that opens on one) is asked about at once, then every POSITION_MS.
 export function followPositions(query, wanted, apply) {
-  let stopped = false;
+  let stopped = false, last = 0;
   const tick = async () => {
     if (stopped) return;
-    if (wanted()) {
+    if (wanted() && Date.now() - last >= POSITION_MS) {
+      last = Date.now();
       const result = await api("GET", `/api/queue-positions${query}`);
       if (!stopped && result.ok && Array.isArray(result.body)) apply(result.body);
+    } else if (!wanted()) {
+      last = 0;
     }
-    if (!stopped) setTimeout(tick, POSITION_MS);
+    if (!stopped) setTimeout(tick, 250);
   };
   tick();
   return () => { stopped = true; };
