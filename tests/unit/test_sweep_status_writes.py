@@ -12,6 +12,7 @@ from trainingjob.sweeps import study
 from trainingjob.sweeps.planner import ObservedSweep, plan_sweep
 from trainingjob.sweeps.status import progress_only
 
+
 def plan(sweep_object, trials):
     return plan_sweep(sweep_object, ObservedSweep(trials=views(trials)), study, NOW)
 
