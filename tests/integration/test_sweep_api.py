@@ -20,7 +20,7 @@ from tests.integration.sweep_helpers import (
     wait_sweep,
 )
 from tests.jobs import SIM
-from tests.kube import Kube
+from tests.kube import Kube, wait_until
 from trainingjob.api import constants as k
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("operator")]
@@ -108,5 +108,12 @@ def test_trials_that_never_report_the_objective_fail_the_sweep(kube: Kube, names
         assert 0.01 <= sampled["learningRate"] <= 0.5 and 1 <= sampled["maxDepth"] <= 6
         assert sampled["dataset"] == "digits"
         assert status["trials"][index]["parameters"] == {n: sampled[n] for n in ("learningRate", "maxDepth")}
-    reasons = [reason for reason, _ in events_of(kube, namespace, "silent")]
-    assert reasons.count("TrialCreated") == 2 and "ObjectiveNotReported" in reasons
+    # The Events are recorded after the status write that ends the sweep: wait for them, not for the status alone.
+    reasons = wait_until(
+        lambda: (lambda found: found if "ObjectiveNotReported" in found else None)(
+            [reason for reason, _ in events_of(kube, namespace, "silent")]
+        ),
+        60,
+        "the sweep's ObjectiveNotReported Event",
+    )
+    assert reasons.count("TrialCreated") == 2
