@@ -14,6 +14,7 @@ from trainingjob.api.status import JobStatus
 from trainingjob.api.times import format_time
 from trainingjob.config import OperatorConfig
 from trainingjob.planning.actions import CreateChild, DeleteChild
+from trainingjob.reconcile.blockers import nodes_in_question
 from trainingjob.reconcile.planner import plan
 from trainingjob.reconcile.surroundings import AdmissionDenial, ClaimView, NodeView, Refusal
 
@@ -196,3 +197,35 @@ def test_news_about_a_stuck_pod_replaces_the_message() -> None:
     later = plan(make_job(first.status), children(job, pod(job, 0), stuck(job, 90), nodes=lost), NOW, CONFIG)
     assert "unreachable" in condition(later.status)["message"]
     assert [e.reason for e in later.events] == ["PodStuckTerminating"]
+
+
+def test_a_worker_running_on_a_lost_node_says_what_the_job_waits_for() -> None:
+    job = make_job({"phase": "Running", "startTime": NOW_TEXT})
+    unreachable = {"n1": NodeView("n1", "Unknown", "NodeStatusUnknown", format_time(ago(30)))}
+    cut_off = pod(job, 1, "Running", not_ready=True, node_name="n1")
+    result = plan(job, children(job, pod(job, 0), cut_off, nodes=unreachable), NOW, CONFIG)
+    blocked = condition(result.status)
+    assert blocked["reason"] == "NodeNotReady" and blocked["message"].startswith("worker 1 (pod job-worker-1)")
+    assert "node n1 is unreachable (Ready Unknown) (NodeStatusUnknown) since" in blocked["message"]
+    assert "tolerationSeconds" in blocked["message"] and "failurePolicy" in blocked["message"]
+    assert [e.reason for e in result.events] == ["NodeNotReady"]
+    # Nothing is deleted for it: evicting is Kubernetes' call (the job's tolerations), restarting then the job's.
+    assert kinds(result.actions, DeleteChild) == []
+
+
+def test_a_worker_not_ready_on_a_ready_node_is_a_probe_not_a_lost_node() -> None:
+    job = make_job({"phase": "Running", "startTime": NOW_TEXT})
+    ready = {"n1": NodeView("n1", "True")}
+    probing = pod(job, 1, "Running", not_ready=True, node_name="n1")
+    result = plan(job, children(job, pod(job, 0), probing, nodes=ready), NOW, CONFIG)
+    assert condition(result.status) is None
+
+
+def test_the_nodes_looked_up_are_those_of_stuck_and_not_ready_pods_only() -> None:
+    job = make_job(STARTED)
+    pods = (
+        pod(job, 0, "Running", node_name="healthy"),
+        pod(job, 1, "Running", not_ready=True, node_name="quiet"),
+        stuck(job, 90, node="gone"),
+    )
+    assert nodes_in_question(children(job, *pods), NOW, CONFIG.stuck_after_seconds) == ["gone", "quiet"]

@@ -43,7 +43,7 @@ def _condition() -> Schema:
                 "Machine-readable CamelCase reason for the last transition, e.g. InvalidSpec, BackoffLimitExceeded, "
                 "DeadlineExceeded, StartupTimeout or JobSuspended; for Blocked the kubelet's waiting reason "
                 "(ImagePullBackOff, CreateContainerConfigError, InvalidImageName, ...), Unschedulable, "
-                "AdmissionDenied, PodNameTaken, PodStuckTerminating, CheckpointVolumePending or "
+                "AdmissionDenied, PodNameTaken, PodStuckTerminating, NodeNotReady, CheckpointVolumePending or "
                 "GangSchedulingUnavailable; for "
                 "GangScheduled the reason of status.gang.",
                 pattern=CONDITION_REASON,

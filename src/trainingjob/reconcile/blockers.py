@@ -111,6 +111,24 @@ def stuck_blocker(pod: PodView, node: NodeView | None, force_after: int | None) 
     return Blocker("PodStuckTerminating", subject(pod), detail)
 
 
+def lost_node_blocker(pod: PodView, node: NodeView) -> Blocker:
+    """A worker still Running on a node whose kubelet is not heard from: it may not be training, and nothing happens
+    until Kubernetes evicts it, so the job says what it waits for (a stable sentence, as stuck_blocker's)."""
+    detail = (
+        f"may not be running: {node.describe()}; Kubernetes evicts it when its toleration of the node's taint ends "
+        "(tolerationSeconds: 300 s by default, shorter with spec.scheduling.tolerations for "
+        "node.kubernetes.io/not-ready and node.kubernetes.io/unreachable), then the job restarts by its failurePolicy"
+    )
+    return Blocker("NodeNotReady", subject(pod), detail)
+
+
+def nodes_in_question(observed: ObservedChildren, now: datetime.datetime, stuck_after: float) -> list[str]:
+    """The nodes whose state explains a worker: under pods stuck Terminating, and under live pods Running but not
+    Ready (only a look at the node says whether it is lost or a readiness probe fails)."""
+    pods = [*stuck_pods(observed.pods, now, stuck_after), *(p for p in observed.pods if p.live and p.not_ready)]
+    return sorted({p.node_name for p in pods if p.node_name})
+
+
 def force_deletions(
     pods: Iterable[PodView], nodes: Mapping[str, NodeView], now: datetime.datetime, force_after: int | None
 ) -> list[PodView]:
@@ -183,7 +201,17 @@ def find_blockers(
         found.append(claim)
     for pod in stuck_pods(observed.pods, now, stuck_after):
         found.append(stuck_blocker(pod, observed.nodes.get(pod.node_name or ""), force_after))
-    return found + worker_blockers(current)
+    return found + lost_node_blockers(current, observed.nodes) + worker_blockers(current)
+
+
+def lost_node_blockers(current: Mapping[Replica, PodView], nodes: Mapping[str, NodeView]) -> list[Blocker]:
+    """Workers Running, not Ready, on a node that is lost (the job may still count them as running)."""
+    found = []
+    for replica in sorted(current, key=replica_order):
+        pod, node = current[replica], nodes.get(current[replica].node_name or "")
+        if pod.live and pod.not_ready and node is not None and node.lost:
+            found.append(lost_node_blocker(pod, node))
+    return found
 
 
 def blocked_summary(blockers: Sequence[Blocker]) -> str:

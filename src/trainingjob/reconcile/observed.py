@@ -59,6 +59,9 @@ class PodView:
     started_at: datetime.datetime | None = None
     # Played by a simulator (kwok): it runs no code (api/constants.SIMULATED_IMAGE_ID_PREFIX).
     simulated: bool = False
+    # Running with its Ready condition False: a readiness probe failing, or its node lost (the node lifecycle
+    # controller marks every pod of a NotReady or unreachable node so), which only a look at the node tells apart.
+    not_ready: bool = False
 
     @property
     def replica(self) -> Replica:
@@ -108,6 +111,7 @@ def pod_view(body: Mapping[str, Any]) -> PodView:
     disruption = _condition(status, "DisruptionTarget")
     disrupted = bool(disruption and disruption.get("status") == "True")
     scheduled = _condition(status, "PodScheduled")
+    ready = _condition(status, "Ready")
     unschedulable = (
         scheduled.get("message")
         if scheduled and scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable"
@@ -143,6 +147,7 @@ def pod_view(body: Mapping[str, Any]) -> PodView:
             str(c.get("imageID") or "").startswith(k.SIMULATED_IMAGE_ID_PREFIX)
             for c in status.get("containerStatuses") or []
         ),
+        not_ready=status.get("phase") == "Running" and ready is not None and ready.get("status") == "False",
     )
 
 

@@ -125,7 +125,6 @@ def run_gang(
     decision += Decision(actions=tuple(gangs.release_gangs(job, observed, keep=[team.name])))
     current = dict(gang.current)
     outcome = pods_outcome(job, current, job.status.phase is Phase.RESTARTING, gang.ignored)
-    found: list[blockers.Blocker] = []
     if outcome.phase.waiting:
         if observed.admission is not None and retry_at is not None and retry_at > now:
             decision += release_gang(current, so_far + decision, retry_at)
@@ -134,7 +133,9 @@ def run_gang(
         found = team.blockers + blockers.find_blockers(
             job, current, observed, now, config.stuck_after_seconds, config.force_delete_after_seconds
         )
-        outcome = Outcome(outcome.phase, outcome.reason, outcome.message + blockers.blocked_summary(found))
+    else:  # all running as far as the pods' phases say; a lost node may say otherwise
+        found = blockers.lost_node_blockers(current, observed.nodes)
+    outcome = Outcome(outcome.phase, outcome.reason, outcome.message + blockers.blocked_summary(found))
     record = gangs.gang_record(job, team, observed, current)
     decision += Decision(events=tuple(gangs.gang_events(job, record)), changes=Changes({"gang": record}))
     decision += force_delete_stuck(observed, now, config)

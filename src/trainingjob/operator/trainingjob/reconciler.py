@@ -44,7 +44,7 @@ from trainingjob.operator.trainingjob.watches import (
 )
 from trainingjob.progress.report import Report
 from trainingjob.reconcile.admission import admission_problem, hold
-from trainingjob.reconcile.blockers import stuck_pods
+from trainingjob.reconcile.blockers import nodes_in_question
 from trainingjob.reconcile.inputs import PlanInputs
 from trainingjob.reconcile.observed import ObservedChildren, PodView
 from trainingjob.reconcile.plan import JobPlan
@@ -267,15 +267,14 @@ class Reconciler:
         self, memory: JobMemory, job: TrainingJob, observed: ObservedChildren, now: datetime.datetime
     ) -> ObservedChildren:
         """What a job that still runs needs from outside itself: its namespace's PodSecurity level, the state of
-        nodes holding its pods stuck Terminating, admission's latest refusals, and its namespace's quotas while it
-        has workers to create."""
+        nodes holding its pods stuck Terminating or Running not Ready, admission's latest refusals, and its
+        namespace's quotas while it has workers to create."""
         if job.deleting or job.status.finished:
             return observed
         restricted, nodes, quotas = False, {}, NamespaceQuotas()
         if self.lookups is not None:
             restricted = await self.lookups.namespace_restricted(job.namespace)
-            stuck = stuck_pods(observed.pods, now, self.config.stuck_after_seconds)
-            nodes = await self.lookups.node_views(p.node_name or "" for p in stuck) if stuck else {}
+            nodes = await self.lookups.node_views(nodes_in_question(observed, now, self.config.stuck_after_seconds))
             if creates_workers(job, observed):
                 quotas = await self.lookups.resource_quotas(job.namespace)  # is there room for them?
         return dataclasses.replace(
