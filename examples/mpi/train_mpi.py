@@ -83,9 +83,12 @@ def local_gradient(weights: list[float], rows: list[list[float]], labels: list[i
 
 
 def checkpointing() -> bool:
-    """Only a job with checkpoints (spec.checkpoint: CHECKPOINT_DIR and its volume) saves them; the local example's
-    manifest has none, and the image's working directory is not the place for them."""
-    return bool(os.environ.get("CHECKPOINT_DIR", "").strip())
+    """Only a job with checkpoints saves them: CHECKPOINT_DIR (<mount>/<job uid>) under a writable mount. The
+    operator sets the variable for every job, but mounts the volume only with spec.checkpoint (the local example's
+    manifest has none, and `/checkpoints` is then not there to write to)."""
+    directory = os.environ.get("CHECKPOINT_DIR", "").strip()
+    mount = os.path.dirname(directory.rstrip("/"))
+    return bool(directory) and os.path.isdir(mount) and os.access(mount, os.W_OK)
 
 
 def save_checkpoint(weights: list[float], epoch: int) -> Any:
