@@ -1,0 +1,109 @@
+"""Whole-spec fuzzing through the real API server, its schema and CEL rules, the conversion and admission webhooks
+and the operator (issue 41; the strategies: tests/spec_strategies.py).
+
+Every drawn TrainingJob, in v1alpha1 or v1, valid by type or with one value made wrong, must end one of two ways:
+- refused by the API server with 400, 403 or 422 and a message that names the field (never a 500: that would be
+  a webhook failing), or
+- accepted, and then reconciled: the operator writes a status for its generation with a known phase (a spec only
+  the operator can judge ends Failed with an InvalidSpec Event), and deleting it leaves nothing (no stuck
+  finalizer).
+Throughout, the operator neither exits nor logs an error or a traceback. TJ_FUZZ_EXAMPLES (default 40) sets the
+count; a failure prints the drawn spec.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import time
+import uuid
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+from kubernetes.client.exceptions import ApiException
+
+from tests.integration.test_kill_points import logged_errors
+from tests.jobs import event_reasons, get_job
+from tests.kube import Kube, wait_until
+from tests.operator_harness import RunningOperator
+from tests.spec_strategies import specs
+from trainingjob.api import constants as k
+from trainingjob.api.status import Phase as JobPhase
+
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("trainingjob_crd")]
+EXAMPLES = int(os.environ.get("TJ_FUZZ_EXAMPLES") or 40)
+PHASES = {phase.value for phase in JobPhase}
+OUTCOMES: collections.Counter[str] = collections.Counter()
+REFUSALS: list[str] = []  # the first few refusals' messages, for the summary
+
+
+def refusal_names_the_field(error: ApiException) -> str | None:
+    """None when the refusal is one a user can act on; else what is wrong with it."""
+    if error.status >= 500:
+        return f"HTTP {error.status} (a server or webhook failure, not a refusal): {error.body}"
+    if error.status not in (400, 403, 422):
+        return f"HTTP {error.status}: {error.body}"
+    message = json.loads(error.body or "{}").get("message", "")
+    if "spec" not in message and "author" not in message:  # 403 from admission names the author's missing right
+        return f"HTTP {error.status} without a field: {message}"
+    return None
+
+
+def reconciled(kube: Kube, namespace: str, name: str) -> dict[str, Any] | None:
+    """The job once the operator wrote a status for its current generation."""
+    job = get_job(kube, namespace, name) or {}
+    status = job.get("status") or {}
+    generation = (job.get("metadata") or {}).get("generation")
+    return job if status.get("phase") and status.get("observedGeneration") == generation else None
+
+
+def try_one(kube: Kube, namespace: str, version: str, spec: dict[str, Any], how: str) -> None:
+    name = f"fz-{uuid.uuid4().hex[:8]}"
+    body = {"apiVersion": f"{k.GROUP}/{version}", "kind": k.KIND, "metadata": {"name": name}, "spec": spec}
+    shown = f"{version} {how}: {json.dumps(spec)[:2000]}"
+    try:
+        kube.custom.create_namespaced_custom_object(k.GROUP, version, namespace, k.PLURAL, body)
+    except ApiException as error:
+        problem = refusal_names_the_field(error)
+        assert problem is None, f"{problem}\nfor {shown}"
+        OUTCOMES[f"refused {error.status}"] += 1
+        if len(REFUSALS) < 3:
+            REFUSALS.append(json.loads(error.body or "{}").get("message", "")[:300])
+        return
+    job = wait_until(lambda: reconciled(kube, namespace, name), 120, f"the operator to reconcile {shown}")
+    status = job["status"]
+    assert status["phase"] in PHASES, f"phase {status['phase']} for {shown}"
+    if status["phase"] == "Failed":
+        reasons = {c.get("reason") for c in status.get("conditions") or [] if c.get("status") == "True"}
+        if "InvalidSpec" in reasons:
+            wait_until(lambda: "InvalidSpec" in event_reasons(kube, namespace, name), 60, f"an Event for {shown}")
+    OUTCOMES[f"accepted, {status['phase']}"] += 1
+    kube.custom.delete_namespaced_custom_object(k.GROUP, version, namespace, k.PLURAL, name)
+    wait_until(lambda: get_job(kube, namespace, name) is None, 120, f"{name} to be gone (finalizer cleared)")
+
+
+def test_every_drawn_spec_is_refused_with_its_field_or_reconciled_to_a_known_phase(
+    kube: Kube, namespace: str, operator: RunningOperator
+) -> None:
+    log_start, began = operator.log_path.stat().st_size, time.monotonic()
+
+    @settings(
+        max_examples=EXAMPLES,
+        deadline=None,
+        database=None,
+        phases=(Phase.generate,),  # no shrinking: each example costs seconds of a real cluster
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(st.sampled_from(["v1alpha1", "v1"]).flatmap(lambda v: st.tuples(st.just(v), specs(v))))
+    def drawn(example: tuple[str, tuple[dict[str, Any], str]]) -> None:
+        version, (spec, how) = example
+        try_one(kube, namespace, version, spec, how)
+
+    drawn()
+    assert operator.process.poll() is None, "the operator exited"
+    errors = logged_errors(operator, log_start)
+    assert not errors, "the operator logged errors:\n" + "\n".join(errors[:20])
+    print(f"spec fuzzing: {EXAMPLES} examples in {time.monotonic() - began:.0f}s: {dict(OUTCOMES)}; e.g. {REFUSALS}")
