@@ -30,9 +30,11 @@ def test_metrics_follow_a_job_from_creation_to_success(kube: Kube, namespace: st
     running = scrape(operator)
     assert value(running, "trainingjob_gpus_requested", namespace=namespace) == 2
     assert value(running, "trainingjob_workers", phase="Running") >= 2
-    assert (
-        value(running, "trainingjob_time_to_running_seconds_count")
-        == value(before, "trainingjob_time_to_running_seconds_count") + 1
+    # The operator counts the transition after its status write returns, so a test watching the API server can
+    # see Running a moment before the count moves: wait for it rather than read it once.
+    started = value(before, "trainingjob_time_to_running_seconds_count") + 1
+    wait_until(
+        lambda: _counted(operator, "trainingjob_time_to_running_seconds_count", started), 30, "the start to be counted"
     )
     wait_phase(kube, namespace, "counted", "Succeeded")
     after = wait_until(lambda: _succeeded_counted(operator, namespace), 30, "the success to be counted")
@@ -50,6 +52,14 @@ def test_metrics_follow_a_job_from_creation_to_success(kube: Kube, namespace: st
         before, "trainingjob_reconcile_duration_seconds_count"
     )
     assert value(after, "trainingjob_operator_leader") == 1
+
+
+def _counted(operator: RunningOperator, name: str, expected: float) -> dict | None:
+    """The scrape once `name` reaches `expected`; a count past it (another job counted) fails the wait's caller."""
+    samples = scrape(operator)
+    observed = value(samples, name)
+    assert observed <= expected, f"{name} is {observed}, expected {expected}: another job was counted"
+    return samples if observed == expected else None
 
 
 def _succeeded_counted(operator: RunningOperator, namespace: str) -> dict | None:
