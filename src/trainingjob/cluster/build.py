@@ -79,9 +79,15 @@ COMPONENT_SETS: tuple[ComponentSet, ...] = (
     ComponentSet("kwok", "sigs.k8s.io/kwok", {"kwok": "sigs.k8s.io/kwok/cmd/kwok"}),
 )
 
-# Not a control-plane component (ensure_binaries never builds it): promtool checks deploy/monitoring/'s rules.
+# Not a control-plane component (ensure_binaries never builds it): promtool checks deploy/monitoring/'s rules, and
+# the Prometheus server scrapes a running operator in tests so the alert rules are evaluated on real series.
 PROMETHEUS = ComponentSet(
-    "prometheus", "github.com/prometheus/prometheus", {"promtool": "github.com/prometheus/prometheus/cmd/promtool"}
+    "prometheus",
+    "github.com/prometheus/prometheus",
+    {
+        "promtool": "github.com/prometheus/prometheus/cmd/promtool",
+        "prometheus": "github.com/prometheus/prometheus/cmd/prometheus",
+    },
 )
 
 # Not a control-plane component either: helm lints, renders and installs charts/trainingjob-operator in tests.
@@ -140,7 +146,11 @@ def binary_path(component: str) -> Path:
 
 
 def is_built(component_set: ComponentSet) -> bool:
-    return (binaries_dir(component_set.name, component_set.version) / COMPLETE_MARKER).exists()
+    """Complete and holding every binary the set names now: a cache built before a binary joined its set (the
+    Prometheus server joined promtool's) is rebuilt instead of lacking it."""
+    directory = binaries_dir(component_set.name, component_set.version)
+    binaries = [directory / name for name in component_set.packages]
+    return (directory / COMPLETE_MARKER).exists() and all(binary.exists() for binary in binaries)
 
 
 def build_component_set(
@@ -153,7 +163,7 @@ def build_component_set(
     `also(staging)` adds what belongs with the binaries (files taken from the module's source) before the directory
     is marked complete, so a build is never complete without them."""
     target = binaries_dir(component_set.name, component_set.version)
-    if (target / COMPLETE_MARKER).exists():
+    if is_built(component_set):
         return target
     go = check_go_toolchain(minimum_go_version(component_set.wrapper_dir / "go.mod"))
     staging = target.with_name(target.name + f".partial-{os.getpid()}")
@@ -262,6 +272,12 @@ def ensure_promtool(say: Callable[[str], None] = print) -> Path:
     """Build promtool if missing and return its path."""
     ensure_built([PROMETHEUS], say)
     return binaries_dir(PROMETHEUS.name, PROMETHEUS.version) / "promtool"
+
+
+def ensure_prometheus(say: Callable[[str], None] = print) -> Path:
+    """Build the Prometheus server (with promtool) if missing and return its path."""
+    ensure_built([PROMETHEUS], say)
+    return binaries_dir(PROMETHEUS.name, PROMETHEUS.version) / "prometheus"
 
 
 def ensure_helm(say: Callable[[str], None] = print) -> Path:
