@@ -124,7 +124,9 @@ def up(
 
 
 @cluster.command()
-@click.option("--with-promtool", is_flag=True, help="Also build Prometheus: promtool and the server (check and evaluate deploy/monitoring's rules in tests).")
+@click.option(
+    "--with-promtool", is_flag=True, help="Also build Prometheus: promtool and the server (alert-rule tests)."
+)
 @click.option("--with-helm", is_flag=True, help="Also build helm (lints, renders and installs the chart in tests).")
 @click.option("--with-kueue", is_flag=True, help="Also build Kueue's manager and render its install manifests.")
 @click.option("--with-s3", is_flag=True, help="Also build SeaweedFS's weed (the S3 server of --with-s3).")
