@@ -2,8 +2,9 @@
 
 trainingjob.sdk saves, prunes and loads them there with boto3, as a worker does; and the xgboost example, run as a
 job whose storage is an s3:// path and whose credentials come from the Secret it names, checkpoints to S3, is
-SIGKILLed, resumes in a new attempt from the newest checkpoint in S3 (RESUME_FROM_CHECKPOINT carries its URI) and
-Succeeds, leaving only keepLast checkpoints in the bucket.
+suspended (the stop's checkpoint is saved to S3, and status.lastStop names its URI) and resumed, SIGKILLed, resumes
+in a new attempt from the newest checkpoint in S3 (RESUME_FROM_CHECKPOINT carries its URI) and Succeeds, leaving
+only keepLast checkpoints in the bucket.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.jobs import create_job, env_of, get_job, live_pods
+from tests.jobs import create_job, env_of, get_job, live_pods, patch_job
 from tests.kube import Kube
 from tests.local_node import kill_worker
 from tests.operator_harness import REPO
@@ -79,7 +80,7 @@ def xgboost_on_s3(namespace: str) -> dict[str, Any]:
     body = yaml.safe_load((REPO / "examples" / "xgboost" / "trainingjob-local.yaml").read_text())
     spec = body["spec"]
     spec["workers"] = 2
-    spec["hyperparameters"].update(epochs=6, epochSeconds=2)
+    spec["hyperparameters"].update(epochs=8, epochSeconds=2)
     storage = {"type": "s3", "path": f"s3://checkpoints/{namespace}/xgb", "secretName": "s3-credentials"}
     spec["checkpoint"] = {"enabled": True, "interval": 1, "keepLast": 2, "storage": storage}
     return body
@@ -98,6 +99,16 @@ def test_an_s3_job_checkpoints_is_killed_resumes_from_s3_and_keeps_only_the_last
     first = wait_status(kube, namespace, job, lambda s: (s.get("lastCheckpoint") or {}).get("epoch", 0) >= 2, "2")
     assert first["lastCheckpoint"]["path"].startswith(f"s3://checkpoints/{prefix}/ckpt-"), first
     assert any(key.startswith("ckpt-") for key in stored_keys(s3_credentials, prefix))
+
+    # A graceful stop saves into S3 too, and status says where: the URI a resume reads, not the pod's scratch path.
+    patch_job(kube, namespace, job, {"spec": {"suspend": True}})
+    stopped = wait_status(kube, namespace, job, lambda s: (s.get("lastStop") or {}).get("checkpointed"), "stop")
+    saved = stopped["lastStop"]["checkpoint"]
+    assert saved["path"] == f"s3://checkpoints/{prefix}/ckpt-{saved['epoch']:08d}.json", stopped["lastStop"]
+    assert stopped["lastCheckpoint"]["path"] == saved["path"]
+    assert f"ckpt-{saved['epoch']:08d}.json" in stored_keys(s3_credentials, prefix)
+    patch_job(kube, namespace, job, {"spec": {"suspend": False}})
+    wait_status(kube, namespace, job, lambda s: (s.get("lastCheckpoint") or {}).get("epoch", 0) > saved["epoch"], "on")
     kill_worker(namespace, job, 1)  # SIGKILL, as the OOM killer would
 
     status = wait_status(kube, namespace, job, lambda s: s.get("phase") == "Succeeded", "Succeeded", RUN_TIMEOUT)
@@ -107,7 +118,7 @@ def test_an_s3_job_checkpoints_is_killed_resumes_from_s3_and_keeps_only_the_last
     logs = log_of(kube, namespace, f"{job}-worker-0")
     resumed = re.findall(r"resuming from \S*/ckpt-(\d{8})\.json at epoch (\d+)", logs)
     assert len(resumed) == 1, logs[-2000:]
-    assert int(resumed[0][1]) == int(resumed[0][0]) + 1 >= 3, "resumed after a checkpoint of the first attempt"
+    assert int(resumed[0][1]) == int(resumed[0][0]) + 1 >= 3, "resumed after a checkpoint of an earlier attempt"
     pods = live_pods(kube, namespace, job) or []
     for pod in pods:  # the second attempt's pods, if they are kept: RESUME_FROM_CHECKPOINT is an s3:// URI
         assert env_of(pod)["RESUME_FROM_CHECKPOINT"].startswith(f"s3://checkpoints/{prefix}/ckpt-")
