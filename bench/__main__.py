@@ -23,6 +23,7 @@ from bench.guard import LIST_EVERY_S, STALL_S, WaitLimits
 from bench.provenance import MixedCommits, collect, git_state, refuse_mixed_commits
 from bench.report import write_report
 from bench.run import steady_run, throughput_run
+from bench.sweep import sweep_run
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"
@@ -76,6 +77,9 @@ def arguments(argv: list[str]) -> argparse.Namespace:
     add("--gang-jobs", type=int, default=16, help="GPU jobs of the gang scenario (0: skip it), bench/gang.py")
     add("--gang-workers", type=int, default=3, help="workers per gang job: 3 does not divide the 8-GPU nodes")
     add("--gang-nodes", type=int, default=4, help="8-GPU nodes of the gang scenario")
+    add("--sweep-trials", type=int, default=0, help="trials of the sweep scenario (0: skip it), bench/sweep.py")
+    add("--sweep-parallelism", type=int, default=10, help="trials of the sweep scenario running at a time")
+    add("--sweep-nodes", type=int, default=4, help="kwok nodes of the sweep scenario")
     add("--timeout", type=float, default=3600, help="seconds one run may take before it is recorded unfinished")
     add("--list-every", type=float, default=LIST_EVERY_S, help="seconds between the LISTs that cross-check the watch")
     add("--stall-seconds", type=float, default=STALL_S, help="a wait expecting change ends after this long without")
@@ -158,6 +162,12 @@ async def main(args: argparse.Namespace) -> int:
             )
             say(f"  all Succeeded {record['all_succeeded_s']} s, GPU-s held in part {record['partial_gpu_seconds']}")
             save(record, provenance)
+    if args.sweep_trials:
+        say(f"sweep scenario: {args.sweep_trials} trials, {args.sweep_parallelism} at a time")
+        provenance = collect()
+        record = await sweep_run(args.sweep_trials, args.sweep_parallelism, args.sweep_nodes, limits, say)
+        say(f"  {record['sweep_phase']} in {record['wall_s']} s, writes/trial {record['writes_per_trial']}")
+        save(record, provenance)
     say(f"wrote {args.out / 'benchmarks.md'}")
     return 0
 

@@ -175,12 +175,17 @@ class Ours(Contender):
         self.kubeconfig = cluster.service_account_kubeconfig("trainingjob-system", "trainingjob-operator")
         self.start(cluster)
 
+    def endpoint_args(self) -> list[str]:
+        """Endpoints a scenario needs besides /metrics (the sweep's trials report through the progress one)."""
+        return []
+
     def start(self, cluster: BenchCluster) -> None:
         port = free_port()
         self.metrics_url = f"http://127.0.0.1:{port}/metrics"
         command = [
             *(sys.executable, "-m", "trainingjob.cli", "operator", "--all-namespaces", "--log-format", "json"),
             *("--log-level", "WARNING", "--metrics-port", str(port), "--metrics-bind", "127.0.0.1"),
+            *self.endpoint_args(),
             *self.extra_args,
         ]
         # A fixed $POD_NAME, as the downward API gives a container restarted in its pod (kill -9 below): the new

@@ -10,6 +10,7 @@ from typing import Any
 
 from bench.gang import gang_section
 from bench.provenance import commits, counted, provenance_lines, refuse_mixed_commits
+from bench.sweep import sweep_section
 
 LABELS = {
     "ours": "trainingjob-operator",
@@ -328,7 +329,13 @@ def write_report(
     parts += ["\n\n", provenance_lines(all_runs, legacy_machine)]
     parts += ["\n## Targets\n\n", targets(summary, records), "\n## Throughput (medians)\n\n"]
     parts += [throughput_section(scenario, figures) + "\n" for scenario, figures in summary.items()]
-    parts += ["## Steady state and restart\n\n", steady_section(records), "\n", gang_section(records)]
+    parts += [
+        "## Steady state and restart\n\n",
+        steady_section(records),
+        "\n",
+        gang_section(records),
+        sweep_section(records),
+    ]
     if plotted:
         parts.append("\n## Jobs Running over time\n\n![jobs Running over time](benchmarks-running.png)\n")
     parts.append(

@@ -120,3 +120,30 @@ def test_the_writers_pool_has_room_for_every_create_slot_and_two_writes_per_reco
     for creates, reconciles in ((32, 16), (1, 1), (1024, 512)):
         config = OperatorConfig(max_concurrent_creates=creates, max_concurrent_reconciles=reconciles)
         assert writer_connections(config) > creates + 2 * reconciles
+
+
+def test_each_reconcile_is_counted_under_its_controllers_kind_failed_ones_too() -> None:
+    """trainingjob_reconciles_total{controller}: what the bench's sweep scenario divides by its trials."""
+    from trainingjob.operator.metrics import OperatorMetrics
+
+    metrics = OperatorMetrics()
+
+    async def scenario() -> None:
+        async def flaky(key: tuple[str, str]) -> None:
+            if key[1] == "broken":
+                raise RuntimeError("refused")
+
+        controller = Controller(Registration(TRAININGJOBS, TRAININGJOB_BODIES, ()), flaky, 1, metrics=metrics)
+        controller.synced.set()
+        controller.start()
+        controller.queue.add(("team-a", "bert"))
+        controller.queue.add(("team-a", "broken"))
+        for _ in range(200):  # both reconciled (the failed one's retry waits a second: it is not among them)
+            if metrics.reconciles.labels("TrainingJob")._value.get() >= 2:
+                break
+            await asyncio.sleep(0.01)
+        await controller.stop()
+
+    asyncio.run(scenario())
+    assert metrics.reconciles.labels("TrainingJob")._value.get() == 2
+    assert metrics.reconcile_errors.labels("RuntimeError")._value.get() == 1

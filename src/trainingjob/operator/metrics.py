@@ -65,6 +65,13 @@ class OperatorMetrics:
         self.reconcile_duration = Histogram(
             "trainingjob_reconcile_duration_seconds", "Time of one reconcile (plan and apply).", registry=self.registry
         )
+        # By controller: what one kind's reconciles cost (the bench's sweep scenario divides it by trials).
+        self.reconciles = Counter(
+            "trainingjob_reconciles_total",
+            "Reconciles run, by controller (kind).",
+            ["controller"],
+            registry=self.registry,
+        )
         self.reconcile_errors = Counter(
             "trainingjob_reconcile_errors_total", "Reconciles that raised, by kind.", ["kind"], registry=self.registry
         )

@@ -154,6 +154,7 @@ class Controller:
                 self.queue.done(key)
                 if self.metrics is not None:
                     self.metrics.reconcile_duration.observe(time.monotonic() - started)
+                    self.metrics.reconciles.labels(self.kind).inc()
 
     def longest_reconcile(self) -> tuple[Key, float] | None:
         """The key whose reconcile has run longest and for how many seconds (None: no reconcile in flight)."""
