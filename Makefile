@@ -101,9 +101,10 @@ demo-simulated: components node-packages  ## the same on kwok's fake nodes: no c
 	BIN=$(BIN) CLUSTER=$(CLUSTER) DEMO_MODE=simulated scripts/demo.sh
 
 BENCH_ARGS ?=
-# The reviewer's mode: each contender once at 100x8, then our operator's 1000x8 steady state with a kill -9.
+# The reviewer's mode: each contender once at 100x8, then our operator's 1000x8 steady state with a kill -9, then
+# one TrainingSweep of 100 trials (about a minute, cluster start included, on a loaded 2-core machine).
 BENCH_QUICK = --jobs 100 --repeats 1 --contenders ours,raw,raw-children,kubeflow-tuned \
-	--steady-jobs 1000 --steady-contenders ours --idle-seconds 30 --gang-jobs 0
+	--steady-jobs 1000 --steady-contenders ours --idle-seconds 30 --gang-jobs 0 --sweep-trials 100
 bench: components  ## scale benchmark vs Kubeflow and the raw API limit -> bench-results/<time>/ (hours; BENCH_ARGS=--help)
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[bench]'
 	$(BIN)/python -m bench $(BENCH_ARGS)
