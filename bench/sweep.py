@@ -2,7 +2,7 @@
 
 Why: the sweep controller rebuilds its Optuna study from the trials on every decision (docs/sweeps.md, "Restarts"),
 so its cost grows with the trials; issue 38 asks for it measured, reconciles and writes per trial. kwok runs no
-code, so the harness plays each trial's worker 0 as `tj demo --simulated` does (trainingjob.cluster.simulate): a
+code, so the harness plays each trial's worker 0 as `tj cluster simulate-training` does (cluster/simulate.py): a
 pod-bound token, `EPOCHS` reports of a deterministic objective to the operator's real progress endpoint, then the
 worker marked to complete once status.progress shows 100 %. Nothing is pruned (pruner `none`): each trial runs
 its epochs, so the counts depend on the trials, not on the sampler's luck.
