@@ -18,6 +18,7 @@ import json
 import os
 import signal
 import ssl
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -28,6 +29,7 @@ import pytest
 from tests.operator_harness import RunningOperator, start_operator
 from trainingjob.cluster import components as c
 from trainingjob.cluster.control_plane import ClusterState, component_running
+from trainingjob.cluster.errors import ClusterError
 from trainingjob.cluster.process import start, stop, wait_healthy
 
 # Watches end every 5 s (process.watch_timeout), so a healthy operator hears from the API server well within 10 s.
@@ -66,13 +68,24 @@ def restart(state: ClusterState, names: tuple[str, ...], while_down: Callable[[]
         start_again(state, name, commands[name])
 
 
-def start_again(state: ClusterState, name: str, command: list[str]) -> None:
+def start_again(state: ClusterState, name: str, command: list[str], attempts: int = 10) -> None:
+    """Start `name` with its old command line (its ports too) and wait until it is healthy. While it was down, its
+    port was free for anyone: a client's ephemeral port or another cluster's port probe can hold it for a moment, and
+    then the component exits at once with "address already in use" (CI once lost kube-controller-manager, and every
+    namespace's ServiceAccount after it, that way). Try again a few times before giving up."""
     layout = state.layout
     log_path = layout.logs / f"{name}.log"
-    state.pids[name] = start(name, command, log_path, layout.root)
-    state.save()
     check = c.health_checks(layout)[name]
-    wait_healthy(name, state.pids[name], state.binaries[name], check, layout.pki / "ca.crt", log_path, 90)
+    for attempt in range(1, attempts + 1):
+        state.pids[name] = start(name, command, log_path, layout.root)
+        state.save()
+        try:
+            wait_healthy(name, state.pids[name], state.binaries[name], check, layout.pki / "ca.crt", log_path, 90)
+            return
+        except ClusterError as error:
+            if "address already in use" not in str(error) or attempt == attempts:
+                raise
+            time.sleep(2)
 
 
 @contextlib.contextmanager
