@@ -14,9 +14,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.control_plane_faults import restart, session_cluster
 from tests.integration.test_blocked_workers import REACT, blocked, warnings
 from tests.jobs import SIM, create_job, event_reasons, get_job, job_manifest, job_pods, wait_phase
 from tests.kube import Kube, wait_until
@@ -26,6 +26,7 @@ from trainingjob.cluster.manifests import fake_node
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("operator")]
 NODE_LABEL = "ml.example.com/test-node"
+NODE_GRACE_SECONDS = 50  # kube-controller-manager's --node-monitor-grace-period (its default)
 
 
 @pytest.fixture
@@ -209,26 +210,36 @@ def test_workers_on_a_lost_node_are_evicted_and_the_gang_restarts_on_another_nod
     print(f"lost node: disruptions {status['disruptionCount']}, attempt {status['attempt']}; events {reasons}")
 
 
+def silence_kubelet(kube: Kube, node: str) -> None:
+    """Make the node's kubelet go away for good, as a crashed machine's does: its Lease in kube-node-lease is taken by
+    a holder that never renews it, so kwok (which renews only Leases it holds) stops heartbeating the node, and after
+    the node lifecycle controller's grace period (50 s) the node turns Unknown and its pods not Ready."""
+    coordination = client.CoordinationV1Api(kube.api)
+    renewed = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    spec = {"holderIdentity": "a-kubelet-gone-for-good", "leaseDurationSeconds": 3600, "renewTime": renewed}
+    coordination.patch_namespaced_lease(node, "kube-node-lease", {"spec": spec})
+
+
 def test_workers_on_a_lost_node_wait_visibly_for_their_eviction(kube: Kube, namespace: str, own_node: str) -> None:
     create_job(kube, namespace, lost_node_job("stranded", namespace))  # the default toleration: 300 s
     wait_phase(kube, namespace, "stranded", "Running", timeout=REACT)
     uids = {p.metadata.name: p.metadata.uid for p in job_pods(kube, namespace, "stranded")}
-    set_not_ready(kube, own_node, True)
-    # A kubelet gone for good stops renewing its Lease: the node lifecycle controller turns the node Unknown and marks
-    # its pods not Ready at once. kwok's NotReady keeps renewing it (the kubelet "says" NotReady), and then the
-    # controller marks the pods only when it processes them, as it does at its start: so it is restarted here.
-    restart(session_cluster(), ("kube-controller-manager",))
+    silence_kubelet(kube, own_node)
 
     def reported() -> dict[str, Any] | None:
         job = get_job(kube, namespace, "stranded")
         condition = blocked(job)
         return job if condition and condition["reason"] == "NodeNotReady" else None
 
-    job = wait_until(reported, 2 * REACT, "the job to say its workers' node is lost")
+    job = wait_until(reported, NODE_GRACE_SECONDS + 2 * REACT, "the job to say its workers' node is lost")
+    assert node_ready(kube, own_node) == "Unknown"
     message = blocked(job)["message"]
     # The worker the controller marked first is named (the condition takes the first by index once both are).
     assert re.match(r"worker ([01]) \(pod stranded-worker-\1\) may not be running: ", message), message
-    assert f"node {own_node} is NotReady (KubeletNotReady) since" in message and "tolerationSeconds" in message
+    assert (
+        f"node {own_node} is unreachable (Ready Unknown, NodeStatusUnknown) since" in message
+        and "tolerationSeconds" in message
+    )
     assert job["status"]["phase"] == "Running" and message in job["status"]["message"]
     wait_until(lambda: "NodeNotReady" in warnings(kube, namespace, "stranded"), REACT, "a Warning Event")
     # Evicting is Kubernetes' call, after the toleration: the operator deleted nothing.

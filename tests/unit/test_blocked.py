@@ -206,7 +206,7 @@ def test_a_worker_running_on_a_lost_node_says_what_the_job_waits_for() -> None:
     result = plan(job, children(job, pod(job, 0), cut_off, nodes=unreachable), NOW, CONFIG)
     blocked = condition(result.status)
     assert blocked["reason"] == "NodeNotReady" and blocked["message"].startswith("worker 1 (pod job-worker-1)")
-    assert "node n1 is unreachable (Ready Unknown) (NodeStatusUnknown) since" in blocked["message"]
+    assert "node n1 is unreachable (Ready Unknown, NodeStatusUnknown) since" in blocked["message"]
     assert "tolerationSeconds" in blocked["message"] and "failurePolicy" in blocked["message"]
     assert [e.reason for e in result.events] == ["NodeNotReady"]
     # Nothing is deleted for it: evicting is Kubernetes' call (the job's tolerations), restarting then the job's.

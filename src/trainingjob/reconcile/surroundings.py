@@ -47,9 +47,10 @@ class NodeView:
             return f"node {self.name} no longer exists"
         if self.ready == "True":
             return f"node {self.name} is Ready"
-        state = "NotReady" if self.ready == "False" else "unreachable (Ready Unknown)"
+        state, said = ("NotReady", []) if self.ready == "False" else ("unreachable", ["Ready Unknown"])
+        said += [self.reason] if self.reason else []
+        reason = f" ({', '.join(said)})" if said else ""
         since = f" since {self.since}" if self.since else ""
-        reason = f" ({self.reason})" if self.reason else ""
         return f"node {self.name} is {state}{reason}{since}"
 
 
