@@ -24,6 +24,7 @@ from bench import kubeflow
 from bench.client import Api, create_all
 from bench.cluster import NAMESPACE, REPO, BenchCluster, free_port, wait_for
 from bench.measure import metric_sum
+from bench.provenance import git_state
 from trainingjob.api import constants as k
 from trainingjob.api.conversion import convert, to_internal
 from trainingjob.api.types import TrainingJob
@@ -155,6 +156,9 @@ class Ours(Contender):
             # tables are about, so each run records them (operator_args) and the report names them.
             extra_args=shlex.split(os.environ.get("BENCH_OPERATOR_ARGS", "")),
         )
+        # The before/after pair of a redesign: BENCH_OPERATOR_SRC=<another checkout>/src runs that checkout's operator
+        # under this harness (same cluster, same measures); recorded with each run as an experiment, with its commit.
+        self.operator_src = os.environ.get("BENCH_OPERATOR_SRC") or None
 
     pod_name = "trainingjob-operator-bench"
 
@@ -167,7 +171,12 @@ class Ours(Contender):
     @property
     def experiment(self) -> dict[str, Any]:
         settings = super().experiment
-        return settings if self.job_version == k.VERSION else {**settings, "job_version": self.job_version}
+        if self.job_version != k.VERSION:
+            settings = {**settings, "job_version": self.job_version}
+        if self.operator_src is not None:
+            commit = git_state(Path(self.operator_src))["commit"]
+            settings = {**settings, "operator_src": self.operator_src, "operator_commit": commit}
+        return settings
 
     def install(self, cluster: BenchCluster) -> None:
         cluster.kubectl("apply", "-f", str(REPO / "deploy/crd"), "-f", str(REPO / "deploy/rbac"))
@@ -196,6 +205,8 @@ class Ours(Contender):
             "HOME": str(Path.home()),
             "POD_NAME": self.pod_name,
         }
+        if self.operator_src is not None:
+            env["PYTHONPATH"] = self.operator_src
         # /readyz answers 200 once this replica leads (after a kill, once the dead holder's Lease expired).
         self.launch(command, env, f"http://127.0.0.1:{port}/readyz", cluster)
 

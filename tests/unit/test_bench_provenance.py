@@ -149,3 +149,18 @@ def test_a_stalled_run_is_marked_in_the_report() -> None:
     record = {**run("raw-pods", None, "a" * 40), "stalled": "nothing changed for 300 s, in the watch or the LISTs"}
     section = throughput_section((10, 2), summarize_throughput([record])[(10, 2)])
     assert "| raw pod creation | 1 (0) |" in section and "raw pod creation — (stalled)" in section
+
+
+def test_an_operator_run_from_another_checkout_is_an_experiment_naming_its_commit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The before/after pair of a redesign: the other checkout's code is measured, so its commit is recorded."""
+    from bench.contenders import contender
+
+    source = Path(__file__).resolve().parents[2] / "src"
+    monkeypatch.setenv("BENCH_OPERATOR_SRC", str(source))
+    experiment = contender("ours").experiment
+    assert experiment["operator_src"] == str(source)
+    assert experiment["operator_commit"] == git_state()["commit"]
+    monkeypatch.delenv("BENCH_OPERATOR_SRC")
+    assert "operator_commit" not in contender("ours").experiment
