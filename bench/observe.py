@@ -40,6 +40,8 @@ class Timeline:
     # have been quiet a while (kwok may still be playing stages from a stale view after all jobs are Running).
     pod_events: int = 0
     last_pod_event: float = field(default_factory=time.monotonic)
+    # The newest resourceVersion each watch ("pod", "job") delivered: how far it has got (the Watchdog's LISTs).
+    watched_versions: dict[str, int] = field(default_factory=lambda: {"pod": 0, "job": 0})
 
     def start(self) -> None:
         self.started = time.monotonic()
@@ -52,6 +54,7 @@ class Timeline:
         return round(time.monotonic() - self.started, 3)
 
     def on_pod(self, kind: str, pod: dict[str, Any], jobs_from_pods: bool) -> None:
+        self._watched("pod", pod)
         job = self.job_of_pod(pod)
         if job is None or kind == "DELETED":
             return
@@ -93,6 +96,7 @@ class Timeline:
             self.mark(job, "Failed")
 
     def on_job(self, job_state: JobState, kind: str, obj: dict[str, Any]) -> None:
+        self._watched("job", obj)
         state = job_state(obj)
         if state is not None and kind != "DELETED":
             self.job_states[obj["metadata"]["name"]] = state
@@ -106,6 +110,11 @@ class Timeline:
             self.succeeded_at.setdefault(job, at)
         if state == "Failed":
             self.failed.add(job)
+
+    def _watched(self, stream: str, obj: dict[str, Any]) -> None:
+        version = resource_version(obj)
+        if version > self.watched_versions[stream]:
+            self.watched_versions[stream] = version
 
     def seen_states(self) -> dict[str, str]:
         """What the watch delivered, named as `listed_states` names a LIST: pod/<name> -> phase, job/<name> -> state."""
@@ -133,17 +142,17 @@ class Timeline:
 
     def listed_states(
         self, pods: list[dict[str, Any]], jobs: list[dict[str, Any]], job_state: JobState | None
-    ) -> dict[str, str]:
-        """A LIST's pods (of the workload) and job objects in `seen_states`' terms."""
+    ) -> dict[str, tuple[str, int]]:
+        """A LIST's pods (of the workload) and job objects in `seen_states`' terms, each with its resourceVersion."""
         states = {
-            f"pod/{pod['metadata']['name']}": (pod.get("status") or {}).get("phase", "Pending")
+            f"pod/{pod['metadata']['name']}": ((pod.get("status") or {}).get("phase", "Pending"), resource_version(pod))
             for pod in pods
             if self.job_of_pod(pod) is not None
         }
         for job in jobs if job_state is not None else []:
             state = job_state(job)
             if state is not None:
-                states[f"job/{job['metadata']['name']}"] = state
+                states[f"job/{job['metadata']['name']}"] = (state, resource_version(job))
         return states
 
     def last(self, marks: dict[str, float]) -> float | None:
@@ -161,3 +170,11 @@ class Timeline:
             "pods_seen": len(self.pod_phases),
             "pod_ip_changes": self.pod_ip_changes,
         }
+
+
+def resource_version(obj: dict[str, Any]) -> int:
+    """An object's resourceVersion as an integer (an etcd revision here); 0 where it has none."""
+    try:
+        return int((obj.get("metadata") or {}).get("resourceVersion") or 0)
+    except ValueError:
+        return 0

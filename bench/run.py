@@ -111,13 +111,16 @@ def guard(
 ) -> Watchdog:
     """The watchdog of a run: `broken` each tick; a LIST of the pods and the contender's jobs every minute."""
 
-    async def listing() -> dict[str, str]:
+    async def listing() -> dict[str, tuple[str, int]]:
         pods = (await cluster.admin.get(f"/api/v1/namespaces/{NAMESPACE}/pods"))["items"]
         path = who.watch_path or who.job_path
         jobs = (await cluster.admin.get(path))["items"] if path else []
         return timeline.listed_states(pods, jobs, who.job_state if path else None)
 
-    return Watchdog(broken, timeline.seen_states, timeline.summary, listing, None, limits.list_every_s, limits.stall_s)
+    return Watchdog(
+        broken, timeline.seen_states, timeline.summary, listing, None, limits.list_every_s, limits.stall_s,
+        lambda: timeline.watched_versions,
+    )  # fmt: skip
 
 
 async def start_workload(

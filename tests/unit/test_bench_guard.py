@@ -13,8 +13,9 @@ from bench.observe import Timeline
 from bench.run import wait_until
 
 
-def pod(name: str, phase: str, job: str = "job-1") -> dict[str, Any]:
-    return {"metadata": {"name": name, "labels": {"job": job}}, "status": {"phase": phase}}
+def pod(name: str, phase: str, job: str = "job-1", version: int = 1) -> dict[str, Any]:
+    metadata = {"name": name, "labels": {"job": job}, "resourceVersion": str(version)}
+    return {"metadata": metadata, "status": {"phase": phase}}
 
 
 def timeline() -> Timeline:
@@ -23,25 +24,29 @@ def timeline() -> Timeline:
 
 def test_a_change_two_lists_agree_on_and_the_watch_lacks_is_missed() -> None:
     seen = {"pod/a": "Pending", "pod/b": "Running"}
-    earlier = {"pod/a": "Running", "pod/b": "Running", "pod/c": "Pending"}
-    listed = {"pod/a": "Running", "pod/b": "Running", "pod/c": "Running"}
+    earlier = {"pod/a": ("Running", 5), "pod/b": ("Running", 6), "pod/c": ("Pending", 7)}
+    listed = {"pod/a": ("Running", 5), "pod/b": ("Running", 6), "pod/c": ("Running", 9)}
     # a: both LISTs say Running, the watch still Pending: missed. c: changed between the LISTs: maybe just behind.
     assert missed_by_watch(earlier, listed, seen) == ["pod/a"]
     assert missed_by_watch({}, listed, seen) == []
+    # A watch that has delivered version 10 should have seen a's version 5; one that reached only 4 is behind.
+    assert missed_by_watch(earlier, listed, seen, {"pod": 10}) == ["pod/a"]
+    assert missed_by_watch(earlier, listed, seen, {"pod": 4}) == [], "behind, not missed"
 
 
 def test_listed_states_name_pods_and_jobs_as_the_watch_does() -> None:
     line = timeline()
-    line.on_pod("ADDED", pod("w-0", "Running"), jobs_from_pods=False)
-    line.on_job(
-        lambda o: o["status"]["phase"], "MODIFIED", {"metadata": {"name": "job-1"}, "status": {"phase": "Running"}}
-    )
+    job = {"metadata": {"name": "job-1", "resourceVersion": "8"}, "status": {"phase": "Running"}}
+    line.on_pod("ADDED", pod("w-0", "Running", version=7), jobs_from_pods=False)
+    line.on_job(lambda o: o["status"]["phase"], "MODIFIED", job)
     listed = line.listed_states(
-        [pod("w-0", "Running"), pod("other", "Running", job=None)],  # type: ignore[arg-type]
-        [{"metadata": {"name": "job-1"}, "status": {"phase": "Running"}}],
+        [pod("w-0", "Running", version=7), pod("other", "Running", job=None)],  # type: ignore[arg-type]
+        [job],
         lambda o: o["status"]["phase"],
     )
-    assert listed == line.seen_states() == {"pod/w-0": "Running", "job/job-1": "Running"}
+    assert listed == {"pod/w-0": ("Running", 7), "job/job-1": ("Running", 8)}
+    assert line.seen_states() == {"pod/w-0": "Running", "job/job-1": "Running"}
+    assert line.watched_versions == {"pod": 7, "job": 8}
 
 
 def run(coroutine: Any) -> Any:
@@ -58,10 +63,11 @@ def test_a_watch_that_missed_a_change_ends_the_wait_with_what_was_seen() -> None
     line = timeline()
     line.on_pod("ADDED", pod("w-0", "Pending"), jobs_from_pods=False)
 
-    async def listing() -> dict[str, str]:
-        return {"pod/w-0": "Running"}  # what the API server says; the watch never delivered it
+    async def listing() -> dict[str, tuple[str, int]]:
+        return {"pod/w-0": ("Running", 1)}  # what the API server says; the watch never delivered it
 
     dog = Watchdog(lambda: None, line.seen_states, line.summary, listing, list_every_s=0.0)
+    dog.watched = lambda: {"pod": 2, "job": 0}  # the watch got past version 1 without delivering it
     with pytest.raises(Stalled, match="missed 1 changes") as stalled:
         run(wait_until(lambda: False, 3600, lambda: None, dog))
     assert stalled.value.seen["pods_seen"] == 1 and dog.lists == 2
