@@ -9,11 +9,10 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import yaml
 from kubernetes.client.exceptions import ApiException
 
 from tests.admission_support import withheld_if_unanswered
-from tests.kube import Kube, wait_until
+from tests.kube import Kube, token_kubeconfig, wait_until
 from tests.operator_harness import OPERATOR_ACCOUNT, OPERATOR_NAMESPACE
 
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
@@ -175,20 +174,6 @@ def apply_manifests(kubectl: str, kubeconfig: Path, directory: Path) -> None:
 
 
 def service_account_kubeconfig(kube: Kube, path: Path) -> Path:
-    """A kubeconfig holding a TokenRequest token of the operator's ServiceAccount (no admin certificate)."""
+    """A kubeconfig of the operator's ServiceAccount (no admin certificate), its token valid for a whole session."""
     wait_until(lambda: kube.has_service_account(OPERATOR_NAMESPACE, OPERATOR_ACCOUNT), 30, "operator account")
-    token = kube.core.create_namespaced_service_account_token(
-        OPERATOR_ACCOUNT, OPERATOR_NAMESPACE, {"spec": {"expirationSeconds": 6 * 3600}}
-    ).status.token
-    base = kube.api.configuration
-    document = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "local", "cluster": {"server": base.host, "certificate-authority": base.ssl_ca_cert}}],
-        "users": [{"name": OPERATOR_ACCOUNT, "user": {"token": token}}],
-        "contexts": [{"name": "operator", "context": {"cluster": "local", "user": OPERATOR_ACCOUNT}}],
-        "current-context": "operator",
-    }
-    path.write_text(yaml.safe_dump(document))
-    path.chmod(0o600)
-    return path
+    return token_kubeconfig(kube, OPERATOR_ACCOUNT, OPERATOR_NAMESPACE, path, seconds=6 * 3600)

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
+import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
@@ -66,6 +67,30 @@ class Kube:
         configuration.ssl_ca_cert = base.ssl_ca_cert
         configuration.api_key = {"authorization": f"Bearer {token}"}
         return Kube(self.kubeconfig, client.ApiClient(configuration))
+
+
+def token_kubeconfig(
+    kube: Kube, account: str, namespace: str, path: Path, *, seconds: int = 3600, context_namespace: str = ""
+) -> Path:
+    """Write to `path` a kubeconfig that authenticates as ServiceAccount `namespace/account` with a TokenRequest
+    token valid `seconds` (no admin certificate), so whatever runs with it is refused what that account is not
+    granted. `context_namespace`: the context's namespace (what `tj` and the UI default to), none when empty."""
+    token = kube.core.create_namespaced_service_account_token(
+        account, namespace, {"spec": {"expirationSeconds": seconds}}
+    ).status.token
+    base = kube.api.configuration
+    context = {"cluster": "local", "user": account, **({"namespace": context_namespace} if context_namespace else {})}
+    document = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "local", "cluster": {"server": base.host, "certificate-authority": base.ssl_ca_cert}}],
+        "users": [{"name": account, "user": {"token": token}}],
+        "contexts": [{"name": account, "context": context}],
+        "current-context": account,
+    }
+    path.write_text(yaml.safe_dump(document))
+    path.chmod(0o600)
+    return path
 
 
 def restricted_pod(name: str, annotations: dict[str, str] | None = None, **spec: object) -> dict:

@@ -28,7 +28,7 @@ from tests.integration import deploy_support
 from tests.integration.deploy_support import OVERLAYS, WATCHED, kubectl, operator_subject, render
 from tests.integration.test_progress_endpoint import pod_token, worker_ca
 from tests.jobs import create_job, delete_job, get_job, job_manifest, patch_job, wait_phase
-from tests.kube import Kube, restricted_pod, wait_until
+from tests.kube import Kube, restricted_pod, token_kubeconfig, wait_until
 from tests.metrics import scrape_url
 from tests.operator_harness import OPERATOR_ACCOUNT, OPERATOR_NAMESPACE, REPO, free_port, healthy
 from tests.rbac_usage import CLUSTER_SCOPED, used_by_code
@@ -161,24 +161,6 @@ def probe_rbac(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return result
 
 
-def token_kubeconfig(kube: Kube, account: str, path: Path) -> Path:
-    token = kube.core.create_namespaced_service_account_token(
-        account, OPERATOR_NAMESPACE, {"spec": {"expirationSeconds": 3600}}
-    ).status.token
-    base = kube.api.configuration
-    document = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "local", "cluster": {"server": base.host, "certificate-authority": base.ssl_ca_cert}}],
-        "users": [{"name": account, "user": {"token": token}}],
-        "contexts": [{"name": account, "context": {"cluster": "local", "user": account}}],
-        "current-context": account,
-    }
-    path.write_text(yaml.safe_dump(document))
-    path.chmod(0o600)
-    return path
-
-
 def scrape(port: int) -> dict[tuple[str, tuple], float]:
     return scrape_url(f"http://127.0.0.1:{port}/metrics")
 
@@ -215,7 +197,7 @@ def test_the_namespaced_grants_cover_the_watched_namespace_and_nothing_else(
 def test_an_operator_with_only_the_namespaced_grants_runs_jobs_in_the_watched_namespace(
     kube: Kube, probe_account: str, namespace: str, tmp_path: Path
 ) -> None:
-    kubeconfig = token_kubeconfig(kube, PROBE_ACCOUNT, tmp_path / "probe.kubeconfig")
+    kubeconfig = token_kubeconfig(kube, PROBE_ACCOUNT, OPERATOR_NAMESPACE, tmp_path / "probe.kubeconfig")
     health, progress, metrics, webhooks = free_port(), free_port(), free_port(), free_port()
     command = [
         *(sys.executable, "-m", "trainingjob.cli", "operator", "--namespace", WATCHED, "--log-format", "json"),

@@ -21,9 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from tests.kube import Kube, wait_until
+from tests.kube import Kube, token_kubeconfig, wait_until
 from tests.operator_harness import REPO, free_port
 from tests.prerequisites import missing_prerequisite
 
@@ -165,20 +164,7 @@ def restricted_kubeconfig(kube: Kube, namespace: str, path: Path, verbs: list[st
         "subjects": [{"kind": "ServiceAccount", "name": "viewer", "namespace": namespace}],
     }
     kube.rbac.create_namespaced_role_binding(namespace, binding)
-    token = kube.core.create_namespaced_service_account_token(
-        "viewer", namespace, {"spec": {"expirationSeconds": 3600}}
-    ).status.token
-    base = kube.api.configuration
-    document = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "local", "cluster": {"server": base.host, "certificate-authority": base.ssl_ca_cert}}],
-        "users": [{"name": "viewer", "user": {"token": token}}],
-        "contexts": [{"name": "viewer", "context": {"cluster": "local", "user": "viewer", "namespace": namespace}}],
-        "current-context": "viewer",
-    }
-    path.write_text(yaml.safe_dump(document))
-    path.chmod(0o600)
+    path = token_kubeconfig(kube, "viewer", namespace, path, context_namespace=namespace)
     return path, f"system:serviceaccount:{namespace}:viewer"
 
 
