@@ -24,17 +24,8 @@ def install_crd(kube: Kube, manifest: dict[str, Any] | None = None) -> None:
     CA): the shipped ones point at https://127.0.0.1:9443, where no test operator listens."""
     from trainingjob.api.schema import crd_manifest
 
-    manifest = saved_config(manifest or crd_manifest())
+    manifest = create_or_replace_crd(kube, manifest or crd_manifest(), keep_conversion=True)
     name = manifest["metadata"]["name"]
-    try:
-        kube.extensions.create_custom_resource_definition(manifest)
-    except ApiException as error:
-        if error.status != 409:
-            raise
-        current = kube.api.sanitize_for_serialization(kube.extensions.read_custom_resource_definition(name))
-        manifest["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-        manifest["spec"]["conversion"] = current["spec"]["conversion"]
-        kube.extensions.replace_custom_resource_definition(name, manifest)
     install_webhook_configurations(kube)
     install_llmmodel_crd(kube)
     install_sweep_crd(kube)
@@ -72,6 +63,14 @@ def install_runtime_crds(kube: Kube) -> None:
 
 def install_other_crd(kube: Kube, crd: dict[str, Any]) -> None:
     """A CRD without conversion webhook, created or replaced, and waited for until Established."""
+    name = create_or_replace_crd(kube, crd)["metadata"]["name"]
+    wait_until(lambda: _established(kube, name), 60, f"CRD {name} to be Established")
+
+
+def create_or_replace_crd(kube: Kube, crd: dict[str, Any], keep_conversion: bool = False) -> dict[str, Any]:
+    """Create `crd` (recording itself as last applied) or replace the one installed, and return what was sent.
+    `keep_conversion`: a replace keeps the installed `spec.conversion`, whose webhook clientConfig and CA a running
+    operator set to itself (the TrainingJob CRD's; the shipped one points where no test operator listens)."""
     manifest = saved_config(crd)
     name = manifest["metadata"]["name"]
     try:
@@ -79,10 +78,12 @@ def install_other_crd(kube: Kube, crd: dict[str, Any]) -> None:
     except ApiException as error:
         if error.status != 409:
             raise
-        current = kube.extensions.read_custom_resource_definition(name)
-        manifest["metadata"]["resourceVersion"] = current.metadata.resource_version
+        current = kube.api.sanitize_for_serialization(kube.extensions.read_custom_resource_definition(name))
+        manifest["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+        if keep_conversion:
+            manifest["spec"]["conversion"] = current["spec"]["conversion"]
         kube.extensions.replace_custom_resource_definition(name, manifest)
-    wait_until(lambda: _established(kube, name), 60, f"CRD {name} to be Established")
+    return manifest
 
 
 def saved_config(manifest: dict[str, Any]) -> dict[str, Any]:
