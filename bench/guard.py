@@ -114,7 +114,8 @@ class Watchdog:
             if missed:
                 raise Stalled(
                     f"the harness's watch missed {len(missed)} changes that two LISTs {self.list_every_s:.0f} s "
-                    f"apart agree on (first: {', '.join(missed[:3])})",
+                    f"apart agree on (first: {', '.join(missed[:3])}; {missed[0]} listed {listed[missed[0]]}, "
+                    f"seen {self.seen().get(missed[0])}, watches at {self.watched() if self.watched else '?'})",
                     self.summary(),
                 )
         self._earlier = listed

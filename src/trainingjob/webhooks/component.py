@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -40,7 +41,11 @@ from trainingjob.webhooks.tls import Rotation, SecretStore, ServingNames, Webhoo
 from trainingjob.webhooks.validation import validate
 
 logger = logging.getLogger(__name__)
-LOOKUP_TIMEOUT = 3.0  # the API server gives the webhook 5 s in all
+LOOKUP_TIMEOUT = 3.0  # one lookup; the API server gives the webhook webhook_config.TIMEOUT_SECONDS in all
+# How long a SubjectAccessReview may be tried again after a timeout or a 5xx/429 before the create is refused: within
+# the API server's wait for the webhook, with a margin for the rest of the answer.
+REVIEW_BUDGET = w.TIMEOUT_SECONDS - 2.0
+REVIEW_RETRY_DELAY = 0.25
 REVIEW_TTL = 10.0  # seconds a SubjectAccessReview's answer is kept
 OPTIONS = {"_preload_content": False, "_request_timeout": LOOKUP_TIMEOUT}
 
@@ -137,20 +142,39 @@ class ApiClusterView:
         return ((await answer(self.core.list_namespaced_limit_range(namespace, **OPTIONS))) or {}).get("items") or []
 
 
+def transient(error: BaseException) -> bool:
+    """A failure that asking again may mend: no answer in time, a broken connection, a 5xx or 429."""
+    return not isinstance(error, ApiException) or error.status in (429,) or (error.status or 0) >= 500
+
+
 class ApiAccessReviewer:
     """authorization.AccessReviewer over the API: SubjectAccessReviews, each answer kept for REVIEW_TTL seconds
     (a burst of jobs by one author into one namespace asks once; the API server's own webhook authorizer caches
     the same way)."""
 
-    def __init__(self, api: client.ApiClient, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, api: client.ApiClient, clock: Callable[[], float] = time.monotonic, budget: float = REVIEW_BUDGET
+    ) -> None:
         self.authorization = client.AuthorizationV1Api(api)
         self.answers: TtlCache[bool] = TtlCache(self._review, REVIEW_TTL, clock=clock)
+        self.clock = clock
+        self.budget = budget
 
     async def allows(self, user: UserInfo, access: Access) -> bool:
+        """One review shared by every request asking the same at once; one that failed for a busy API server (a
+        timeout, 5xx, 429) is asked again while the budget lasts, so a burst of creates is not refused together
+        for one slow answer. The last failure is raised (the create is refused: admission never guesses)."""
         key = json.dumps(
             [user.username, user.uid, sorted(user.groups), user.extra, access.attributes()], sort_keys=True
         )
-        return await self.answers.get(key)
+        deadline = self.clock() + self.budget
+        while True:
+            try:
+                return await self.answers.get(key)
+            except (ApiException, aiohttp.ClientError, OSError, TimeoutError) as error:
+                if not transient(error) or self.clock() + LOOKUP_TIMEOUT + REVIEW_RETRY_DELAY > deadline:
+                    raise
+            await asyncio.sleep(REVIEW_RETRY_DELAY)
 
     async def _review(self, key: str) -> bool:
         username, uid, groups, extra, attributes = json.loads(key)

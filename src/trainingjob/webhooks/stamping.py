@@ -21,6 +21,7 @@ import datetime
 import logging
 from typing import Any
 
+import aiohttp
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from trainingjob.api.types import TrainingJob
@@ -88,7 +89,7 @@ async def author_denial(
     """Why the request's user may not have `job`'s pods run for them (None: they may). `what` names the object."""
     try:
         refused = await denials(job, request.user, reviewer, config)
-    except (ApiException, OSError, TimeoutError) as error:
+    except (ApiException, aiohttp.ClientError, OSError, TimeoutError) as error:
         logger.warning("could not check the permissions of %s: %s", request.user.username, error)
         return f"could not check your permissions (retry): {error}"
     if refused:
