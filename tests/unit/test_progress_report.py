@@ -57,6 +57,10 @@ def test_a_full_report_is_parsed() -> None:
         (json.dumps({"metrics": {"bad name": 1}}).encode(), 400, "invalid"),
         (json.dumps({"metrics": {f"m{i}": i for i in range(33)}}).encode(), 400, "at most 32"),
         (json.dumps({"worker": 0}).encode(), 400, "carries nothing"),
+        (json.dumps({"checkpoint": {"path": "/c\x1b]52;c;cm0gLXJmIH4=\x1b\\"}}).encode(), 400, "control"),
+        (json.dumps({"checkpoint": {"path": "/c/\u202egpj.exe"}}).encode(), 400, "control"),
+        (json.dumps({"checkpoint": {"path": "/c/\u0085x"}}).encode(), 400, "control"),
+        (json.dumps({"checkpoint": {"path": "/" + "c" * 1024}}).encode(), 400, "longer than 1024"),
         (b" " * (16 * 1024 + 1), 413, "larger than"),
     ],
 )

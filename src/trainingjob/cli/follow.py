@@ -63,7 +63,7 @@ class _Display:
             SpinnerColumn(finished_text="•"),
             TextColumn("[bold]{task.fields[ref]}"),
             _ReportedBar(),
-            TextColumn("{task.fields[summary]}"),
+            TextColumn("{task.fields[summary]}", markup=False),  # a message's "[/x]" is text, not markup
             TimeElapsedColumn(),
             console=stdout_console(),
             disable=not self.tty,
@@ -86,11 +86,11 @@ class _Display:
                 self.task,
                 total=None if view.percent is None else 100,
                 completed=view.percent or 0,
-                summary=view.summary,
+                summary=render.shown(view.summary),
                 no_bar=view.percent is None and phase_of(job) in render.FINISHED_PHASES,
             )
         elif view.summary != self.last:
-            click.echo(f"{self.ref}: {view.summary}")
+            click.echo(f"{self.ref}: {render.shown(view.summary)}")
         self.last = view.summary
 
 

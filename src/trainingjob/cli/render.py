@@ -1,8 +1,13 @@
-"""What the job commands print: tables, ages, JSON/YAML, `describe` sections and `watch` summaries (pure)."""
+"""What the job commands print: tables, ages, JSON/YAML, `describe` sections and `watch` summaries (pure).
+
+Every cell passes `shown`: messages, checkpoint paths and Events carry text from workers and other controllers, and
+an escape sequence in one must not repaint or write the clipboard of the reader's terminal (CVE-2021-25743).
+"""
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -21,6 +26,13 @@ NONE = "<none>"
 JOB_HEADERS = ("NAME", "FRAMEWORK", "WORKERS", "PHASE", "RESTARTS", "AGE")
 OUTPUTS = ("table", "json", "yaml")
 FINISHED_PHASES = ("Succeeded", "Failed")
+# C0, DEL and C1 control characters, and the bidirectional overrides (which show text in another order than it is).
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def shown(value: Any) -> str:
+    """`value` as text a terminal shows as it is: every control character replaced by '?'."""
+    return CONTROL.sub("?", str(value))
 
 
 # Times -------------------------------------------------------------------------------------------------------------
@@ -109,6 +121,7 @@ def format_row(cells: Sequence[str], widths: Sequence[int]) -> str:
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    rows = [[shown(cell) for cell in row] for row in rows]
     widths = column_widths(headers, rows)
     return "\n".join(format_row(cells, widths) for cells in [headers, *rows])
 
@@ -225,12 +238,12 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> Table:
     for header in headers:
         table.add_column(header, overflow="fold")
     for row in rows:
-        table.add_row(*(Text(str(cell)) for cell in row))
+        table.add_row(*(Text(shown(cell)) for cell in row))
     return table
 
 
 def _section(title: str, body: RenderableType | str) -> Group:
-    content = Text(f"  {body}") if isinstance(body, str) else _indent(body)
+    content = Text(f"  {shown(body)}") if isinstance(body, str) else _indent(body)
     return Group(Text(f"{title}:", style="bold"), content)
 
 
@@ -368,7 +381,7 @@ def describe(
     summary.add_column(style="bold")
     summary.add_column(overflow="fold")
     for label, value in [*_summary_rows(job, now), *extra]:
-        summary.add_row(Text(f"{label}:"), Text(str(value)))
+        summary.add_row(Text(f"{label}:"), Text(shown(value)))
     conditions = condition_rows(job, now)
     workers = worker_rows(job)
     event_lines = event_rows(events, now)

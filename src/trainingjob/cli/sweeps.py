@@ -7,7 +7,6 @@ a categorical value must not repaint someone's screen).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -20,13 +19,12 @@ from trainingjob.cli.common import CliError, Target
 from trainingjob.cli.manifest import ManifestError, place, yaml_documents
 from trainingjob.cli.plumbing import connect, connection_options, not_found, output_option, run
 
-CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 SWEEP_HEADERS = ["NAME", "PHASE", "DONE", "RUNNING", "MAX", "METRIC", "BEST", "BEST TRIAL", "AGE"]
 TRIAL_HEADERS = ["TRIAL", "STATE", "VALUE", "EPOCHS", "PARAMETERS", "REASON"]
 
 
 def printable(value: Any, limit: int = 120) -> str:
-    text = CONTROL.sub("?", value if isinstance(value, str) else render.format_number(value))
+    text = render.shown(value if isinstance(value, str) else render.format_number(value))
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

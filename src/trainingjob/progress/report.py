@@ -26,6 +26,11 @@ MAX_METRICS = 32  # status.progress.metrics' maxProperties
 # The schema's integers are int64; a count beyond this is no real epoch or step and would make the write fail.
 MAX_COUNT = 2**63 - 1
 METRIC_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,62}$")
+# Control characters (C0, DEL, C1) and the bidirectional overrides: no path holds them, and a path is shown as
+# is by `kubectl describe`, the CLI and the UI, where an escape sequence repaints (or writes the clipboard of) the
+# reader's terminal and an override shows the text in another order than it is.
+UNSHOWABLE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+MAX_PATH = 1024
 REPORT_DEPTH = 8  # a report nests 2 levels (its metrics, its checkpoint); room for fields it ignores
 COUNTS = ("epoch", "totalEpochs", "step", "totalSteps", "worker")
 MAX_EARLIER = 32  # epochs kept from merged reports between two status writes (one write every few seconds)
@@ -104,7 +109,12 @@ def _checkpoint(value: Any) -> dict[str, Any] | None:
         return None
     if not isinstance(value, dict) or not isinstance(value.get("path", ""), str):
         raise ReportError(400, "checkpoint must be an object with a string path")
-    checkpoint: dict[str, Any] = {"path": value.get("path", "")[:1024]}
+    path = value.get("path", "")
+    if len(path) > MAX_PATH:
+        raise ReportError(400, f"checkpoint path is longer than {MAX_PATH} characters")
+    if UNSHOWABLE.search(path):
+        raise ReportError(400, "checkpoint path holds control characters")
+    checkpoint: dict[str, Any] = {"path": path}
     for key in ("epoch", "step"):
         number = _count(value, key)
         if number is not None:
