@@ -1,14 +1,33 @@
-"""/metrics, /healthz and /readyz on one plain-HTTP port (the progress endpoint has its own TLS port)."""
+"""/metrics, /healthz and /readyz on one plain-HTTP port (the progress endpoint has its own TLS port).
+
+Every pod can reach this port (Prometheus scrapes it, the shipped NetworkPolicy lets every pod in), and the
+kubelet's liveness probe comes here: so connections are bounded like the progress endpoint's (issue 41). Before,
+aiohttp kept a connection that never finished its request for an hour (its keep-alive default, 3630 s) and took
+any number of them: one pod holding a few thousand idle connections ran the process out of file descriptors, and
+the liveness probe, the watches and the API calls failed with it.
+"""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from trainingjob.operator.metrics import OperatorMetrics
+from trainingjob.progress.limits import GuardedSite
+
+
+@dataclass(frozen=True)
+class PortLimits:
+    """Prometheus keeps one connection and scrapes every 15-60 s; the kubelet opens one per probe."""
+
+    idle_seconds: float = 15.0  # to send a whole request, and between two requests on one connection
+    lifetime: float = 120.0  # no connection lasts longer (a client that never reads its answer)
+    max_connections: int = 128
+    per_address: int = 16  # one pod cannot take every slot: the kubelet's probe comes from another address
 
 
 def build_app(
@@ -32,8 +51,19 @@ def build_app(
     return app
 
 
-async def serve(app: web.Application, host: str, port: int) -> web.AppRunner:
-    runner = web.AppRunner(app, access_log=None)
+async def serve(app: web.Application, host: str, port: int, limits: PortLimits | None = None) -> web.AppRunner:
+    limits = limits or PortLimits()
+    runner = web.AppRunner(app, access_log=None, keepalive_timeout=limits.idle_seconds)
     await runner.setup()
-    await web.TCPSite(runner, host, port).start()
+    site = GuardedSite(
+        runner,
+        host,
+        port,
+        ssl_context=None,
+        max_connections=limits.max_connections,
+        lifetime=limits.lifetime,
+        handshake_timeout=0,
+        per_address=limits.per_address,
+    )
+    await site.start()
     return runner

@@ -151,7 +151,8 @@ class GuardedProtocol(asyncio.Protocol):
             transport.abort()  # type: ignore[attr-defined]
             return
         self.address = address
-        self.timer = asyncio.get_running_loop().call_later(self.guard.lifetime, transport.abort)  # type: ignore[attr-defined]
+        if self.guard.lifetime is not None:
+            self.timer = asyncio.get_running_loop().call_later(self.guard.lifetime, transport.abort)  # type: ignore[attr-defined]
         self.inner.connection_made(transport)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -183,7 +184,7 @@ class ConnectionGuard:
 
     factory: Callable[[], asyncio.Protocol]
     max_connections: int
-    lifetime: float
+    lifetime: float | None  # None: a connection may stay as long as aiohttp keeps it
     per_address: int = 16
     open: int = 0
     by_address: dict[str, int] = field(default_factory=dict)  # only addresses with connections open
@@ -209,7 +210,8 @@ class ConnectionGuard:
 
 
 class GuardedSite(web.BaseSite):
-    """aiohttp's TCP site with the connection guard and a bound on the TLS handshake."""
+    """aiohttp's TCP site with the connection guard and a bound on the TLS handshake (HTTPS), or plain HTTP when
+    `ssl_context` is None."""
 
     def __init__(
         self,
@@ -219,7 +221,7 @@ class GuardedSite(web.BaseSite):
         *,
         ssl_context: Any,
         max_connections: int,
-        lifetime: float,
+        lifetime: float | None,
         handshake_timeout: float,
         per_address: int = 16,
     ) -> None:
@@ -231,7 +233,7 @@ class GuardedSite(web.BaseSite):
 
     @property
     def name(self) -> str:
-        return f"https://{self.host}:{self.requested_port}"
+        return f"{'https' if self._ssl_context else 'http'}://{self.host}:{self.requested_port}"
 
     async def start(self) -> None:
         await super().start()
@@ -243,7 +245,7 @@ class GuardedSite(web.BaseSite):
             self.host,
             self.requested_port,
             ssl=self._ssl_context,
-            ssl_handshake_timeout=self.handshake_timeout,
+            ssl_handshake_timeout=self.handshake_timeout if self._ssl_context else None,
             backlog=self._backlog,
             reuse_address=True,
         )

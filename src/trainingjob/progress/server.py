@@ -24,6 +24,7 @@ from aiohttp import web
 from kubernetes_asyncio import client
 
 from trainingjob.http_bodies import read_body
+from trainingjob.kube.meta import is_object_name
 from trainingjob.progress.auth import Caller, JobPod, authorize, caller_from_review, review_token
 from trainingjob.progress.limits import GuardedSite, RateLimiter, ReviewCache, retry_after
 from trainingjob.progress.report import MAX_BODY_BYTES, Report, ReportError, parse_report
@@ -92,6 +93,9 @@ class ProgressEndpoint:
 
     async def handle(self, request: web.Request) -> web.Response:
         key = (request.match_info["namespace"], request.match_info["name"])
+        if not (is_object_name(key[0]) and is_object_name(key[1])):
+            # Decoded from the path, so it may hold newlines or kilobytes: neither logged nor echoed back.
+            return web.json_response({"reason": "no such trainingjob: the path names none"}, status=404)
         try:
             if self.in_flight >= self.limits.max_in_flight:
                 raise ReportError(503, "too many reports in flight; retry", retry_after=1)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
+import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -25,6 +26,8 @@ from aiohttp import web
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from trainingjob.http_bodies import MalformedBody, parse_json
+from trainingjob.kube.meta import is_object_name
 from trainingjob.ui import sse
 from trainingjob.ui.kubeapi import InputError, KubeApi, error_payload, parse_manifest
 from trainingjob.ui.queue import POSITIONS, PositionCache, queue_positions
@@ -38,6 +41,7 @@ VENDOR_FILES = ("vendor/chart.umd.min.js",)
 COOKIE = "tj_ui_token"  # what earlier versions kept the token in: deleted wherever a browser still holds it
 ACTION_HEADER = "X-TJ-UI"
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+NAMED = ("namespace", "name", "pod")  # path parts that name objects: "..%2F..%2Fsecrets" arrives "../../secrets"
 
 STORE = web.AppKey("store", JobStore)
 KUBE = web.AppKey("kube", KubeApi)
@@ -65,6 +69,10 @@ async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
             return web.json_response({"message": "open the URL `tj ui` printed (it carries the token)"}, status=401)
         if request.method not in ("GET", "HEAD") and request.headers.get(ACTION_HEADER) != "1":
             return web.json_response({"message": f"missing {ACTION_HEADER} header"}, status=403)
+        for key in NAMED:
+            value = request.match_info.get(key)
+            if value is not None and not is_object_name(value):
+                return web.json_response({"message": f"{value[:64]!r} is not a valid {key}"}, status=400)
     response = await handler(request)
     response.headers.setdefault("X-Content-Type-Options", "nosniff")
     response.headers.setdefault("X-Frame-Options", "DENY")
@@ -159,7 +167,8 @@ async def log_stream(request: web.Request) -> web.StreamResponse:
     kube = request.app[KUBE]
     namespace, pod = request.match_info["namespace"], request.match_info["pod"]
     follow = request.query.get("follow", "1") == "1"
-    tail = int(request.query["tailLines"]) if request.query.get("tailLines", "").isdigit() else None
+    lines = request.query.get("tailLines", "")
+    tail = int(lines) if lines.isascii() and lines.isdigit() else None  # "²".isdigit(), and int("²") raised: 500
     response = await sse.open_stream(request)
     with contextlib.suppress(ConnectionResetError):
         try:
@@ -185,10 +194,13 @@ async def act(call: Awaitable[dict[str, Any]]) -> web.Response:
 
 
 async def read_json(request: web.Request) -> dict[str, Any]:
+    """The body as a JSON object; 400 with the reason otherwise (deep nesting made json.loads raise RecursionError,
+    a 500). aiohttp refuses bodies past its client_max_size (1 MiB) with 413 before this reads them."""
     try:
-        body = await request.json()
-    except ValueError:
-        raise web.HTTPBadRequest(text='{"message": "the body is not JSON"}', content_type="application/json") from None
+        body = parse_json(await request.read())
+    except MalformedBody as error:
+        message = json.dumps({"message": f"the body is not JSON we can read: {error}"[:512]})
+        raise web.HTTPBadRequest(text=message, content_type="application/json") from None
     if not isinstance(body, dict):
         raise web.HTTPBadRequest(text='{"message": "expected a JSON object"}', content_type="application/json")
     return body
