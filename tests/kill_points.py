@@ -9,6 +9,8 @@ Three parts, each a thread or a plain function so the test reads as one story:
   index and attempt labels. Two pods for one worker and attempt means a pod was recreated without a recorded
   restart (the operator forgot, after a kill, what it had already done).
 - `Chaos` (tests/kill_schedule.py) kills and restarts the operator meanwhile.
+Once the kills are over, `converge` waits for the jobs to finish their scenarios and checks what must then hold
+(tests/kill_invariants.py); the control-plane chaos test ends the same way.
 
 What the seed reproduces: the scenarios and the kill delays. What it cannot: the machine's timing, so a failure
 found under load may need a few runs with its seed to show again.
@@ -29,6 +31,7 @@ from kubernetes import watch
 from kubernetes.client.exceptions import ApiException
 
 from tests.jobs import SIM, delete_job, get_job, job_manifest, live_pods, patch_job
+from tests.kill_invariants import converged_problems, orphans_after_collection
 from tests.kube import Kube
 from trainingjob.api import constants as k
 
@@ -300,3 +303,23 @@ class Driver(threading.Thread):
             if error.status != 404:
                 raise
         self.wait(scenario, "gone", lambda: get_job(self.kube, self.namespace, scenario.name) is None or "present")
+
+
+def converge(kube: Kube, namespace: str, driver: Driver, history: PodHistory, seed: str, detail: str = "") -> float:
+    """The kills (or faults) are over and an operator runs: every job in flight must finish its scenario, each step
+    settling within STEP_TIMEOUT, and then nothing may be lost, stuck, orphaned, duplicated or counted twice.
+    `seed` (the line that reproduces the run) starts every failure; `detail` follows the driver's errors. Returns
+    the seconds from the calm to the last scenario's end."""
+    driver.stopping.set()
+    driver.calm_down()
+    calm = time.monotonic()
+    driver.join(timeout=600)
+    converged = time.monotonic() - calm
+    assert not driver.errors, f"{seed}: {driver.errors}{detail}"
+    assert not driver.is_alive(), f"{seed}: the driver did not finish"
+    stray = orphans_after_collection(kube, namespace)
+    assert not stray, f"{seed}: orphaned children (the garbage collector left them): {stray}"
+    history.stopping.set()
+    problems = converged_problems(kube, namespace, driver, history)
+    assert not problems, f"{seed}: " + "\n".join(problems)
+    return converged

@@ -35,8 +35,8 @@ from tests.control_plane_faults import (
     log_since,
     restart,
 )
-from tests.integration.test_kill_points import converged_problems, logged_errors, orphans_after_collection
-from tests.kill_points import Driver, PodHistory
+from tests.integration.test_kill_points import logged_errors
+from tests.kill_points import Driver, PodHistory, converge
 from tests.kube import Kube, wait_until
 from tests.operator_harness import RunningOperator
 
@@ -134,18 +134,7 @@ def test_jobs_converge_across_control_plane_restarts_at_random_instants(
             time.sleep(rng.uniform(*PAUSE_SECONDS))
             faults.append(inject(state, rng, driver))
             assert operator.process.poll() is None, f"TJ_CONTROL_PLANE_SEED={seed}: the operator exited: {faults}"
-        driver.stopping.set()
-        driver.calm_down()
-        calm = time.monotonic()
-        driver.join(timeout=600)
-        converged = time.monotonic() - calm
-        assert not driver.errors, f"TJ_CONTROL_PLANE_SEED={seed}: {driver.errors} (faults: {faults})"
-        assert not driver.is_alive(), f"TJ_CONTROL_PLANE_SEED={seed}: the driver did not finish"
-        stray = orphans_after_collection(kube, namespace)
-        assert not stray, f"TJ_CONTROL_PLANE_SEED={seed}: orphaned children: {stray}"
-        history.stopping.set()
-        problems = converged_problems(kube, namespace, driver, history)
-        assert not problems, f"TJ_CONTROL_PLANE_SEED={seed}: " + "\n".join(problems)
+        converged = converge(kube, namespace, driver, history, f"TJ_CONTROL_PLANE_SEED={seed}", f" (faults: {faults})")
         # One process throughout: it reconnected, re-listed and retried on its own.
         assert operator.process.poll() is None
         wait_until(lambda: health(operator)[0] == 200, 90, "/healthz to answer 200", interval=1)
