@@ -112,9 +112,11 @@ def guard(
     """The watchdog of a run: `broken` each tick; a LIST of the pods and the contender's jobs every minute."""
 
     async def listing() -> dict[str, tuple[str, int]]:
-        pods = (await cluster.admin.get(f"/api/v1/namespaces/{NAMESPACE}/pods"))["items"]
+        # resourceVersion=0: served from the API server's watch cache, not etcd (a full LIST of 8000 pods timed out
+        # on a loaded machine); a stale answer is fine, missed_by_watch judges each object by its own version.
+        pods = (await cluster.admin.get(f"/api/v1/namespaces/{NAMESPACE}/pods?resourceVersion=0"))["items"]
         path = who.watch_path or who.job_path
-        jobs = (await cluster.admin.get(path))["items"] if path else []
+        jobs = (await cluster.admin.get(f"{path}?resourceVersion=0"))["items"] if path else []
         return timeline.listed_states(pods, jobs, who.job_state if path else None)
 
     return Watchdog(
@@ -187,6 +189,7 @@ async def throughput_run(
             "finished": finished,
             "stalled": stalled,
             "harness_lists": watchdog.lists,
+            "harness_failed_lists": watchdog.failed_lists,
             **timeline.summary(),
             "cpu_seconds": cpu,
             "harness_cpu_seconds": round(harness_cpu() - harness_before, 2),
@@ -325,6 +328,7 @@ async def steady_run(
             "restart_requests": dict(sorted(after.items())),
             "restarted_peak_rss_mib": restart.peak_rss_mib,
             "harness_lists": watchdog.lists,
+            "harness_failed_lists": watchdog.failed_lists,
             **(replacement.figures("replacement", records, who.identity) if replacement else {}),
         }
     finally:

@@ -93,3 +93,15 @@ def test_progress_in_the_watch_keeps_a_wait_alive() -> None:
             line.on_pod("ADDED", pod(f"w-{index}", "Running"), jobs_from_pods=False)
 
     assert run(wait_until(lambda: line.pod_events >= 3, 3600, tick, dog)) is True
+
+
+def test_a_cross_check_list_the_server_does_not_answer_is_skipped_and_counted() -> None:
+    from bench.client import ApiError
+
+    async def listing() -> dict[str, tuple[str, int]]:
+        raise ApiError(504, "Timeout: request did not complete within the allotted timeout")
+
+    line = timeline()
+    dog = Watchdog(lambda: None, line.seen_states, line.summary, listing, list_every_s=0.0)
+    assert run(wait_until(lambda: False, 0.5, lambda: None, dog)) is False, "the wait ran its course"
+    assert dog.failed_lists >= 1 and dog.lists == 0
