@@ -76,10 +76,15 @@ class Queues:
         self.create("ResourceFlavor", name, {"nodeLabels": node_labels or {}})
         return name
 
-    def cluster_queue(self, base: str, flavor: str, gpus: int, cpu: str = "64", **spec: Any) -> str:
+    def cluster_queue(
+        self, base: str, flavor: str, gpus: int, cpu: str = "64", memory: str | None = None, **spec: Any
+    ) -> str:
+        """A ClusterQueue of one flavor; `memory` covers memory too (Kueue admits no pod set that requests a
+        resource its ClusterQueue does not cover, and the real examples request memory)."""
         name = self.name(base)
-        resources = [{"name": "cpu", "nominalQuota": cpu}, {"name": "nvidia.com/gpu", "nominalQuota": gpus}]
-        group = {"coveredResources": ["cpu", "nvidia.com/gpu"], "flavors": [{"name": flavor, "resources": resources}]}
+        quotas = {"cpu": cpu, **({"memory": memory} if memory else {}), "nvidia.com/gpu": gpus}
+        resources = [{"name": resource, "nominalQuota": quota} for resource, quota in quotas.items()]
+        group = {"coveredResources": list(quotas), "flavors": [{"name": flavor, "resources": resources}]}
         self.create("ClusterQueue", name, {"namespaceSelector": {}, "resourceGroups": [group], **spec})
         return name
 
