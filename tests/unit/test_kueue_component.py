@@ -44,6 +44,12 @@ def test_kueue_uses_our_certificates_and_knows_trainingjobs_as_an_external_frame
     assert not config["manageJobsWithoutQueueName"]
 
 
+def test_fair_sharing_is_on_with_both_of_kueues_preemption_strategies_in_a_set_it_accepts() -> None:
+    """Kueue refuses a fairSharing without preemptionStrategies, and accepts only its listed sets of them."""
+    config = settings.configuration(LAYOUT, PORTS)
+    assert config["fairSharing"] == {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]}
+
+
 def test_the_fixed_certificate_paths_are_bound_from_this_clusters_directories() -> None:
     assert LAYOUT.bind_mounts() == {
         Path("/state/c1/kueue/certs/visibility"): Path("/visibility"),

@@ -37,6 +37,10 @@ FRAMEWORKS = ("kubeflow.org/pytorchjob",)
 # TrainingJobs are a Kueue workload through the external-controller pattern (our operator creates the Workload);
 # these tell Kueue the kind exists, for ownership lookups and for MultiKueue's generic adapter.
 EXTERNAL_FRAMEWORK = "TrainingJob.v1.ml.example.com"
+# Fair sharing between the ClusterQueues of a Cohort (Kueue's `fairSharing`; on once it is configured): admission
+# and preemption by each queue's share of what it borrows, as Kueue's documentation configures it, with both of
+# its preemption strategies in their documented order. It changes nothing for a ClusterQueue in no Cohort.
+FAIR_SHARING = {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]}
 # Local clusters create thousands of Workloads in benchmarks; Kueue's 50 QPS default would be the bottleneck.
 CLIENT_QPS = 200
 CLIENT_BURST = 400
@@ -105,6 +109,7 @@ def configuration(layout: KueueLayout, ports: dict[str, int]) -> dict[str, Any]:
         "internalCertManagement": {"enable": False},
         "clientConnection": {"qps": CLIENT_QPS, "burst": CLIENT_BURST},
         "manageJobsWithoutQueueName": False,
+        "fairSharing": FAIR_SHARING,
         "integrations": {"frameworks": list(FRAMEWORKS), "externalFrameworks": [EXTERNAL_FRAMEWORK]},
         "multiKueue": {"externalFrameworks": [{"name": EXTERNAL_FRAMEWORK}]},
     }
