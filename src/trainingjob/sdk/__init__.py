@@ -16,8 +16,11 @@ name) is as good as installing it.
 - Hyperparameters: ``parse_hyperparameters(path, defaults)`` (the JSON file TRAININGJOB_HYPERPARAMETERS_FILE
   over a script's defaults, converted to their types), ``ConfigError``.
 - Identity: ``rank()``, ``world_size()``, ``is_chief()``, ``restart_count()``.
+- Under mpirun (Open MPI), importing the SDK makes an unhandled exception in any rank abort the whole MPI job
+  instead of leaving the others waiting for it forever (``_mpi_abort``; ``python -m mpi4py`` does the same).
 """
 
+from . import _mpi_abort
 from ._env import in_job, is_chief, rank, restart_count, world_size
 from .checkpoint import (
     CheckpointInfo,
@@ -37,6 +40,8 @@ from .progress import flush, get_reporter, report_checkpoint, report_progress, s
 from .reporter import ProgressReporter
 from .resume import resume_checkpoint, resume_point, resume_requested, should_resume
 from .stop import GracefulStop, on_stop, stop_requested
+
+_mpi_abort.install()
 
 __all__ = [
     "CheckpointInfo",
