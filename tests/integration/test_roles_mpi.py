@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 
 import pytest
 import yaml
@@ -77,3 +78,45 @@ def test_mpirun_in_the_launcher_starts_a_rank_on_every_worker_and_the_launcher_j
     }
     launcher = kube.core.read_namespaced_pod(f"{name}-launcher-0", namespace)
     assert launcher.metadata.labels[k.LABEL_GANG] == f"{name}-gang-0"
+
+
+# The example itself, with its rank 0 failing in its training loop at epoch 3 (its progress report raises, as a bug
+# in a training step would): mpirun runs this `python3 -c` on every rank, and only rank 0 reports progress.
+RANK_0_FAILS = (
+    "import runpy, trainingjob_sdk as sdk; report = sdk.report_progress; "
+    "sdk.report_progress = lambda **kw: (_ for _ in ()).throw(RuntimeError('rank 0 failed at epoch 3')) "
+    "if kw['epoch'] == 3 else report(**kw); "
+    "runpy.run_path('/app/train_mpi.py', run_name='__main__')"
+)
+
+
+def test_a_rank_that_fails_ends_mpirun_and_the_job_fails_by_its_policy_naming_the_rank(
+    kube: Kube, namespace: str
+) -> None:
+    """It used to stay Running for good: rank 0's exit waited in MPI_Finalize for the other ranks, which waited in
+    their allgather for rank 0, and mpirun never exited. The SDK now aborts the MPI job when a rank raises, the
+    launcher fails, and the failurePolicy (backoffLimit 0 here) fails the job with the rank in its message."""
+    if not shutil.which("mpirun"):
+        missing_prerequisite("the MPI example needs Open MPI and mpi4py: apt-get install openmpi-bin python3-mpi4py")
+    body = yaml.safe_load(MANIFEST.read_text())
+    name = body["metadata"]["name"] = "mpi-rank-fails"
+    body["spec"]["hyperparameters"]["epochs"] = 200
+    body["spec"]["command"] = ["mpirun", "python3", "-c", RANK_0_FAILS]
+    body["spec"]["backoffLimit"] = 0
+    create_job(kube, namespace, body)
+    failed_at = wait_until(
+        lambda: "rank 0 failed at epoch 3" in log_of(kube, namespace, f"{name}-launcher-0") and time.monotonic(),
+        RUN_TIMEOUT,
+        "rank 0 to fail",
+        interval=1.0,
+    )
+    status = wait_status(kube, namespace, name, lambda s: s.get("phase") == "Failed", "Failed")
+    print(f"rank 0's traceback in the launcher's log to the job Failed: {time.monotonic() - failed_at:.1f}s")
+    assert [c["reason"] for c in status["conditions"] if c["type"] == "Failed"] == ["BackoffLimitExceeded"]
+    message = status["message"]
+    assert message.startswith(f"launcher 0 (pod {name}-launcher-0) failed with exit code "), message
+    assert ": MPI rank 0 failed (RuntimeError) and aborted the MPI job; backoffLimit 0 reached" in message, message
+    launcher_log = log_of(kube, namespace, f"{name}-launcher-0")
+    assert "RuntimeError: rank 0 failed at epoch 3" in launcher_log
+    assert "epoch 3:" in launcher_log and "epoch 4:" not in launcher_log  # it trained, then failed
+    assert status["lastFailure"]["role"] == "launcher" and status["lastFailure"]["exitCode"] != 0

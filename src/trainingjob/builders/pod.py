@@ -227,6 +227,8 @@ def desired_worker_pod(
     }
     if args:
         container["args"] = args
+    if changes.termination_message_policy is not None:
+        container["terminationMessagePolicy"] = changes.termination_message_policy
     storage = spec.checkpoint.storage
     if uses_object_store(job) and storage is not None and storage.secret_name:
         container["envFrom"] = [{"secretRef": {"name": storage.secret_name}}]  # before env: ours win

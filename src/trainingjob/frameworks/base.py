@@ -89,6 +89,9 @@ class PodChanges:
     mounts: tuple[Mapping[str, Any], ...] = ()
     command: tuple[str, ...] | None = None
     args: tuple[str, ...] = ()
+    # The container's terminationMessagePolicy (None: the API server's default, File): FallbackToLogsOnError makes
+    # a failed container's log tail its termination message, which failure_detail then reads.
+    termination_message_policy: str | None = None
 
 
 @dataclass(frozen=True)
@@ -133,6 +136,11 @@ class Framework(Protocol):
         workers' (or the spec's successPolicy) decide."""
         ...
 
+    def failure_detail(self, role: str, message: str | None) -> str | None:
+        """What a failed pod of `role` says about why, in this framework's terms, from its termination message
+        (untrusted: the container's own words); None: nothing beyond its exit code."""
+        ...
+
 
 class Plugin:
     """What every hook does for a framework that does not override it: a gang of equal workers, environment
@@ -151,4 +159,7 @@ class Plugin:
         return PodChanges()
 
     def success_rule(self, replicas: Mapping[str, int]) -> SuccessRule | None:
+        return None
+
+    def failure_detail(self, role: str, message: str | None) -> str | None:
         return None

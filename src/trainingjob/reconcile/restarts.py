@@ -16,13 +16,13 @@ from trainingjob.api import constants as k
 from trainingjob.api.replicas import Replica, is_desired, replica_order
 from trainingjob.api.status import Counters, Phase, WorkerSpec
 from trainingjob.api.times import format_time
-from trainingjob.api.types import TrainingJob
+from trainingjob.api.types import JobSpec, TrainingJob
 from trainingjob.planning.actions import Event, delete_pods
 from trainingjob.progress.report import without_pace
 from trainingjob.reconcile import policies
 from trainingjob.reconcile.decision import Changes, Decision, Summary
 from trainingjob.reconcile.observed import PodView
-from trainingjob.reconcile.roles import restarts_alone, tolerated
+from trainingjob.reconcile.roles import failure_detail, restarts_alone, tolerated
 from trainingjob.reconcile.status import Outcome, failure_message
 from trainingjob.reconcile.stops import stop_begun
 
@@ -72,7 +72,7 @@ def decide(job: TrainingJob, gang: Gang, started: bool) -> Restart | Outcome | N
     for pod in failed:
         decision = policies.decide_failure(job.spec, pod)
         if decision.action == "Fail" and not tolerated(job.spec, pod):
-            return Outcome(Phase.FAILED, decision.reason, failure_message(pod))
+            return Outcome(Phase.FAILED, decision.reason, described(job.spec, pod))
         if decision.action == "Restart":
             restart_for_failure.append(pod)
     if restart_for_failure:
@@ -100,10 +100,10 @@ def failure_restart(job: TrainingJob, gang: Gang, failed: list[PodView]) -> Rest
         return Outcome(
             Phase.FAILED,
             "BackoffLimitExceeded",
-            f"{failure_message(first)}; backoffLimit {job.spec.backoff_limit} reached",
+            f"{described(job.spec, first)}; backoffLimit {job.spec.backoff_limit} reached",
         )
     delay = policies.backoff_seconds(job.spec, restarts + 1)
-    message = f"{failure_message(first)}; restart {restarts + 1}/{job.spec.backoff_limit} in {delay}s"
+    message = f"{described(job.spec, first)}; restart {restarts + 1}/{job.spec.backoff_limit} in {delay}s"
     alone = all(restarts_alone(job.spec, p) for p in failed)
     replace = failed if alone else gang.live
     return Restart("WorkerFailed", message, replace, Counters(attempt=1, restart_count=1), delay, first, tuple(failed))
@@ -174,13 +174,18 @@ def failure_record(pod: PodView, now: datetime.datetime) -> dict:
     }
 
 
-def worker_failed_events(pods: Iterable[PodView]) -> list[Event]:
+def described(spec: JobSpec, pod: PodView) -> str:
+    """A failed pod's message, with what its framework can tell of why (e.g. which MPI rank)."""
+    return failure_message(pod, failure_detail(spec, pod))
+
+
+def worker_failed_events(spec: JobSpec, pods: Iterable[PodView]) -> list[Event]:
     """One WorkerFailed Warning per failed worker (index, exit code, reason in the message).
 
     Emitted only from the plan that acts on the failure (a restart records the pod in replacedPods, a failure ends
     the job), so each failure gives one event, not one per reconcile.
     """
-    return [Event("Warning", "WorkerFailed", failure_message(pod)) for pod in pods]
+    return [Event("Warning", "WorkerFailed", described(spec, pod)) for pod in pods]
 
 
 def restarting(job: TrainingJob, gang: Gang, restart: Restart, now: datetime.datetime, so_far: Decision) -> Decision:
@@ -201,7 +206,7 @@ def restarting(job: TrainingJob, gang: Gang, restart: Restart, now: datetime.dat
     announced = Event("Normal" if restart.reason == "SpecChanged" else "Warning", "Restarting", restart.message)
     return Decision(
         actions=tuple(delete_pods(restart.replace)),
-        events=(*worker_failed_events(restart.failed), announced),
+        events=(*worker_failed_events(job.spec, restart.failed), announced),
         changes=Changes(fields, restart.counter_changes),
         requeue_after=restart.delay_seconds or None,
         summary=Summary(Outcome(Phase.RESTARTING, restart.reason, restart.message), survivors),
@@ -216,6 +221,6 @@ def failed(job: TrainingJob, gang: Gang, outcome: Outcome, now: datetime.datetim
     if worker is not None and outcome.reason not in ("DeadlineExceeded", "StartupTimeout"):
         fields["last_failure"] = failure_record(worker, now)
         if outcome.reason != "WorkerFailed":  # e.g. BackoffLimitExceeded: still say which worker failed, and how
-            events += worker_failed_events([worker])
+            events += worker_failed_events(job.spec, [worker])
     events.append(Event("Warning", outcome.reason, outcome.message))
     return Decision(events=tuple(events), changes=Changes(fields), summary=Summary(outcome, gang.current))

@@ -52,6 +52,12 @@ def restarts_alone(spec: JobSpec, pod: PodView) -> bool:
     return spec.failure_policy.restart_strategy == "Worker"
 
 
+def failure_detail(spec: JobSpec, pod: PodView) -> str | None:
+    """Why `pod` failed in its framework's terms (MPI's launcher: which rank ended mpirun), for the failure's
+    message; None when the framework cannot tell."""
+    return framework_of(spec).failure_detail(pod.role, pod.message)
+
+
 def tolerated(spec: JobSpec, pod: PodView) -> bool:
     """A failure the job outlives: the pod is left Failed (or replaced alone) and the training goes on."""
     return pod.role in optional_roles(spec)

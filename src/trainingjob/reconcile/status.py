@@ -84,10 +84,12 @@ def refused_worker_status(replica: Replica, pod_name: str, message: str) -> dict
     }
 
 
-def failure_message(pod: PodView) -> str:
+def failure_message(pod: PodView, why: str | None = None) -> str:
+    """ "launcher 0 (pod x-launcher-0) failed with exit code 1 (Error)", and `why` after a colon when the framework
+    could tell (failure_detail: e.g. which MPI rank)."""
     detail = f"exit code {pod.exit_code}" if pod.exit_code is not None else "no exit code"
     reason = f" ({pod.reason})" if pod.reason else ""
-    return f"{pod.role} {pod.index} (pod {pod.name}) failed with {detail}{reason}"
+    return f"{pod.role} {pod.index} (pod {pod.name}) failed with {detail}{reason}" + (f": {why}" if why else "")
 
 
 def _running_message(job: TrainingJob, running: int, required: list[Replica]) -> str:
