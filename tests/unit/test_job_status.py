@@ -6,7 +6,7 @@ import datetime
 
 from trainingjob.api import constants as k
 from trainingjob.api.schema_status import status_schema
-from trainingjob.api.status import AS_STORED, LISTS, TIMES, Counters, GangRecord, JobStatus, Phase, phase_of
+from trainingjob.api.status import AS_STORED, LISTS, TIMES, Counters, GangRecord, JobStatus, Phase, job_phase, phase_of
 
 WRITTEN = {
     "phase": "Running",
@@ -76,3 +76,12 @@ def test_the_phase_enum_is_the_schema_enum() -> None:
     assert tuple(phase.value for phase in Phase) == k.PHASES
     assert [phase for phase in Phase if phase.finished] == [Phase.SUCCEEDED, Phase.FAILED]
     assert phase_of("Succeeded") is Phase.SUCCEEDED and phase_of("Completed") is None and phase_of(None) is None
+
+
+def test_job_phase_reads_a_bodys_phase_and_none_before_the_operator_writes_one() -> None:
+    """`tj`, the client, the queue view and the sweep planner judge a job's phase through job_phase: every phase the
+    schema lets the API server store comes back as its Phase, and a job without one as None."""
+    assert [job_phase({"status": {"phase": value}}) for value in k.PHASES] == list(Phase)
+    assert job_phase({}) is None
+    assert job_phase({"status": None}) is None
+    assert job_phase({"status": {"restartCount": 0}}) is None

@@ -3,7 +3,15 @@ and the UI (ui/store.py), which both show jobs they read with the user's credent
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
+
+
+def phase_shown(job: Mapping[str, Any], absent: str = "Pending") -> str:
+    """status.phase as stored, for showing, `absent` while the operator has written none. What is shown is what was
+    read, whatever it says (printed through the sanitising of untrusted text); judging a phase goes through
+    api/status.py: job_phase, the typed one."""
+    return str((job.get("status") or {}).get("phase") or absent)
 
 
 def running_workers(job: dict[str, Any]) -> int:

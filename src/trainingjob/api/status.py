@@ -45,6 +45,13 @@ def phase_of(value: Any) -> Phase | None:
     return next((phase for phase in Phase if phase.value == value), None)
 
 
+def job_phase(job: Mapping[str, Any]) -> Phase | None:
+    """The phase of a TrainingJob body in the internal shape, to judge it by (`tj`, the client, the queue view and
+    the sweep planner: finished, failed, running), None while the operator has written none (or a value the CRD's
+    enum would refuse). What is shown goes through api/readouts.py: phase_shown, which shows what was stored."""
+    return phase_of((job.get("status") or {}).get("phase"))
+
+
 @dataclass(frozen=True)
 class Counters:
     """status.attempt, restartCount and disruptionCount; as a change, how much a plan moves them."""

@@ -13,6 +13,8 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, Task, TextColumn, 
 from rich.text import Text
 
 from trainingjob.api import constants as k
+from trainingjob.api.readouts import phase_shown
+from trainingjob.api.status import Phase, job_phase
 from trainingjob.cli import render
 from trainingjob.cli.common import CliError, Target, job_ref
 from trainingjob.cli.plumbing import (
@@ -20,7 +22,6 @@ from trainingjob.cli.plumbing import (
     connect,
     connection_options,
     get_existing,
-    phase_of,
     run,
     stdout_console,
 )
@@ -87,7 +88,7 @@ class _Display:
                 total=None if view.percent is None else 100,
                 completed=view.percent or 0,
                 summary=render.shown(view.summary),
-                no_bar=view.percent is None and phase_of(job) in render.FINISHED_PHASES,
+                no_bar=view.percent is None and job_phase(job) in render.FINISHED_PHASES,
             )
         elif view.summary != self.last:
             click.echo(f"{self.ref}: {render.shown(view.summary)}")
@@ -105,23 +106,24 @@ async def _watch(target: Target, name: str, limit: float | None) -> int:
             refresher = asyncio.create_task(_refresh_place(kube, display, latest))
             try:
                 async with asyncio.timeout(limit):
-                    if phase_of(job) not in render.FINISHED_PHASES:
+                    if job_phase(job) not in render.FINISHED_PHASES:
                         async with contextlib.aclosing(kube.watch_jobs(namespace, version, name)) as events:
                             async for kind, job in events:
                                 if kind == "DELETED":
                                     raise CliError(f"{k.SINGULAR} {ref} was deleted")
                                 latest["job"] = job
                                 display.show(job, await _place(kube, job))
-                                if phase_of(job) in render.FINISHED_PHASES:
+                                if job_phase(job) in render.FINISHED_PHASES:
                                     break
             except TimeoutError:
+                phase = phase_shown(job)
                 raise CliError(
-                    f"timed out after {limit:g}s waiting for {k.SINGULAR} {ref} to finish (phase {phase_of(job)})",
+                    f"timed out after {limit:g}s waiting for {k.SINGULAR} {ref} to finish (phase {phase})",
                     exit_code=TIMEOUT_EXIT,
                 ) from None
             finally:
                 refresher.cancel()
-    if phase_of(job) == "Failed":
+    if job_phase(job) is Phase.FAILED:
         raise CliError(f"{k.SINGULAR} {ref} failed: {render.failure_message(job)}")
     click.echo(f"{k.SINGULAR} {ref} succeeded")
     return 0

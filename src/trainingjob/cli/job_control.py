@@ -7,9 +7,10 @@ from typing import Any
 import click
 
 from trainingjob.api import constants as k
+from trainingjob.api.status import Phase, job_phase
 from trainingjob.cli import render
 from trainingjob.cli.common import CliError, Target, job_ref
-from trainingjob.cli.plumbing import connect, connection_options, phase_of, run
+from trainingjob.cli.plumbing import connect, connection_options, run
 
 
 @click.command()
@@ -31,7 +32,7 @@ def resume(target: Target, name: str) -> None:
 def refuse_if_finished(job: dict[str, Any], namespace: str, name: str, action: str) -> None:
     """A finished job ignores spec changes (the operator plans nothing but cleanup for it), so suspending, resuming
     or scaling one would report a change that never happens: refuse, and say what does work."""
-    phase = phase_of(job)
+    phase = job_phase(job) or Phase.PENDING
     if phase in render.FINISHED_PHASES:
         raise CliError(
             f"{k.SINGULAR} {job_ref(namespace, name)} has already {phase.lower()}: a finished job cannot be "

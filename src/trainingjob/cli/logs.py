@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from trainingjob.api import constants as k
+from trainingjob.api.status import Phase, job_phase
 from trainingjob.cli import render
 from trainingjob.cli.common import CliError, Target, job_ref
 from trainingjob.cli.plumbing import connect, connection_options, run
@@ -51,7 +52,7 @@ async def _logs(target: Target, name: str, worker: int, follow: bool) -> int:
 
 def no_pod_message(job: dict[str, Any], namespace: str, name: str, worker: int) -> str:
     """Why worker `worker` has no log to show: gone with its pod after the job finished, or not created yet."""
-    phase = (job.get("status") or {}).get("phase") or "Pending"
+    phase = job_phase(job) or Phase.PENDING
     ref = job_ref(namespace, name)
     if phase in render.FINISHED_PHASES:
         return (

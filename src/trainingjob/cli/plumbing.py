@@ -152,7 +152,3 @@ async def get_existing(kube: Client, namespace: str, name: str) -> tuple[dict[st
     if not listing.get("items"):
         raise not_found(namespace, name)
     return listing["items"][0], listing["metadata"]["resourceVersion"]
-
-
-def phase_of(job: dict[str, Any]) -> str:
-    return (job.get("status") or {}).get("phase") or "Pending"

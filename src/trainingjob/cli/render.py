@@ -20,7 +20,8 @@ from rich.table import Table
 from rich.text import Text
 
 from trainingjob.api import constants as k
-from trainingjob.api.readouts import progress_percent, running_workers, stop_summary
+from trainingjob.api.readouts import phase_shown, progress_percent, running_workers, stop_summary
+from trainingjob.api.status import Phase, job_phase
 
 NONE = "<none>"
 JOB_HEADERS = ("NAME", "FRAMEWORK", "WORKERS", "PHASE", "RESTARTS", "AGE")
@@ -103,7 +104,7 @@ def job_row(job: dict[str, Any], now: datetime, all_namespaces: bool = False) ->
         metadata.get("name", NONE),
         spec.get("framework") or NONE,
         str(spec.get("workers", NONE)),
-        (status.get("phase") or NONE) + ("(simulated)" if status.get("simulated") else ""),  # one token
+        phase_shown(job, NONE) + ("(simulated)" if status.get("simulated") else ""),  # one token
         str(status.get("restartCount", 0)),
         age(metadata.get("creationTimestamp"), now),
     ]
@@ -213,7 +214,7 @@ def progress_parts(progress: dict[str, Any], running: bool = False) -> list[str]
 
 def progress_view(job: dict[str, Any]) -> ProgressView:
     spec, status = job.get("spec") or {}, job.get("status") or {}
-    phase = status.get("phase") or "Pending"
+    phase = phase_shown(job)
     progress = status.get("progress") or {}
     # Only what the workers reported: a job can succeed without reports (or short of 100 %), and a bar filled
     # because of the phase would claim progress nobody measured. "done" says it finished without faking a number.
@@ -284,7 +285,7 @@ def _summary_rows(job: dict[str, Any], now: datetime) -> list[tuple[str, str]]:
     rows.append(("Suspend", "true" if spec.get("suspend") else "false"))
     if metadata.get("deletionTimestamp"):
         rows.append(("Deleting since", metadata["deletionTimestamp"]))
-    rows.append(("Phase", status.get("phase") or NONE))
+    rows.append(("Phase", phase_shown(job, NONE)))
     if status.get("message"):
         rows.append(("Message", status["message"]))
     for label, key in (("Started", "startTime"), ("Completed", "completionTime"), ("Suspended at", "suspendTime")):
@@ -309,7 +310,7 @@ def _summary_rows(job: dict[str, Any], now: datetime) -> list[tuple[str, str]]:
     progress = status.get("progress") or {}
     if progress:
         percent = progress_percent(progress)
-        running = status.get("phase") == "Running"
+        running = job_phase(job) is Phase.RUNNING
         parts = ([f"{percent:.0f}%"] if percent is not None else []) + progress_parts(progress, running)
         rows.append(("Progress", ", ".join(parts) or NONE))
     return rows

@@ -15,6 +15,7 @@ from typing import Any
 from kubernetes_asyncio import client
 
 from trainingjob.api import constants as k
+from trainingjob.api.status import Phase, job_phase
 from trainingjob.cli.common import CliError, Target, job_ref
 from trainingjob.cli.kube import Client, load_configuration
 from trainingjob.cli.logs import current_pod, no_pod_message
@@ -174,6 +175,6 @@ class ClusterBackend:
                     for entry in status.get("workerStatuses") or []
                     if entry.get("role", k.WORKER) == k.WORKER
                 }
-                if phases.get(worker) in STARTED_PHASES or status.get("phase") in ("Succeeded", "Failed"):
+                if phases.get(worker) in STARTED_PHASES or (job_phase(job) or Phase.PENDING).finished:
                     return job
         raise NotFound(f"{k.SINGULAR} {name} not found", status=404)

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainingjob.api.readouts import progress_percent
+from trainingjob.api.readouts import phase_shown, progress_percent
 from trainingjob.cli import render
 
 FINISHED_PHASES: tuple[str, ...] = render.FINISHED_PHASES
@@ -85,7 +85,7 @@ class Job:
         return cls(
             name=metadata.get("name", ""),
             namespace=metadata.get("namespace", ""),
-            phase=status.get("phase") or "Pending",
+            phase=phase_shown(body),
             workers=int(spec.get("workers", 1)),
             progress=Progress.from_status(status.get("progress")),
             message=str(status.get("message") or ""),

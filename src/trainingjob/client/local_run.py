@@ -8,6 +8,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainingjob.api.status import Phase, job_phase
 from trainingjob.client.code import CodePackage
 from trainingjob.client.local_env import LocalPaths
 
@@ -39,7 +40,7 @@ class LocalRun:
 
     @property
     def phase(self) -> str:
-        return str(self.status.get("phase") or "Pending")
+        return str(job_phase(self.body) or Phase.PENDING)
 
     @property
     def active(self) -> bool:

@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from trainingjob.api.readouts import phase_shown
 from trainingjob.api.status import JobStatus, Phase
 from trainingjob.api.times import parse_time
 
@@ -199,7 +200,7 @@ class CacheCollector(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily]:
         jobs = self.jobs()
         by_phase = GaugeMetricFamily("trainingjob_jobs", "TrainingJobs by phase.", labels=["phase"])
-        for phase, count in sorted(Tally((j.get("status") or {}).get("phase") or "New" for j in jobs).items()):
+        for phase, count in sorted(Tally(phase_shown(j, "New") for j in jobs).items()):
             by_phase.add_metric([phase], count)
         yield by_phase
         gpus_per_worker = {

@@ -22,6 +22,7 @@ from typing import Any
 import aiohttp
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from trainingjob.api.status import Phase, job_phase
 from trainingjob.api.times import parse_time
 from trainingjob.kube.status import api_message, raise_for_status
 
@@ -72,8 +73,8 @@ def queue_of(job: Mapping[str, Any]) -> Mapping[str, Any]:
 def waiting(job: Mapping[str, Any]) -> bool:
     """The job waits for Kueue: it has a Workload and is not admitted (finished jobs wait for nothing)."""
     queue = queue_of(job)
-    phase = (job.get("status") or {}).get("phase")
-    return bool(queue.get("workload")) and not queue.get("admitted") and phase not in ("Succeeded", "Failed")
+    finished = (job_phase(job) or Phase.PENDING).finished
+    return bool(queue.get("workload")) and not queue.get("admitted") and not finished
 
 
 def waited_seconds(queue: Mapping[str, Any], now: datetime) -> float | None:

@@ -16,6 +16,7 @@ from typing import Any
 
 from trainingjob.api import constants as c
 from trainingjob.api.conversion import to_internal
+from trainingjob.api.status import Phase, job_phase
 
 PRUNED = "Pruned"
 STOPPED = "Stopped"
@@ -42,7 +43,7 @@ class TrialView:
     index: int
     controller_uid: str
     hyperparameters: Mapping[str, Any]
-    phase: str
+    phase: Phase | None  # None while the operator has written none
     stopped: str  # the stop mark: "" (none), "Pruned" or "Stopped", and what follows it
     epoch: int | None
     total_epochs: int | None
@@ -84,7 +85,7 @@ def trial_view(body: Mapping[str, Any]) -> TrialView | None:
         index=index,
         controller_uid=owner.get("uid", ""),
         hyperparameters=dict((job.get("spec") or {}).get("hyperparameters") or {}),
-        phase=status.get("phase", ""),
+        phase=job_phase(job),
         stopped=annotations.get(c.ANNOTATION_TRIAL_STOPPED, ""),
         epoch=progress.get("epoch"),
         total_epochs=progress.get("totalEpochs"),
@@ -135,9 +136,9 @@ def trial_state(trial: TrialView, metric: str) -> tuple[TrialState, str]:
         return TrialState.PRUNED, trial.stopped
     if trial.stopped.startswith(STOPPED):
         return TrialState.STOPPED, trial.stopped
-    if trial.phase == "Failed":
+    if trial.phase is Phase.FAILED:
         return TrialState.FAILED, trial.failure or "the TrainingJob failed"
-    if trial.phase == "Succeeded":
+    if trial.phase is Phase.SUCCEEDED:
         if metric not in trial.metrics:
             reported = ", ".join(sorted(trial.metrics)) or "none"
             message = f"ObjectiveNotReported: the trial never reported {metric} (it reported: {reported})"

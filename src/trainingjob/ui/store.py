@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from trainingjob.api.readouts import progress_percent, running_workers
+from trainingjob.api.readouts import phase_shown, progress_percent, running_workers
 from trainingjob.ui.history import History
 
 QUEUE_LIMIT = 1000
@@ -38,7 +38,7 @@ def summary(job: dict[str, Any]) -> dict[str, Any]:
         "workers": spec.get("workers"),
         "running": running_workers(job),
         "suspend": bool(spec.get("suspend")),
-        "phase": status.get("phase") or "Pending",
+        "phase": phase_shown(job),
         "message": status.get("message") or "",
         "percent": progress_percent(progress) if progress else None,
         "epoch": progress.get("epoch"),
