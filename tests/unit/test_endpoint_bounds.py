@@ -1,28 +1,24 @@
-"""The operator's plain-HTTP port (/metrics, /healthz, /readyz) and the webhook server against slow and greedy
-clients, served for real on local sockets (issue 41).
+"""The operator's plain-HTTP port (/metrics, /healthz, /readyz) against slow and greedy clients, served for real
+on local sockets (issue 41).
 
 Found by trying: aiohttp keeps a connection that never finishes its request for 3630 s (its keep-alive default)
-and took any number of them on the metrics port, which every pod may reach and the kubelet's liveness probe uses;
-the webhook port kept half-sent headers as long. Now a request must arrive within the idle bound, and the metrics
-port takes a bounded number of connections per client address, so the probe (from another address) still gets in.
+and took any number of them on the metrics port, which every pod may reach and the kubelet's liveness probe uses
+(900 half-sent requests from one address were all still held 20 s later). Now a request must arrive within the
+idle bound, and the port takes a bounded number of connections per client address, so the probe (from another
+address) still gets in.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime
 import ssl
 
 import pytest
 
-from trainingjob import certs
 from trainingjob.kube.meta import is_object_name
 from trainingjob.operator.http import PortLimits, build_app, serve
 from trainingjob.operator.metrics import OperatorMetrics
-from trainingjob.webhooks.admission import AdmissionRequest, Verdict
-from trainingjob.webhooks.limits import ServerLimits
-from trainingjob.webhooks.server import WebhookServer
 
 FAST = PortLimits(idle_seconds=0.5, lifetime=5.0, max_connections=8, per_address=2)
 GET = b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
@@ -92,35 +88,6 @@ def test_one_address_cannot_take_the_probes_port() -> None:
     (extra,), probe = asyncio.run(scenario())
     assert extra == b"", "the third connection from one address is closed unanswered"
     assert probe.startswith(b"HTTP/1.1 200")
-
-
-async def _deny(_: AdmissionRequest) -> Verdict:
-    return Verdict(allowed=False, message="no")
-
-
-def test_the_webhook_port_cuts_half_sent_headers() -> None:
-    day = datetime.timedelta(days=1)
-    ca = certs.new_ca("test", day)
-    serving = certs.issue(ca, certs.Leaf("webhook", server=True, ip_addresses=("127.0.0.1",)), day)
-    client = ssl.create_default_context()
-    client.check_hostname, client.verify_mode = False, ssl.CERT_NONE
-
-    async def scenario() -> tuple[float, bytes]:
-        server = WebhookServer(_deny, _deny, limits=ServerLimits(idle_seconds=0.5))
-        server.use(serving)
-        await server.start("127.0.0.1", 0)
-        assert server.runner is not None
-        port = server.runner.addresses[0][1]
-        try:
-            held = await _held_for(port, b"POST /convert HTTP/1.1\r\nContent-Le", tls=client)
-            health = await _exchange(port, b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", tls=client)
-            return held, health
-        finally:
-            await server.stop()
-
-    held, health = asyncio.run(scenario())
-    assert 0.4 <= held < 5, held
-    assert health.startswith(b"HTTP/1.1 200")
 
 
 @pytest.mark.parametrize(

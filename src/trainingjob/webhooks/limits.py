@@ -34,10 +34,6 @@ class ServerLimits:
     requests: int = 16
     wait_seconds: float = 10.0  # the API server waits up to 5 s (admission), 30 s (conversion), then gives up
     body_seconds: float = 20.0  # to receive a body: the API server sends at memory speed, a slow client is cut
-    # To send a whole request's headers, and between two requests on one connection. aiohttp's default kept a
-    # connection that never finished its headers for an hour (3630 s). The API server reconnects when we close an
-    # idle one (Go retries a request it had not begun to write).
-    idle_seconds: float = 30.0
 
 
 class Busy(Exception):

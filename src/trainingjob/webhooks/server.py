@@ -184,9 +184,7 @@ class WebhookServer:
 
     async def start(self, host: str, port: int) -> None:
         # No lingering: a body refused unread (too big, a caller not let in) is not read to its end first.
-        self.runner = web.AppRunner(
-            self.app(), access_log=None, lingering_time=0, keepalive_timeout=self.limits.idle_seconds
-        )
+        self.runner = web.AppRunner(self.app(), access_log=None, lingering_time=0)
         await self.runner.setup()
         try:
             await web.TCPSite(self.runner, host, port, ssl_context=self.context).start()
