@@ -60,7 +60,7 @@ class ServingApplier:
 
     async def apply_child(self, namespace: str, action: Any) -> Written:
         if isinstance(action, DeleteChild):
-            return await self.writer.delete(namespace, action.api_version, action.kind, action.name, action.uid)
+            return await self.writer.delete(namespace, action.kind, action.name, action.uid)
         if isinstance(action, CreateChild):
             return await self.writer.create(namespace, action.manifest)
         # A merge patch: lists we own (containers, ports, tolerations) are replaced whole; what the API server

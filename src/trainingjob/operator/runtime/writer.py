@@ -24,7 +24,6 @@ from trainingjob.kube.reflector import Resource
 from trainingjob.kube.status import api_message
 from trainingjob.operator.runtime.calls import MERGE_PATCH, record_event, unread
 from trainingjob.planning.actions import Event
-from trainingjob.scheduling.gang import provider_for
 
 _ABSENT = object()
 
@@ -48,7 +47,8 @@ class Written:
 DONE, EXISTED, GONE = Written(Outcome.DONE), Written(Outcome.EXISTED), Written(Outcome.GONE)
 Method = Callable[..., Awaitable[Any]]
 # Which API method writes which kind of child, per verb: the one table (tests/rbac_usage.py reads the RBAC the
-# operator needs from these names). Gang objects are custom objects of the API their provider names.
+# operator needs from these names). A child that is a custom object (a gang's PodGroup) is written with the Resource
+# its controller names: the kit knows no gang provider (tests/unit/test_layers.py).
 CREATES: dict[str, Callable[[Writer], Method]] = {
     "Pod": lambda w: w.core.create_namespaced_pod,
     "Service": lambda w: w.core.create_namespaced_service,
@@ -142,13 +142,13 @@ class Writer:
 
     # Children: an Outcome for whatever a controller plans around.
 
-    async def create(self, namespace: str, manifest: Mapping[str, Any]) -> Written:
+    async def create(self, namespace: str, manifest: Mapping[str, Any], resource: Resource | None = None) -> Written:
+        """Create a child: a kind of the CREATES table, or a custom object of `resource` when given."""
         kind, name = manifest["kind"], manifest["metadata"]["name"]
         try:
             async with self.write_slots:
-                provider = provider_for(manifest["apiVersion"], kind)
-                if provider is not None:
-                    group, version, plural = provider.api.group, provider.api.version, provider.api.plural
+                if resource is not None:
+                    group, version, plural = resource.group, resource.version, resource.plural
                     await unread(
                         self.custom.create_namespaced_custom_object, group, version, namespace, plural, manifest
                     )
@@ -178,19 +178,25 @@ class Writer:
         return DONE
 
     async def delete(
-        self, namespace: str, api_version: str, kind: str, name: str, uid: str | None = None, force: bool = False
+        self,
+        namespace: str,
+        kind: str,
+        name: str,
+        uid: str | None = None,
+        force: bool = False,
+        resource: Resource | None = None,
     ) -> Written:
-        """Delete a child, only the one with `uid` when given; `force`: with gracePeriodSeconds 0 (in the body: the
-        client's keyword is ignored when a body is passed)."""
+        """Delete a child (a kind of the DELETES table, or a custom object of `resource` when given), only the one
+        with `uid` when given; `force`: with gracePeriodSeconds 0 (in the body: the client's keyword is ignored when
+        a body is passed)."""
         options = client.V1DeleteOptions(
             grace_period_seconds=0 if force else None,
             preconditions=client.V1Preconditions(uid=uid) if uid else None,
         )
-        provider = provider_for(api_version, kind) if api_version != "v1" else None
         try:
             async with self.write_slots:
-                if provider is not None:
-                    group, version, plural = provider.api.group, provider.api.version, provider.api.plural
+                if resource is not None:
+                    group, version, plural = resource.group, resource.version, resource.plural
                     await unread(
                         self.custom.delete_namespaced_custom_object,
                         group,
@@ -212,13 +218,7 @@ class Writer:
 
     async def create_object(self, resource: Resource, namespace: str, manifest: Mapping[str, Any]) -> Written:
         """Create a custom object a controller owns (a TrainingSweep's trials are TrainingJobs)."""
-        group, version, plural, name = resource.group, resource.version, resource.plural, manifest["metadata"]["name"]
-        try:
-            async with self.write_slots:
-                await unread(self.custom.create_namespaced_custom_object, group, version, namespace, plural, manifest)
-        except ApiException as error:
-            return refused_creation(error, resource.kind, name)
-        return DONE
+        return await self.create(namespace, manifest, resource)
 
     async def patch_object(
         self, resource: Resource, namespace: str, name: str, uid: str, patch: Mapping[str, Any], status: bool = False

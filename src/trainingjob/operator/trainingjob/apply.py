@@ -19,6 +19,7 @@ from trainingjob.api.conversion import status_in
 from trainingjob.api.status import JobStatus
 from trainingjob.api.types import TrainingJob
 from trainingjob.builders.endpoints import SliceView, slice_view
+from trainingjob.kube.reflector import Resource
 from trainingjob.operator.runtime.writer import Outcome, Writer, Written, status_patch
 from trainingjob.operator.trainingjob.watches import TRAININGJOBS
 from trainingjob.planning.actions import (
@@ -205,13 +206,22 @@ class Applier:
     async def apply_child(self, job: TrainingJob, action: Any) -> Written:
         ns = job.namespace
         if isinstance(action, CreateChild):
-            return await self.writer.create(ns, action.manifest)
+            gang = gang_resource(action.manifest["apiVersion"], action.kind)
+            return await self.writer.create(ns, action.manifest, gang)
         if isinstance(action, DeleteChild):
-            return await self.writer.delete(ns, action.api_version, action.kind, action.name, action.uid, action.force)
+            gang = gang_resource(action.api_version, action.kind)
+            return await self.writer.delete(ns, action.kind, action.name, action.uid, action.force, gang)
         fields = PATCHED_FIELDS.get(action.kind)
         if fields is None:
             return await self.writer.replace(ns, action.manifest)
         return await self.writer.patch(ns, action.kind, action.name, {key: action.manifest[key] for key in fields})
+
+
+def gang_resource(api_version: str, kind: str) -> Resource | None:
+    """The API of a gang object (scheduling/gang.py's providers), a custom object the writer writes where its
+    resource is given; None for every other child (the writer's tables)."""
+    provider = provider_for(api_version, kind)
+    return None if provider is None else Resource(provider.api.group, provider.api.version, provider.api.plural, kind)
 
 
 def joins_gang(action: Any) -> bool:
