@@ -4,8 +4,8 @@ Why: three waits once ignored a dead harness watch, and a live watch that missed
 timeout (an hour) and said nothing. Each tick a Watchdog checks why the run could no longer finish (the submitter
 failed, the contender exited, the watch task ended); every `list_every_s` it LISTs the pods (and the contender's job
 objects) and compares them with what the watch delivered: an object two LISTs agree on that the watch still shows
-otherwise was missed, and every later figure would be wrong. Where a wait expects change (pods starting, jobs
-finishing), nothing changing for `stall_s`, in the watch or the LISTs, is a stall too.
+otherwise may have been missed, which is recorded with the run (see _cross_check). Where a wait expects change (pods
+starting, jobs finishing), nothing changing for `stall_s`, in the watch or the LISTs, is a stall.
 """
 
 from __future__ import annotations
@@ -84,6 +84,8 @@ class Watchdog:
     lists: int = 0
     # Cross-check LISTs the API server did not answer (a 504 for 8000 pods on a loaded machine): skipped, counted.
     failed_lists: int = 0
+    # What cross-checks found the watch disagreeing on (see _cross_check), one line per LIST; kept with the run.
+    disagreements: list[str] = field(default_factory=list)
     _list_changes: int = 0
     _earlier: Listed | None = None
     _listed_at: float = field(default_factory=time.monotonic)
@@ -122,10 +124,11 @@ class Watchdog:
         if self._earlier is not None:
             missed = missed_by_watch(self._earlier, listed, self.seen(), self.watched() if self.watched else None)
             if missed:
-                raise Stalled(
-                    f"the harness's watch missed {len(missed)} changes that two LISTs {self.list_every_s:.0f} s "
-                    f"apart agree on (first: {', '.join(missed[:3])}; {missed[0]} listed {listed[missed[0]]}, "
-                    f"seen {self.seen().get(missed[0])}, watches at {self.watched() if self.watched else '?'})",
-                    self.summary(),
+                # Recorded, not fatal: at 1000 x 8 on a loaded machine two LISTs agreed on states older than the watch
+                # had delivered (job listed Pending at version 3721 while the watch, at 13988, had it Running), which
+                # no missed event explains. A watch that really missed a change still ends the run: as a stall.
+                self.disagreements.append(
+                    f"{len(missed)} objects (first: {missed[0]} listed {listed[missed[0]]}, seen "
+                    f"{self.seen().get(missed[0])}, watches at {self.watched() if self.watched else '?'})"
                 )
         self._earlier = listed

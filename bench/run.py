@@ -190,6 +190,7 @@ async def throughput_run(
             "stalled": stalled,
             "harness_lists": watchdog.lists,
             "harness_failed_lists": watchdog.failed_lists,
+            "watch_disagreements": watchdog.disagreements,
             **timeline.summary(),
             "cpu_seconds": cpu,
             "harness_cpu_seconds": round(harness_cpu() - harness_before, 2),
@@ -329,6 +330,7 @@ async def steady_run(
             "restarted_peak_rss_mib": restart.peak_rss_mib,
             "harness_lists": watchdog.lists,
             "harness_failed_lists": watchdog.failed_lists,
+            "watch_disagreements": watchdog.disagreements,
             **(replacement.figures("replacement", records, who.identity) if replacement else {}),
         }
     finally:

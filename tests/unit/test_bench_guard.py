@@ -59,18 +59,19 @@ def test_a_broken_run_ends_the_wait_at_once_with_its_reason() -> None:
         run(wait_until(lambda: False, 3600, lambda: None, dog))
 
 
-def test_a_watch_that_missed_a_change_ends_the_wait_with_what_was_seen() -> None:
+def test_a_watch_that_missed_a_change_is_recorded_and_a_stall_ends_the_wait() -> None:
     line = timeline()
     line.on_pod("ADDED", pod("w-0", "Pending"), jobs_from_pods=False)
 
     async def listing() -> dict[str, tuple[str, int]]:
         return {"pod/w-0": ("Running", 1)}  # what the API server says; the watch never delivered it
 
-    dog = Watchdog(lambda: None, line.seen_states, line.summary, listing, list_every_s=0.0)
+    dog = Watchdog(lambda: None, line.seen_states, line.summary, listing, list_every_s=0.0, stall_s=0.5)
     dog.watched = lambda: {"pod": 2, "job": 0}  # the watch got past version 1 without delivering it
-    with pytest.raises(Stalled, match="missed 1 changes") as stalled:
-        run(wait_until(lambda: False, 3600, lambda: None, dog))
-    assert stalled.value.seen["pods_seen"] == 1 and dog.lists == 2
+    with pytest.raises(Stalled, match="nothing changed") as stalled:
+        run(wait_until(lambda: False, 3600, lambda: None, dog.expecting(line.progress)))
+    assert stalled.value.seen["pods_seen"] == 1 and dog.lists >= 2
+    assert dog.disagreements and "pod/w-0 listed ('Running', 1), seen Pending" in dog.disagreements[0]
 
 
 def test_nothing_changing_for_the_stall_time_is_a_stall_where_change_is_expected() -> None:
