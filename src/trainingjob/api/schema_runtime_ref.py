@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from trainingjob.api import constants as c
 from trainingjob.api.schema_builders import Schema, integer, node, obj, rule, string
-
-DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-MAX_NAME_LENGTH = 253
+from trainingjob.kube.meta import DNS_SUBDOMAIN, MAX_NAME_LENGTH
 
 
 def runtime_ref_schema() -> Schema:

@@ -8,14 +8,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-# A DNS-1123 subdomain: what a namespace (a label, a subset), a TrainingJob, a sweep or a pod can be named.
-OBJECT_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+# A DNS-1123 subdomain: what a namespace (a label, a subset), a TrainingJob, a sweep or a pod can be named (the
+# CRD schemas use the same pattern and bound).
+DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+MAX_NAME_LENGTH = 253
+OBJECT_NAME = re.compile(DNS_SUBDOMAIN)
 
 
 def is_object_name(text: str) -> bool:
     """Whether `text` can name an object. Our servers check names taken from a URL path with it before using or
     logging them: a path segment arrives decoded, so it can hold "/", "..", newlines or 8 KiB of anything."""
-    return OBJECT_NAME.fullmatch(text) is not None
+    return len(text) <= MAX_NAME_LENGTH and OBJECT_NAME.fullmatch(text) is not None
 
 
 @dataclass(frozen=True)
