@@ -70,6 +70,10 @@ LABEL_WORKER_INDEX = f"{GROUP}/worker-index"
 LABEL_ROLE = f"{GROUP}/role"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGED_BY = "trainingjob-operator"
+# spec.managedBy (the convention of Job, JobSet and Kubeflow's jobs, KEP-4368): absent or this value, the operator
+# reconciles the job; any other value names the controller that does, e.g. MultiKueue's on a manager cluster.
+CONTROLLER_NAME = f"{GROUP}/trainingjob-operator"
+MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
 LABEL_SPEC_HASH = f"{GROUP}/spec-hash"
 LABEL_ATTEMPT = f"{GROUP}/attempt"
 # The gang a worker belongs to (scheduling/gang.py), whichever scheduler's gang API declares it.

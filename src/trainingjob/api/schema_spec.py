@@ -8,6 +8,7 @@ module holds the training-specific fields and the rules that span several fields
 from __future__ import annotations
 
 from trainingjob.api import constants as c
+from trainingjob.api.managed_by import managed_by_rules, managed_by_schema
 from trainingjob.api.schema_builders import Schema, array, boolean, cel_list, integer, node, obj, rule, string
 from trainingjob.api.schema_lifecycle import immutability_rules, lifecycle_fields, lifecycle_rules
 from trainingjob.api.schema_pod import ABSOLUTE_PATH, MAX_PATH_LENGTH, OPERATOR_MOUNTS, pod_fields
@@ -292,6 +293,7 @@ def _cross_field_rules(shape: VersionShape) -> list[Schema]:
         *immutability_rules(),
         *role_transition_rules(),
         *runtime_ref_rules(),
+        *managed_by_rules(),
         *([] if "image" in shape.required else [_image_rule()]),
         *_required_rules(shape),
     ]
@@ -310,6 +312,7 @@ def spec_schema(shape: VersionShape) -> Schema:
             **lifecycle_fields(shape),
             "networking": _networking(shape),
             "tracking": tracking_spec(),
+            "managedBy": managed_by_schema(),
             **pod_fields(shape),
             **role_fields(shape),
         },

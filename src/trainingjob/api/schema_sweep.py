@@ -11,7 +11,7 @@ generated from here by `make generate`.
 from __future__ import annotations
 
 from trainingjob.api import constants as c
-from trainingjob.api.schema_builders import Schema, array, boolean, integer, node, obj, rule, string
+from trainingjob.api.schema_builders import Schema, array, boolean, cel_string, integer, node, obj, rule, string
 from trainingjob.api.schema_spec import spec_schema
 from trainingjob.api.schema_sweep_status import status_schema
 from trainingjob.api.versions import V1
@@ -174,6 +174,15 @@ def _template() -> Schema:
     template_spec["description"] = (
         "The trials' TrainingJob spec (ml.example.com/v1, as `kubectl explain trainingjob.spec` documents it); "
         "sampled values are set in its hyperparameters."
+    )
+    # The sweep reads its trials' results from the status this operator writes: a trial another controller
+    # manages (spec.managedBy) would never report one, and the sweep would wait for it forever.
+    template_spec.setdefault("x-kubernetes-validations", []).append(
+        rule(
+            "!has(self.managedBy) || self.managedBy == " + cel_string(c.CONTROLLER_NAME),
+            f"trials are run by this operator: managedBy may only be {c.CONTROLLER_NAME} in a sweep's template",
+            field_path=".managedBy",
+        )
     )
     labels = node(
         "object", "Labels every trial gets.", additional_properties=string("A label value."), max_properties=32

@@ -18,6 +18,7 @@ import re
 from typing import Any
 
 from trainingjob.api import constants as k
+from trainingjob.api.managed_by import managed_here
 from trainingjob.webhooks.admission import AdmissionRequest, Verdict
 
 # An image reference as the container runtimes parse it: [registry[:port]/]path[:tag][@digest].
@@ -61,8 +62,8 @@ def finalizer_patch(request: AdmissionRequest) -> list[dict[str, Any]]:
 
     Only on CREATE: a job that lost its finalizer later is being deleted (or had it removed on purpose), and the
     operator, not admission, decides what a live job needs."""
-    if request.operation != "CREATE":
-        return []
+    if request.operation != "CREATE" or not managed_here(request.object):
+        return []  # another controller's job (spec.managedBy) is deleted without waiting for this operator
     finalizers = (request.object.get("metadata") or {}).get("finalizers")
     if not finalizers:
         return [{"op": "add", "path": "/metadata/finalizers", "value": [k.FINALIZER]}]

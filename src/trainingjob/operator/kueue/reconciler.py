@@ -14,6 +14,7 @@ from typing import Any
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from trainingjob.api.managed_by import managed_here
 from trainingjob.api.types import TrainingJob
 from trainingjob.config import OperatorConfig
 from trainingjob.kube.status import api_message
@@ -66,7 +67,9 @@ class WorkloadReconciler:
 
     async def reconcile(self, key: Hashable) -> None:
         bodies = views(self.indexes, TRAININGJOB_BODIES, key)
-        if not bodies or not (is_queued(bodies[0]) or views(self.indexes, JOB_WORKLOADS, key)):
+        if not bodies or not managed_here(bodies[0]):
+            return
+        if not (is_queued(bodies[0]) or views(self.indexes, JOB_WORKLOADS, key)):
             return
         job = TrainingJob.from_body(bodies[0])
         if job.deleting:

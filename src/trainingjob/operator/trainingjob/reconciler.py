@@ -13,6 +13,7 @@ from typing import Any
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from trainingjob.api.managed_by import managed_here
 from trainingjob.api.runtimes import RuntimeRef, RuntimeSnapshot
 from trainingjob.api.types import TrainingJob
 from trainingjob.config import OperatorConfig
@@ -193,8 +194,8 @@ class Reconciler:
 
     async def _reconcile(self, key: JobKey) -> None:
         body = self.job_body(key)
-        if body is None:
-            self.forget(key)
+        if body is None or not managed_here(body):
+            self.forget(key)  # another controller's job (spec.managedBy): no children, no status, no Event
             return
         memory = self.remembered(key)
         resource_version = body["metadata"].get("resourceVersion")
