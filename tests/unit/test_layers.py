@@ -36,7 +36,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
         {"api", "sdk"},  # the CRDs' schema and typed views; the in-container helpers
         {"frameworks"},  # one module per ML framework
         # the ground floor; planning: the plan vocabulary (actions, Events, Plan) every planner and the kit share
-        {"kube", "planning", "user_agent", "certs", "http_bodies", "paths", "options"},
+        {"kube", "planning", "user_agent", "certs", "http_bodies", "forwarding", "paths", "options"},
         {"trainingjob"},  # the package itself: its version
     )
 )

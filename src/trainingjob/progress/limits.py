@@ -23,6 +23,8 @@ from typing import Any, Generic, TypeVar
 
 from aiohttp import web
 
+from trainingjob.forwarding import ForwardingProtocol
+
 V = TypeVar("V")
 MAX_KEYS = 10_000
 
@@ -134,12 +136,12 @@ class ReviewCache:
             self.entries.put(token_key(token), (self.clock() + ttl, answer))
 
 
-class GuardedProtocol(asyncio.Protocol):
+class GuardedProtocol(ForwardingProtocol):
     """Passes a connection to aiohttp's protocol unless too many are open, in all or from its address; aborts it
     after `lifetime` seconds."""
 
     def __init__(self, inner: asyncio.Protocol, guard: ConnectionGuard) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.guard = guard
         self.address: str | None = None  # set once admitted
         self.timer: asyncio.TimerHandle | None = None
@@ -162,18 +164,6 @@ class GuardedProtocol(asyncio.Protocol):
         if self.timer is not None:
             self.timer.cancel()
         self.inner.connection_lost(exc)
-
-    def data_received(self, data: bytes) -> None:
-        self.inner.data_received(data)
-
-    def eof_received(self) -> bool | None:
-        return self.inner.eof_received()
-
-    def pause_writing(self) -> None:
-        self.inner.pause_writing()
-
-    def resume_writing(self) -> None:
-        self.inner.resume_writing()
 
 
 @dataclass

@@ -33,7 +33,7 @@ class ServerLimits:
     bytes_in_flight: int = 24 * MIB
     requests: int = 16
     wait_seconds: float = 10.0  # the API server waits up to 5 s (admission), 30 s (conversion), then gives up
-    body_seconds: float = 20.0  # to receive a body: the API server sends at memory speed, a slow client is cut
+    body_seconds: float = 15.0  # to receive a body: the API server sends at memory speed, a slow client is cut
 
 
 class Busy(Exception):

@@ -5,7 +5,8 @@ Its certificate can be replaced while it runs (use()): new connections get the n
 restart. The answers are computed here from pure functions (api/conversion_review.py, defaulting.py) and the
 cluster lookups of validation.py.
 
-Every port can be reached by pods, so the server is bounded (limits.py: body caps, requests and bytes in flight),
+Every port can be reached by pods, so the server is bounded (limits.py: body caps, requests and bytes in flight;
+connections.py: a deadline for each request's headers and a cap on connections),
 parses big conversions in a worker process (conversion_pool.py), answers every body it cannot read with 400 and a
 reason, and, where the API server is set up to present a client certificate, lets only it call /mutate and
 /validate (client_auth.py).
@@ -29,6 +30,7 @@ from trainingjob.api import webhook_config as w
 from trainingjob.http_bodies import MalformedBody, parse_json, read_body
 from trainingjob.webhooks.admission import AdmissionRequest, Verdict, parse_review, review_response
 from trainingjob.webhooks.client_auth import ApiServerCallers
+from trainingjob.webhooks.connections import ConnectionLimits, FramedSite
 from trainingjob.webhooks.conversion_pool import ConversionPool, ConversionUnavailable
 from trainingjob.webhooks.limits import Busy, RequestBudget, ServerLimits
 
@@ -77,8 +79,10 @@ class WebhookServer:
         observer: WebhookObserver | None = None,
         limits: ServerLimits | None = None,
         callers: ApiServerCallers | None = None,
+        connections: ConnectionLimits | None = None,
     ) -> None:
-        """`callers`: who may call /mutate and /validate (None: anyone who reaches the port; see client_auth.py)."""
+        """`callers`: who may call /mutate and /validate (None: anyone who reaches the port; see client_auth.py).
+        `connections`: the header deadline and connection cap (connections.py)."""
         self.mutate = mutate
         self.validate = validate
         self.observer = observer or Unobserved()
@@ -86,6 +90,8 @@ class WebhookServer:
         self.budget = RequestBudget(self.limits)
         self.pool = ConversionPool()
         self.callers = callers
+        self.connections = connections or ConnectionLimits()
+        self.site: FramedSite | None = None
         self.context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         if callers is not None:
             callers.require_on(self.context)
@@ -186,8 +192,9 @@ class WebhookServer:
         # No lingering: a body refused unread (too big, a caller not let in) is not read to its end first.
         self.runner = web.AppRunner(self.app(), access_log=None, lingering_time=0)
         await self.runner.setup()
+        self.site = FramedSite(self.runner, host, port, self.context, self.connections)
         try:
-            await web.TCPSite(self.runner, host, port, ssl_context=self.context).start()
+            await self.site.start()
         except OSError as error:
             await self.stop()
             raise PortUnavailable(f"cannot serve the webhooks on {host}:{port}: {error.strerror or error}") from None

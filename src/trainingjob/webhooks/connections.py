@@ -1,0 +1,225 @@
+"""Connections to the webhook port: a deadline for each request's headers that leaves idle keep-alive connections
+alone, and a cap on connections that sheds the ones still waiting for their headers first (issue 41).
+
+Why not aiohttp's own bound: its only timer is the keep-alive one, which closes a connection that has no request
+in hand, so it cannot tell a client sending half its headers and going silent (a slowloris: held 3630 s, aiohttp's
+default) from the API server's connection waiting for its next call. Cutting those at 30 s was tried and undone:
+the API server then re-opened connections and made more conversion calls per write. So the port follows each
+connection's HTTP/1.1 framing itself (RequestFramer: headers end at CRLF CRLF, then Content-Length bytes of body),
+gives a request `header_seconds` from its first byte (a new connection: from its start) to the end of its
+headers, and never times a connection between two requests. A body is bounded where it is read
+(ServerLimits.body_seconds); one sent chunked cannot be followed, so that connection closes after its answer (the
+API server always sends Content-Length).
+
+The cap (`max_connections`, default 512: far under a pod's 1024 open files, far over what the API server opens):
+a new connection past it first sheds the oldest one still waiting for its headers, then the oldest of the address
+holding the most connections, so idle connections held by one pod cannot keep the API server out; only when every
+connection is mid-request is the new one refused. At most `waiting_per_address` connections of one address may be
+waiting for their headers at once (a new one sheds that address's oldest), so one pod opening connections fast
+cannot shed the API server's fresh ones. The TLS handshake has its own bound (asyncio's: `handshake_seconds`);
+connections still in it are not counted (see docs/reliability.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from trainingjob.forwarding import ForwardingProtocol
+
+HEADER_END = b"\r\n\r\n"
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    header_seconds: float = 10.0  # the API server sends a request's headers at once; a slowloris never finishes
+    handshake_seconds: float = 10.0
+    max_connections: int = 512
+    waiting_per_address: int = 32
+    max_header_bytes: int = 64 * 1024  # aiohttp refuses a field over 8190 bytes long before this
+
+
+class RequestFramer:
+    """Follows the requests on one connection just far enough to know whether one's headers are still arriving.
+
+    `waiting` is true from the connection's start until its first request's headers end, and from the first byte
+    of each later request until its headers end; false while a body arrives and between requests. `lost`: a body
+    this framer cannot follow (chunked, a Content-Length that is not a number) or headers past `max_header_bytes`
+    (aiohttp answers those 400 itself): the connection must not outlive its current request."""
+
+    def __init__(self, max_header_bytes: int = ConnectionLimits.max_header_bytes) -> None:
+        self.max_header_bytes = max_header_bytes
+        self.head = bytearray()  # what has arrived of the current request's headers
+        self.body_left = 0
+        self.requests = 0  # requests whose headers have ended
+        self.lost = False
+
+    @property
+    def waiting(self) -> bool:
+        return not self.lost and (self.requests == 0 or bool(self.head))
+
+    def feed(self, data: bytes) -> None:
+        while data and not self.lost:
+            if self.body_left:
+                taken = min(self.body_left, len(data))
+                self.body_left -= taken
+                data = data[taken:]
+                continue
+            searched_from = max(0, len(self.head) - len(HEADER_END) + 1)
+            self.head += data
+            end = self.head.find(HEADER_END, searched_from)
+            if end < 0:
+                self.lost = len(self.head) > self.max_header_bytes
+                return
+            block, data = bytes(self.head[:end]), bytes(self.head[end + len(HEADER_END) :])
+            self.head.clear()
+            self.requests += 1
+            self.body_left = self._body_length(block)
+
+    def _body_length(self, block: bytes) -> int:
+        for line in block.split(b"\r\n")[1:]:
+            name, _, value = line.partition(b":")
+            name, value = name.strip().lower(), value.strip()
+            if name == b"transfer-encoding" or (name == b"content-length" and not value.isdigit()):
+                self.lost = True
+                return 0
+            if name == b"content-length":
+                return int(value)
+        return 0
+
+
+class FramedProtocol(ForwardingProtocol):
+    """aiohttp's protocol behind the framer, the header deadline and the connection table."""
+
+    def __init__(self, inner: Any, table: ConnectionTable) -> None:
+        super().__init__(inner)
+        self.table = table
+        self.framer = RequestFramer(table.limits.max_header_bytes)
+        self.address = ""
+        self.transport: asyncio.Transport | None = None
+        self.deadline: asyncio.TimerHandle | None = None
+
+    @property
+    def waiting(self) -> bool:
+        return self.framer.waiting
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        peer = transport.get_extra_info("peername")
+        self.address = str(peer[0]) if isinstance(peer, tuple) and peer else ""
+        if not self.table.admit(self):
+            transport.abort()
+            return
+        self.transport = transport
+        self._time_headers()
+        self.inner.connection_made(transport)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.transport is None:
+            return  # refused: aiohttp never saw it
+        self.table.release(self)
+        self._untime()
+        self.inner.connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        self.framer.feed(data)
+        self._time_headers()
+        if self.framer.lost:
+            self.inner.keep_alive(False)  # close after the answer to the request in hand
+        self.inner.data_received(data)
+
+    def shed(self) -> None:
+        """Close now: too slow with its headers, or its slot is needed."""
+        self.table.release(self)
+        self._untime()
+        if self.transport is not None:
+            self.transport.abort()
+
+    def _time_headers(self) -> None:
+        if not self.waiting:
+            self._untime()
+        elif self.deadline is None:
+            self.deadline = asyncio.get_running_loop().call_later(self.table.limits.header_seconds, self._expire)
+
+    def _untime(self) -> None:
+        if self.deadline is not None:
+            self.deadline.cancel()
+            self.deadline = None
+
+    def _expire(self) -> None:
+        self.deadline = None
+        if self.waiting:
+            self.table.cut_slow += 1
+            self.shed()
+
+
+@dataclass
+class ConnectionTable:
+    """The open connections, oldest first, and who is shed when the port is full."""
+
+    limits: ConnectionLimits
+    open: dict[FramedProtocol, None] = field(default_factory=dict)  # insertion order is age
+    cut_slow: int = 0  # connections closed for taking too long over their headers
+    shed_full: int = 0  # connections closed to make room for a new one
+    refused: int = 0  # new connections refused: every open one was mid-request
+
+    def admit(self, new: FramedProtocol) -> bool:
+        waiting_here = [each for each in self.open if each.address == new.address and each.waiting]
+        if len(waiting_here) >= self.limits.waiting_per_address:
+            self._shed(waiting_here[0])
+        if len(self.open) >= self.limits.max_connections:
+            victim = self._victim()
+            if victim is None:
+                self.refused += 1
+                return False
+            self._shed(victim)
+        self.open[new] = None
+        return True
+
+    def release(self, connection: FramedProtocol) -> None:
+        self.open.pop(connection, None)
+
+    def _victim(self) -> FramedProtocol | None:
+        waiting = next((each for each in self.open if each.waiting), None)
+        if waiting is not None:
+            return waiting
+        by_address = Counter(each.address for each in self.open if each.framer.body_left == 0)
+        if not by_address:
+            return None
+        busiest = by_address.most_common(1)[0][0]
+        return next(each for each in self.open if each.address == busiest and each.framer.body_left == 0)
+
+    def _shed(self, connection: FramedProtocol) -> None:
+        self.shed_full += 1
+        connection.shed()
+
+
+class FramedSite(web.BaseSite):
+    """aiohttp's TCP site with TLS, every connection behind FramedProtocol."""
+
+    def __init__(self, runner: web.BaseRunner, host: str, port: int, ssl_context: Any, limits: ConnectionLimits):
+        super().__init__(runner, ssl_context=ssl_context)
+        self.host, self.requested_port = host, port
+        self.table = ConnectionTable(limits)
+
+    @property
+    def name(self) -> str:
+        return f"https://{self.host}:{self.requested_port}"
+
+    async def start(self) -> None:
+        await super().start()
+        server = self._runner.server
+        assert server is not None
+        self._server = await asyncio.get_running_loop().create_server(
+            lambda: FramedProtocol(server(), self.table),
+            self.host,
+            self.requested_port,
+            ssl=self._ssl_context,
+            ssl_handshake_timeout=self.table.limits.handshake_seconds if self._ssl_context else None,
+            backlog=self._backlog,
+            reuse_address=True,
+        )

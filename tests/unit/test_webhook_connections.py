@@ -1,0 +1,189 @@
+"""The webhook server's connections against slow and greedy clients, served for real (TLS, local sockets) by
+WebhookServer.start (issue 41).
+
+Measured before the fix: a client that sent half its headers and went silent was held for aiohttp's keep-alive
+default (3630 s), and the port took any number of such connections. Now headers must end within
+`header_seconds` of a request's first byte, an idle keep-alive connection between two requests is never timed
+(the API server reuses them), and a full port sheds connections still waiting for their headers so a real
+conversion gets in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import json
+import ssl
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from tests.unit.test_webhook_metrics import conversion, job
+from trainingjob import certs
+from trainingjob.api import constants as c
+from trainingjob.webhooks.admission import AdmissionRequest, Verdict
+from trainingjob.webhooks.connections import ConnectionLimits, RequestFramer
+from trainingjob.webhooks.limits import ServerLimits
+from trainingjob.webhooks.server import WebhookServer
+
+T = TypeVar("T")
+FAST = ConnectionLimits(header_seconds=0.5, handshake_seconds=2, max_connections=6, waiting_per_address=3)
+CLIENT = ssl._create_unverified_context()
+V1, V1ALPHA1 = f"{c.GROUP}/{c.V1}", f"{c.GROUP}/{c.V1ALPHA1}"
+
+
+async def allow(_: AdmissionRequest) -> Verdict:
+    return Verdict()
+
+
+def convert_request(keep_alive: bool = True) -> bytes:
+    body = json.dumps(conversion(V1, job(V1ALPHA1, "a"))).encode()
+    head = f"POST /convert HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+    return (head + ("" if keep_alive else "Connection: close\r\n") + "\r\n").encode() + body
+
+
+def serving(
+    limits: ConnectionLimits,
+    scenario: Callable[[int, WebhookServer], Awaitable[T]],
+    server_limits: ServerLimits | None = None,
+) -> T:
+    async def run() -> T:
+        ca = certs.new_ca("ca", datetime.timedelta(hours=1))
+        leaf = certs.issue(
+            ca, certs.Leaf("localhost", server=True, dns_names=("localhost",)), datetime.timedelta(hours=1)
+        )
+        server = WebhookServer(allow, allow, limits=server_limits, connections=limits)
+        server.use(leaf)
+        await server.start("127.0.0.1", 0)
+        assert server.runner is not None
+        try:
+            return await scenario(server.runner.addresses[0][1], server)
+        finally:
+            await server.stop()
+
+    return asyncio.run(run())
+
+
+async def connect(port: int, source: str = "127.0.0.1") -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    return await asyncio.open_connection("127.0.0.1", port, ssl=CLIENT, local_addr=(source, 0))
+
+
+async def answer(reader: asyncio.StreamReader) -> bytes:
+    """One HTTP response (status line, headers, Content-Length body)."""
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+    length = next(
+        (int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")), 0
+    )
+    return head + await asyncio.wait_for(reader.readexactly(length), 10)
+
+
+async def held_for(port: int, data: bytes) -> float:
+    """Seconds until the server closes a connection that sent `data` and nothing more (at most 10)."""
+    loop = asyncio.get_running_loop()
+    reader, writer = await connect(port)
+    started = loop.time()
+    writer.write(data)
+    with contextlib.suppress(ConnectionError, ssl.SSLError, TimeoutError):
+        await asyncio.wait_for(reader.read(), 10)
+    writer.close()
+    return loop.time() - started
+
+
+def test_half_sent_headers_are_cut_but_idle_keep_alive_connections_are_kept() -> None:
+    async def scenario(port: int, _: WebhookServer) -> tuple[float, float, float, bytes, bytes, bool]:
+        half = await held_for(port, b"POST /convert HTTP/1.1\r\nHost: x\r\nContent-Le")
+        silent = await held_for(port, b"")
+        reader, writer = await connect(port)
+        writer.write(convert_request())
+        first = await answer(reader)
+        await asyncio.sleep(FAST.header_seconds * 4)  # idle between two requests: the API server's reuse
+        writer.write(convert_request())
+        second = await answer(reader)
+        writer.write(b"POST /convert HTTP/1.1\r\nHo")  # a third request that never ends its headers
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        with contextlib.suppress(ConnectionError, ssl.SSLError):
+            await asyncio.wait_for(reader.read(), 10)
+        third = loop.time() - started
+        writer.close()
+        return half, silent, third, first, second, True
+
+    half, silent, third, first, second, _ = serving(FAST, scenario)
+    assert half < 5 and silent < 5 and third < 5, (half, silent, third)  # was 3630 s
+    for each in (first, second):
+        assert each.startswith(b"HTTP/1.1 200") and b'"result":{"status":"Success"}' in each, each[:300]
+
+
+def test_a_body_sent_slowly_gets_408_and_the_connection_closes() -> None:
+    async def scenario(port: int, _: WebhookServer) -> bytes:
+        reader, writer = await connect(port)
+        writer.write(b"POST /convert HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")  # headers in time
+        answered = await asyncio.wait_for(reader.read(), 10)
+        writer.close()
+        return answered
+
+    answered = serving(FAST, scenario, ServerLimits(body_seconds=0.5))
+    assert answered.startswith(b"HTTP/1.1 408") and b"did not arrive in time" in answered, answered[:200]
+
+
+def test_idle_half_open_connections_do_not_starve_a_real_conversion() -> None:
+    """A full port of connections that never send their headers, from several addresses: the API server's
+    connection (another address) sheds one of them and is answered; one address holds at most its share."""
+
+    async def scenario(port: int, server: WebhookServer) -> tuple[bytes, int, int]:
+        held = [await connect(port, f"127.0.0.{2 + n % 3}") for n in range(FAST.max_connections * 2)]
+        await asyncio.sleep(0.1)
+        assert server.site is not None
+        open_now = len(server.site.table.open)
+        reader, writer = await connect(port, "127.0.0.9")
+        writer.write(convert_request(keep_alive=False))
+        answered = await answer(reader)
+        writer.close()
+        for _, each in held:
+            each.close()
+        return answered, open_now, server.site.table.shed_full
+
+    answered, open_now, shed = serving(FAST, scenario)
+    assert answered.startswith(b"HTTP/1.1 200") and b"Success" in answered, answered[:300]
+    assert open_now <= FAST.max_connections and shed > FAST.max_connections, (open_now, shed)
+
+
+def test_idle_keep_alive_connections_of_one_pod_do_not_keep_the_api_server_out() -> None:
+    """Connections that finished a request and stay open are shed from the address holding the most."""
+
+    async def scenario(port: int, _: WebhookServer) -> bytes:
+        held = []
+        for _ in range(FAST.max_connections):
+            reader, writer = await connect(port, "127.0.0.2")
+            writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            await answer(reader)
+            held.append(writer)
+        reader, writer = await connect(port, "127.0.0.9")
+        writer.write(convert_request(keep_alive=False))
+        answered = await answer(reader)
+        for each in [*held, writer]:
+            each.close()
+        return answered
+
+    assert serving(FAST, scenario).startswith(b"HTTP/1.1 200")
+
+
+def test_the_framer_follows_headers_bodies_and_pipelined_requests() -> None:
+    framer = RequestFramer()
+    assert framer.waiting, "a new connection waits for its first headers"
+    framer.feed(b"POST /convert HTTP/1.1\r\nContent-Length: 7\r\n\r")
+    assert framer.waiting
+    framer.feed(b"\nab")
+    assert not framer.waiting and framer.body_left == 5
+    framer.feed(b"c\r\n\r\n")  # body bytes that look like a header end
+    assert not framer.waiting and framer.requests == 1
+    framer.feed(b"GET /healthz HTTP/1.1\r\n\r\nGET /h")
+    assert framer.requests == 2 and framer.waiting
+    framer.feed(b"ealthz HTTP/1.1\r\n\r\n")
+    assert framer.requests == 3 and not framer.waiting
+    chunked = RequestFramer()
+    chunked.feed(b"POST /convert HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n")
+    assert chunked.lost and not chunked.waiting
+    huge = RequestFramer(max_header_bytes=100)
+    huge.feed(b"GET / HTTP/1.1\r\nX: " + b"a" * 200)
+    assert huge.lost
