@@ -57,7 +57,7 @@ def test_a_cached_object_is_reconciled_with_its_body_and_a_gone_one_forgotten() 
 
 
 def test_a_deleted_sweep_leaves_no_memory_behind() -> None:
-    reconciler = SweepReconciler(indexes_holding(), applier=None, engine=None)  # type: ignore[arg-type]
+    reconciler = SweepReconciler(indexes_holding(), applier=None, engine=lambda: None)  # type: ignore[arg-type]
     reconciler.memory[KEY] = SweepMemory(uid="uid-1")
     asyncio.run(reconciler.reconcile(KEY))
     assert reconciler.memory == {}

@@ -94,9 +94,6 @@ def settings_from(given: dict[str, Any]) -> OperatorSettings:
 def operator(**given: Any) -> None:
     """Run the operator until interrupted."""
     settings = settings_from(given)
-    from trainingjob.operator.lazy_client import install as load_client_classes_lazily
-
-    load_client_classes_lazily()  # before anything imports kubernetes_asyncio: ~40 MiB less (operator/lazy_client.py)
     from trainingjob.operator.runner import run_operator
 
     run_operator(settings)

@@ -191,7 +191,7 @@ async def _serve(
     sweeps = SweepReconciler(
         caches.indexes,
         SweepApplier(writer, config.admission_key),
-        load_engine(),
+        load_engine,
         resync_seconds=config.resync_seconds,
         metrics=metrics,
         admission_key=config.admission_key,

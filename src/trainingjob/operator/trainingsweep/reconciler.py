@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from types import ModuleType
 from typing import Any
 
@@ -44,7 +44,7 @@ class SweepReconciler(ObjectReconciler):
         self,
         indexes: Indexes,
         applier: SweepApplier,
-        engine: ModuleType | None,
+        engine: Callable[[], ModuleType | None],
         clock: Clock | None = None,
         resync_seconds: float = 0,
         metrics: object = None,
@@ -52,7 +52,7 @@ class SweepReconciler(ObjectReconciler):
     ) -> None:
         self.admission_key = admission_key  # None: no webhooks served, no stamps checked (as for TrainingJobs)
         self.applier = applier
-        self.engine = engine
+        self.engine = engine  # called on each plan: engine.load_engine imports Optuna on the first sweep only
         self.memory: dict[ObjectKey, SweepMemory] = {}
         super().__init__(indexes, clock, resync_seconds, metrics)
         trials = indexes.get(SWEEP_TRIALS)
@@ -87,7 +87,7 @@ class SweepReconciler(ObjectReconciler):
         observed = ObservedSweep(
             trials, frozenset(pending), dict(memory.judged), dict(memory.private), memory.rejection, not_admitted
         )
-        plan = plan_sweep(sweep, observed, self.engine, self.clock())
+        plan = plan_sweep(sweep, observed, self.engine(), self.clock())
         wait = self.progress_wait(sweep, plan, memory, now)
         if wait > 0:
             plan.status = {}  # only running trials' progress changed: written later, with what else comes

@@ -3,10 +3,11 @@
 `kubernetes_asyncio.client` (and its `models` and `api` packages) import every generated class in their
 `__init__.py`: about 40 MiB of resident memory in a process whose whole budget is 150 MiB at 1000 jobs x 8 workers,
 for the handful of APIs and models the operator touches (it reads most responses as raw JSON). `install()`, called
-only by `tj operator` before anything imports the client, registers those three packages as modules whose
-attributes resolve on first access (PEP 562 `__getattr__`), from the same `from X import Y` lines their
-`__init__.py` files hold, so every name stays reachable: `client.CoreV1Api`, `client.models.V1Lease` (which the
-client's deserializer looks up by name), `client.ApiException`. Nothing of the library is copied or changed.
+by the `tj` command's package (cli/__init__.py) before any command imports the client, registers those three
+packages as modules whose attributes resolve on first access (PEP 562 `__getattr__`), from the same
+`from X import Y` lines their `__init__.py` files hold, so every name stays reachable: `client.CoreV1Api`,
+`client.models.V1Lease` (which the client's deserializer looks up by name), `client.ApiException`. Nothing of
+the library is copied or changed.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def install() -> bool:
 def lazy_package(name: str, directory: Path) -> types.ModuleType:
     init = directory / "__init__.py"
     names = {m["name"]: m["module"] for m in IMPORT_LINE.finditer(init.read_text())}
-    module = types.ModuleType(name, f"{name}, its names loaded on first use (trainingjob.operator.lazy_client)")
+    module = types.ModuleType(name, f"{name}, its names loaded on first use (trainingjob.kube.lazy_client)")
     module.__path__ = [str(directory)]  # a package: its submodules import as usual
     module.__file__ = str(init)
     module.__spec__ = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[str(directory)])
