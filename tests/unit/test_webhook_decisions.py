@@ -293,3 +293,17 @@ def test_a_namespace_without_quotas_is_listed_once_per_ttl_and_one_with_quotas_e
     answers = asyncio.run(admit(50))
     assert answers[:50] == [[]] * 50 and answers[50:] == [[{"metadata": {"name": "team"}}]] * 3
     assert listings.calls == 1 + 3
+
+
+class SlowCluster(Cluster):
+    """An API server that does not answer the lookup in time (what a loaded one did at 1000 x 8)."""
+
+    async def priority_class(self, name: str) -> dict[str, Any] | None:
+        raise TimeoutError
+
+
+def test_a_lookup_that_times_out_is_skipped_and_the_log_says_why(caplog: pytest.LogCaptureFixture) -> None:
+    """A TimeoutError's str() is empty: the warning read 'a validation lookup failed, skipped: ' with no cause."""
+    verdict = judged(SlowCluster(), {"scheduling": {"priorityClassName": "high"}})
+    assert verdict.allowed
+    assert "a validation lookup failed, skipped: TimeoutError" in caplog.text

@@ -29,6 +29,7 @@ from trainingjob.api.replicas import role_counts
 from trainingjob.api.runtimes import RuntimeRef, RuntimeSnapshot, effective_job, recorded, runtime_problems
 from trainingjob.api.types import TrainingJob
 from trainingjob.config import OperatorConfig
+from trainingjob.kube.reflector import describe as describe_error
 from trainingjob.scheduling.quota import container_defaults, describe, gang_shortfalls, role_demand
 from trainingjob.webhooks.admission import AdmissionRequest, Verdict
 from trainingjob.webhooks.defaulting import derive_image
@@ -189,7 +190,7 @@ async def validate(
     try:
         snapshot = await _runtime_of(view, verdict, job)
     except (ApiException, TimeoutError, OSError) as error:
-        logger.warning("a validation lookup failed, skipped: %s", error)
+        logger.warning("a validation lookup failed, skipped: %s", describe_error(error))
         snapshot = None
     if not verdict.allowed:
         return verdict
@@ -217,6 +218,6 @@ async def validate(
         try:
             await check()
         except (ApiException, TimeoutError, OSError) as error:
-            logger.warning("a validation lookup failed, skipped: %s", error)
+            logger.warning("a validation lookup failed, skipped: %s", describe_error(error))
     _check_model_change(verdict, request, image_pattern)
     return verdict
