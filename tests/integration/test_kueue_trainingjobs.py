@@ -125,3 +125,27 @@ def test_a_preempted_job_stops_returns_to_the_queue_and_runs_again_and_its_workl
 
     kube.custom.delete_namespaced_custom_object(k.GROUP, k.VERSION, namespace, k.PLURAL, "low")
     wait_until(lambda: queues.workload(workload) is None, REACT, "the deleted job's Workload to be gone")
+
+
+def test_an_elastic_job_larger_than_its_quota_is_admitted_partially_and_runs_with_the_workers_admitted(
+    kube: Kube, namespace: str, queues: Queues
+) -> None:
+    """4 workers x 2 GPUs asked, 6 GPUs in the ClusterQueue, elastic.minWorkers 2: Kueue's partial admission admits
+    3 (the Workload's minCount is minWorkers), and the operator creates those 3 and no fourth."""
+    cluster_queue = queues.cluster_queue("gpus", queues.flavor(), gpus=6)
+    queues.local_queue("team", cluster_queue)
+    body = queued_job("elastic", "team", workers=4, gpus=2)
+    body["spec"]["elastic"] = {"minWorkers": 2, "maxWorkers": 4}
+    create_job(kube, namespace, body)
+
+    queue = wait_phase(kube, namespace, "elastic", "Running", timeout=REACT)["status"]["queue"]
+    assert queue["admitted"] and queue["admittedWorkers"] == 3, queue
+    assert "3 of the 4 workers asked" in queue["message"] and "minWorkers is 2" in queue["message"], queue
+    workload = queues.workload(queue["workload"]) or {}
+    assert [(s["count"], s.get("minCount")) for s in workload["spec"]["podSets"]] == [(4, 2)]
+    assert [a["count"] for a in workload["status"]["admission"]["podSetAssignments"]] == [3]
+    wait_until(lambda: len(live_pods(kube, namespace, "elastic")) == 3, REACT, "the 3 admitted workers")
+    names = sorted(p.metadata.name for p in job_pods(kube, namespace, "elastic"))
+    assert names == [f"elastic-worker-{i}" for i in range(3)]
+    admitted = [message for reason, message in events_of(kube, namespace, "elastic") if reason == "Admitted"]
+    assert admitted and "3 of the 4 workers" in admitted[-1]

@@ -3,6 +3,7 @@ admission's placement, resumed after an eviction as a disruption."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 
 from tests.unit.test_planner import CONFIG, NOW, children, kinds, make_job, pod, stored
@@ -82,3 +83,25 @@ def test_readmission_after_an_eviction_is_a_new_attempt_and_a_disruption_not_a_f
     assert status["suspendedSeconds"] == 300 and "suspendTime" not in status
     resumed = [e.message for e in result.events if e.reason == "Resumed"]
     assert resumed == ["admitted by Kueue: recreating the workers, from their start, there being no checkpoint"]
+
+
+def test_an_elastic_job_admitted_partially_creates_only_the_workers_admitted() -> None:
+    elastic = {"workers": 4, "elastic": {"minWorkers": 2, "maxWorkers": 4}}
+    job = make_job(stored_queued(), **elastic)
+    partial = dataclasses.replace(ADMITTED, admitted_workers=3, status={**ADMITTED.status, "admittedWorkers": 3})
+    result = plan(job, children(job, queue=partial), NOW, CONFIG)
+    names = sorted(a.name for a in kinds(result.actions, CreateChild) if a.kind == "Pod")
+    assert names == ["job-worker-0", "job-worker-1", "job-worker-2"]
+    assert stored(result)["queue"]["admittedWorkers"] == 3
+    # Running with the three: nothing more to create, none deleted, no restart for the difference with spec.workers
+    running = [pod(job, i, phase="Running") for i in range(3)]
+    again = plan(job, children(job, *running, queue=partial), NOW, CONFIG)
+    assert [a for a in kinds(again.actions, CreateChild) if a.kind == "Pod"] == []
+    assert kinds(again.actions, DeleteChild) == []
+
+
+def test_a_fixed_gang_ignores_a_count_it_never_asked_to_lower() -> None:
+    job = make_job(stored_queued(), workers=4)
+    partial = dataclasses.replace(ADMITTED, admitted_workers=3)
+    result = plan(job, children(job, queue=partial), NOW, CONFIG)
+    assert len([a for a in kinds(result.actions, CreateChild) if a.kind == "Pod"]) == 4

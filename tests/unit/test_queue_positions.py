@@ -76,3 +76,12 @@ def test_the_table_gets_queue_columns_only_when_a_job_goes_through_kueue() -> No
     assert rows["Queue"] == "LocalQueue team-a of ClusterQueue gpus"
     assert rows["Position"] == "5 in ClusterQueue gpus, 2 in LocalQueue team-a"
     assert rows["Queued for"].startswith("5m in all")
+
+
+def test_describe_says_how_many_workers_kueue_admitted_when_fewer_than_asked() -> None:
+    partial = job("e")
+    partial["spec"] = {"workers": 4}
+    partial["status"]["queue"].update(admitted=True, reason="Admitted", admittedWorkers=3)
+    rows = dict(queue_view.describe_rows(partial, None, NOW))
+    assert rows["Admitted"] == "3 of 4 workers (Kueue's partial admission)"
+    assert "Admitted" not in dict(queue_view.describe_rows(job("f"), None, NOW))

@@ -153,3 +153,25 @@ def test_suspending_a_queued_job_deactivates_its_workload_and_resuming_activates
     assert plan_queue(inputs(inactive, suspended=True), NOW).active is None
     resume = plan_queue(inputs(inactive), NOW)
     assert resume.active is True and resume.hold is not None
+
+
+PARTIAL = dataclasses.replace(ADMITTED, assignments=(Assignment("worker", {"nvidia.com/gpu": "a100"}, 3),))
+
+
+def test_a_partial_admission_of_an_elastic_job_runs_the_workers_admitted_and_says_why() -> None:
+    waiting = plan_queue(inputs(PENDING, workers=4, min_workers=2), NOW)
+    decision = plan_queue(inputs(PARTIAL, previous=waiting.status, workers=4, min_workers=2), LATER)
+    assert decision.hold is None and decision.admitted_workers == 3
+    assert decision.status is not None and decision.status["admittedWorkers"] == 3
+    assert "3 of the 4 workers asked" in decision.status["message"] and "minWorkers is 2" in decision.status["message"]
+    assert [e.reason for e in decision.events] == ["Admitted"] and "3 of the 4" in decision.events[0].message
+
+
+@pytest.mark.parametrize(
+    ("workload", "min_workers"),
+    [(ADMITTED, 2), (PARTIAL, None)],  # all admitted; a job without minCount (no partial admission asked for)
+)
+def test_a_full_admission_names_no_count(workload: WorkloadView, min_workers: int | None) -> None:
+    decision = plan_queue(inputs(workload, workers=4, min_workers=min_workers), NOW)
+    assert decision.hold is None and decision.admitted_workers is None
+    assert decision.status is not None and "admittedWorkers" not in decision.status

@@ -36,10 +36,25 @@ def test_the_template_carries_the_jobs_placement() -> None:
     assert spec["priorityClassName"] == "high"
 
 
-def test_elastic_workers_ask_for_all_their_pods_since_the_job_runs_all_of_them() -> None:
+def test_elastic_workers_may_be_admitted_partially_down_to_min_workers() -> None:
     elastic = job(workers=8, elastic={"minWorkers": 2, "maxWorkers": 8})
     pod_set = workload.pod_sets(elastic, CONFIG)[0]
-    assert pod_set["count"] == 8 and "minCount" not in pod_set
+    assert (pod_set["count"], pod_set["minCount"]) == (8, 2)
+    # minWorkers changed while queued: a new Workload
+    other = job(workers=8, elastic={"minWorkers": 3, "maxWorkers": 8})
+    assert workload.pod_sets_hash(workload.pod_sets(other, CONFIG)) != workload.pod_sets_hash([pod_set])
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {},  # a fixed gang needs all of its workers
+        {"workers": 2, "elastic": {"minWorkers": 2, "maxWorkers": 4}},  # nothing below spec.workers to admit
+        {"framework": "tensorflow", "roles": {"ps": {"replicas": 2}}},  # other roles never (one minCount per Workload)
+    ],
+)
+def test_no_min_count_when_the_job_cannot_run_with_fewer(spec: dict[str, Any]) -> None:
+    assert all("minCount" not in pod_set for pod_set in workload.pod_sets(job(**spec), CONFIG))
 
 
 def test_the_workload_is_owned_by_the_job_and_queued_with_its_priority() -> None:

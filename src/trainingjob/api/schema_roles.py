@@ -126,7 +126,10 @@ def _elastic(shape: VersionShape) -> Schema:
         "starts: torchrun restarts it on every membership change. Only for framework pytorch.",
         {
             "minWorkers": integer(
-                f"Fewest workers the training runs with, 1 to {c.MAX_WORKERS}; torchrun waits for this many.",
+                f"Fewest workers the training runs with, 1 to {c.MAX_WORKERS}; torchrun waits for this many. Under "
+                "Kueue it is the minCount of the workers' pod set: Kueue may admit fewer workers than "
+                f"{shape.workers}, down to this many, when its quota has room for no more (status.queue."
+                "admittedWorkers).",
                 minimum=1,
                 maximum=c.MAX_WORKERS,
             ),

@@ -266,6 +266,12 @@ def _queue() -> Schema:
             "queuedSince": _timestamp("When the current wait began; absent while admitted."),
             "queuedSeconds": integer("Seconds the job has waited in the queue, over all its waits.", minimum=0),
             "admittedTime": _timestamp("When Kueue last admitted the job."),
+            "admittedWorkers": integer(
+                "Set while an elastic job runs with fewer workers than it asks for because Kueue admitted it "
+                "partially (its quota had room for no more; never below elastic.minWorkers): the workers it runs "
+                "with. Absent when Kueue admitted all of them.",
+                minimum=0,
+            ),
         },
     )
 

@@ -72,6 +72,9 @@ def describe_rows(job: Mapping[str, Any], place: QueuePlace | None, now: datetim
     rows.append(("Queued for", f"{human_duration(waited)} in all{since}"))
     if queue.get("reason"):
         rows.append(("Queue state", f"{queue['reason']}: {queue.get('message') or ''}".rstrip(": ")))
+    if queue.get("admittedWorkers") is not None:  # an elastic job Kueue admitted partially
+        asked = (job.get("spec") or {}).get("workers", "?")
+        rows.append(("Admitted", f"{queue['admittedWorkers']} of {asked} workers (Kueue's partial admission)"))
     return rows
 
 

@@ -7,7 +7,8 @@ Workload as Kueue last wrote it) and answers what must be true, mirroring what K
 - the pod sets changed (a spec change or a scale) or the queue did: replace the Workload, holding the workers;
 - evicted (preempted, queue stopped, ...): hold, so the workers are stopped through the suspend path; once none
   runs, give the quota back (QuotaReserved=False, admission cleared, Requeued) so Kueue can queue it again;
-- admitted: run, with the admitted flavors' placement and counts;
+- admitted: run, with the admitted flavors' placement and counts (an elastic job's workers may be admitted
+  partially: fewer than spec.workers, at least elastic.minWorkers; admitted_workers says how many run);
 - finished: mark the Workload Finished, so Kueue releases its quota at once.
 `hold` says why no worker may run; the job planner turns it into phase Queued with that reason and message.
 """
@@ -20,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from trainingjob.api.constants import WORKER
 from trainingjob.api.times import format_time, parse_time
 from trainingjob.builders.pod import QueuePlacement
 from trainingjob.queueing.admission import FlavorView, WorkloadView, placement
@@ -52,6 +54,8 @@ class QueueInputs:
     finished_phase: str | None = None  # Succeeded | Failed once the job has finished
     suspended: bool = False  # the user's spec.suspend: the Workload is deactivated, its quota given back
     previous: Mapping[str, Any] = field(default_factory=dict)  # the job's status.queue as last written
+    workers: int = 0  # spec.workers: the workers' pod set's count
+    min_workers: int | None = None  # the workers' pod set's minCount (elastic jobs): partial admission allowed
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,7 @@ class QueueDecision:
     delete: WorkloadView | None = None
     workload_status: Mapping[str, Any] | None = None  # conditions (and admission) to write on the Workload
     status: Mapping[str, Any] | None = None  # the job's status.queue; None: the job is not queued
+    admitted_workers: int | None = None  # Kueue admitted only this many workers (partial admission); None: all
     events: tuple[QueueEvent, ...] = ()
 
 
@@ -100,16 +105,37 @@ def finished_status(phase: str, now: str) -> dict[str, Any]:
     return {"conditions": [_condition("Finished", True, phase, message, now)]}
 
 
-def queue_status(inputs: QueueInputs, workload: WorkloadView | None, hold: Hold | None, now: str) -> dict[str, Any]:
-    """status.queue: where the job waits or runs, why, and how long it has been queued in all."""
+def admitted_message(inputs: QueueInputs, cluster_queue: str, admitted_workers: int | None) -> str:
+    """Who admitted the job, and why with fewer workers than it asks for when Kueue admitted it partially."""
+    message = f"admitted by ClusterQueue {cluster_queue}"
+    if admitted_workers is None:
+        return message
+    return (
+        f"{message} with {admitted_workers} of the {inputs.workers} workers asked: Kueue's partial admission "
+        f"(the quota had room for no more; elastic.minWorkers is {inputs.min_workers}); the workers are not "
+        "added later, the Workload keeps this count until it is evicted or replaced"
+    )
+
+
+def queue_status(
+    inputs: QueueInputs,
+    workload: WorkloadView | None,
+    hold: Hold | None,
+    now: str,
+    admitted_workers: int | None = None,
+) -> dict[str, Any]:
+    """status.queue: where the job waits or runs, why, how many workers Kueue admitted when fewer than asked, and
+    how long it has been queued in all."""
     previous = inputs.previous
+    cluster_queue = workload.cluster_queue if workload else ""
     status: dict[str, Any] = {
         "name": inputs.queue,
         "workload": inputs.workload_name,
         "clusterQueue": workload.cluster_queue if workload else previous.get("clusterQueue"),
         "admitted": hold is None,
         "reason": hold.reason if hold else "Admitted",
-        "message": hold.message if hold else f"admitted by ClusterQueue {workload.cluster_queue if workload else ''}",
+        "message": hold.message if hold else admitted_message(inputs, cluster_queue or "", admitted_workers),
+        "admittedWorkers": admitted_workers if hold is None else None,
         "queuedSeconds": int(previous.get("queuedSeconds", 0)),
         "queuedSince": previous.get("queuedSince"),
         "admittedTime": previous.get("admittedTime"),
@@ -145,7 +171,7 @@ def plan_queue(inputs: QueueInputs, now: datetime.datetime) -> QueueDecision:
         )
     stamp = format_time(now)
     decision = _decide(inputs, stamp)
-    status = queue_status(inputs, inputs.workload, decision.hold, stamp)
+    status = queue_status(inputs, inputs.workload, decision.hold, stamp, decision.admitted_workers)
     events = transition_events(inputs.previous, status) + decision.events
     return dataclasses.replace(decision, status=status, events=events)
 
@@ -178,8 +204,17 @@ def _decide(inputs: QueueInputs, now: str) -> QueueDecision:
     if workload.evicted is not None:
         return _evicted(inputs, workload, now)
     if workload.admitted:
-        return QueueDecision(placement=placement(workload, inputs.flavors))
+        return QueueDecision(placement=placement(workload, inputs.flavors), admitted_workers=partial(inputs, workload))
     return QueueDecision(_waiting(inputs, workload))
+
+
+def partial(inputs: QueueInputs, workload: WorkloadView) -> int | None:
+    """The workers Kueue admitted when it admitted fewer than asked (podSetAssignments[].count below the pod set's
+    count, never below its minCount); None when it admitted all, or the job allows no partial admission."""
+    count = workload.assigned_count(WORKER)
+    if inputs.min_workers is None or count is None or count >= inputs.workers:
+        return None
+    return count
 
 
 def not_installed(queue: str) -> str:

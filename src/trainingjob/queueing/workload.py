@@ -47,13 +47,28 @@ def pod_template(job: TrainingJob, config: OperatorConfig, role: str) -> dict[st
     return {"spec": {"restartPolicy": "Never", "containers": [container], **worker_placement(job, config, role)}}
 
 
+def min_count(job: TrainingJob, role: str) -> int | None:
+    """The fewest pods of `role` the job can run with, when fewer than it asks for: elastic.minWorkers for the
+    workers of an elastic job (torchrun's agents train with any count between minWorkers and maxWorkers), so Kueue's
+    partial admission (PartialAdmission, beta and on by default since v0.5) may admit fewer workers than spec.workers
+    when its quota fits no more; the operator then creates as many as podSetAssignments[].count says. None for every
+    other pod set: a fixed gang needs all of its pods (and Kueue allows minCount on one pod set only)."""
+    elastic = job.spec.elastic
+    if role != k.WORKER or elastic is None or elastic.min_workers >= job.spec.workers:
+        return None
+    return elastic.min_workers
+
+
 def pod_sets(job: TrainingJob, config: OperatorConfig) -> list[dict[str, Any]]:
-    """One pod set per role, in the roles' order, each asking for all of its pods: the workers always run at
-    spec.workers, so no minCount (Kueue's partial admission would admit fewer than the job then creates)."""
-    return [
-        {"name": role, "count": count, "template": pod_template(job, config, role)}
-        for role, count in role_counts(job.spec).items()
-    ]
+    """One pod set per role, in the roles' order, each asking for all of its pods; the workers of an elastic job
+    with a minCount (min_count), every other pod set without."""
+    sets = []
+    for role, count in role_counts(job.spec).items():
+        entry: dict[str, Any] = {"name": role, "count": count, "template": pod_template(job, config, role)}
+        if (least := min_count(job, role)) is not None:
+            entry["minCount"] = least
+        sets.append(entry)
+    return sets
 
 
 def pod_sets_hash(sets: list[dict[str, Any]]) -> str:

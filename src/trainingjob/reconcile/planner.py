@@ -40,7 +40,7 @@ from trainingjob.reconcile.gangs import release_gangs
 from trainingjob.reconcile.inputs import PlanInputs
 from trainingjob.reconcile.observed import ObservedChildren, PodView
 from trainingjob.reconcile.plan import JobPlan
-from trainingjob.reconcile.queued import plan_queued, queue_notes, stop_workers
+from trainingjob.reconcile.queued import admitted_job, plan_queued, queue_notes, stop_workers
 from trainingjob.reconcile.resources import plan_resources
 from trainingjob.reconcile.runtimes import RUNTIME_GRACE_SECONDS, Resolved, resolve_runtime
 from trainingjob.reconcile.status import Outcome, hold_details
@@ -103,6 +103,7 @@ def plan_job(
     if gate is not None and gate.hold is not None:
         decision = plan_resources(job, observed, now, config, decision + plan_queued(job, observed, now, gate))
         return decision, decision.status_of(job, now)
+    job = admitted_job(job, gate)  # an elastic job's workers as Kueue admitted them (partial admission)
     decision += queue_notes(gate) + plan_workers(job, observed, now, config)
     finishing = decision.summary is not None and decision.summary.outcome.phase.finished
     report = inputs.latest_progress if finishing else observed.progress

@@ -8,6 +8,7 @@ as a resume does; one after an eviction counts as a disruption (workers.resume_c
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 
 from trainingjob.api.status import Phase
@@ -72,6 +73,18 @@ def plan_queued(job: TrainingJob, observed: ObservedChildren, now: datetime.date
         summary=Summary(Outcome(Phase.QUEUED, gate.hold.reason, gate.hold.message)),
         requeue_after=NOT_INSTALLED_RECHECK_SECONDS if gate.hold.reason == "KueueNotInstalled" else None,
     )
+
+
+def admitted_job(job: TrainingJob, gate: QueueDecision | None) -> TrainingJob:
+    """`job` as Kueue admitted it: an elastic job admitted partially runs with the workers admitted (fewer than
+    spec.workers, at least elastic.minWorkers: torchrun's agents take any count in that range), as if it had been
+    scaled to them; every other job as it is. The spec's worker count is left out of an elastic job's pod template
+    hash, so the workers already running are not restarted by the difference."""
+    admitted = gate.admitted_workers if gate is not None and gate.hold is None else None
+    if admitted is None or job.spec.elastic is None or admitted >= job.spec.workers:
+        return job
+    spec = dataclasses.replace(job.spec, workers=admitted)
+    return dataclasses.replace(job, spec=spec, raw_spec={**job.raw_spec, "workers": admitted})
 
 
 def queue_notes(gate: QueueDecision | None) -> Decision:

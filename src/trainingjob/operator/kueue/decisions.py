@@ -7,6 +7,7 @@ import datetime
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from trainingjob.api.constants import WORKER
 from trainingjob.api.types import TrainingJob
 from trainingjob.config import OperatorConfig
 from trainingjob.operator.kueue.watches import FLAVORS, JOB_WORKLOADS, PRIORITIES
@@ -16,6 +17,7 @@ from trainingjob.queueing.planner import QueueDecision, QueueInputs, plan_queue
 from trainingjob.queueing.workload import (
     PRIORITY_LABEL,
     QUEUE_LABEL,
+    min_count,
     pod_sets,
     pod_sets_hash,
     workload_name,
@@ -75,6 +77,8 @@ def queue_inputs(
         finished_phase=phase.value if phase is not None and phase.finished else None,
         suspended=job.spec.suspend,
         previous=job.status.queue or {},
+        workers=job.spec.workers,
+        min_workers=min_count(job, WORKER),
     )
 
 

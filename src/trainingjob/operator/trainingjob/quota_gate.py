@@ -17,6 +17,7 @@ from trainingjob.api.replicas import desired_replicas
 from trainingjob.api.types import TrainingJob
 from trainingjob.operator.lookups import Lookups
 from trainingjob.reconcile.observed import ObservedChildren
+from trainingjob.reconcile.queued import admitted_job
 
 
 def creates_workers(job: TrainingJob, observed: ObservedChildren) -> bool:
@@ -24,7 +25,8 @@ def creates_workers(job: TrainingJob, observed: ObservedChildren) -> bool:
     (workers and every other role's)."""
     if job.deleting or job.spec.suspend or job.status.finished:
         return False
-    return sum(1 for p in observed.pods if p.live) < len(desired_replicas(job.spec))
+    wanted = admitted_job(job, observed.queue).spec  # an elastic job admitted partially wants the workers admitted
+    return sum(1 for p in observed.pods if p.live) < len(desired_replicas(wanted))
 
 
 class QuotaGate:
