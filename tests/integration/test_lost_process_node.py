@@ -57,13 +57,13 @@ def process_nodes(kube: Kube) -> Iterator[tuple[str, str]]:
         wait_until(lambda: node_ready(kube, lost) == "True", 180, f"{lost} Ready again", interval=2)
 
 
-def lost_node_example(name: str) -> dict[str, Any]:
+def lost_node_example(name: str, epochs: int) -> dict[str, Any]:
     """The XGBoost example as its README applies it: 2 workers, paced epochs, tolerating a lost node 5 s."""
     body = yaml.safe_load((REPO / "examples" / "xgboost" / "trainingjob-local.yaml").read_text())
     body["metadata"] = {"name": name}
     spec = body["spec"]
     spec["workers"] = 2
-    spec["hyperparameters"].update(epochs=EPOCHS, epochSeconds=3)
+    spec["hyperparameters"].update(epochs=epochs, epochSeconds=3)
     spec["scheduling"]["tolerations"] += [
         {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": TOLERATION_SECONDS}
         for key in LOST_NODE_TAINTS
@@ -71,31 +71,36 @@ def lost_node_example(name: str) -> dict[str, Any]:
     return body
 
 
-def crash(state: Any, node: str, namespace: str, job: str, workers: int) -> list[int]:
-    """The machine goes away: its node agent and every worker process it ran, SIGKILLed (no shutdown code runs)."""
-    victims = [state.pids[node]] + [pid for index in range(workers) for pid in worker_processes(namespace, job, index)]
+def crash(state: Any, node: str, namespace: str, job: str, workers: int | None) -> list[int]:
+    """The node's agent SIGKILLed (no shutdown code runs), and with `workers` the processes of that many workers:
+    the machine crashed; without, the agent alone died and the workers train on, unseen (as behind a partition)."""
+    processes = [pid for index in range(workers or 0) for pid in worker_processes(namespace, job, index)]
+    victims = [state.pids[node], *processes]
     for pid in victims:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     return victims
 
 
+# The agent alone dying leaves the old gang training on, unseen: long enough (60 epochs of 3 s) that it still
+# writes checkpoints into the same volume while the new gang trains on the spare node.
+@pytest.mark.parametrize(("workers_die", "epochs"), [(True, EPOCHS), (False, 60)], ids=["machine", "agent-only"])
 @pytest.mark.timeout(3 * RUN_TIMEOUT)
 def test_a_process_node_lost_for_good_moves_real_training_to_another_node_from_its_checkpoint(
-    kube: Kube, namespace: str, process_nodes: tuple[str, str]
+    kube: Kube, namespace: str, process_nodes: tuple[str, str], workers_die: bool, epochs: int
 ) -> None:
     from trainingjob.cluster import control_plane
 
     lost, spare = process_nodes
     state = control_plane.ClusterState.load(TEST_CLUSTER_NAME)
-    create_job(kube, namespace, lost_node_example("xgb"))
+    create_job(kube, namespace, lost_node_example("xgb", epochs))
     saved = wait_status(kube, namespace, "xgb", lambda s: (s.get("lastCheckpoint") or {}).get("epoch", 0) >= 2, "ep 2")
     first = {p.metadata.name: (p.metadata.uid, p.spec.node_name) for p in job_pods(kube, namespace, "xgb")}
     assert {node for _, node in first.values()} == {lost}, first
 
     kube.core.patch_node(spare, {"spec": {"unschedulable": False}})
-    victims, crashed = crash(state, lost, namespace, "xgb", 2), time.monotonic()
-    assert len(victims) > 1, "the workers' processes must have been found on this machine"
+    victims, crashed = crash(state, lost, namespace, "xgb", 2 if workers_die else None), time.monotonic()
+    assert len(victims) > 1 or not workers_die, "the workers' processes must have been found on this machine"
     wait_until(lambda: not control_plane.component_running(state, lost), 30, "the node agent to die")
 
     # Kubernetes notices the silence, taints the node, evicts the workers; the operator forces what no kubelet
@@ -120,16 +125,17 @@ def test_a_process_node_lost_for_good_moves_real_training_to_another_node_from_i
     epoch = int(resumed[0].rsplit("at epoch ", 1)[1].split()[0])
     assert epoch >= saved["lastCheckpoint"]["epoch"] + 1, (resumed, saved["lastCheckpoint"])
     assert f"/checkpoints/{get_job(kube, namespace, 'xgb')['metadata']['uid']}/" in resumed[0], resumed
-    assert not [e for e in range(1, epoch) if f"epoch {e}/{EPOCHS} " in chief], "no saved epoch trained again"
-    assert (done["progress"]["epoch"], done["progress"]["percent"]) == (EPOCHS, 100.0), done["progress"]
+    assert not [e for e in range(1, epoch) if f"epoch {e}/{epochs} " in chief], "no saved epoch trained again"
+    assert (done["progress"]["epoch"], done["progress"]["percent"]) == (epochs, 100.0), done["progress"]
     # A lost node is not the job's failure: a disruption, one gang restart, no pod of the old attempt left.
     assert done.get("restartCount", 0) == 0 and done["disruptionCount"] >= 1, done
     assert {p.spec.node_name for p in job_pods(kube, namespace, "xgb")} <= {spare}
     reasons = event_reasons(kube, namespace, "xgb")
     assert "PodForceDeleted" in reasons, reasons
     print(
-        f"lost process node: resumed at epoch {epoch} (checkpoint at the crash: epoch "
-        f"{saved['lastCheckpoint']['epoch']}); gang recreated on {spare} {recreated:.0f}s after the crash, "
+        f"lost process node ({'machine' if workers_die else 'agent only'}): resumed at epoch {epoch} "
+        f"(a checkpoint at epoch {saved['lastCheckpoint']['epoch']} before the crash); gang recreated on {spare} "
+        f"{recreated:.0f}s after the crash, "
         f"Succeeded {time.monotonic() - crashed:.0f}s after it; disruptions {done['disruptionCount']}, "
         f"attempt {done['attempt']}; events {reasons}"
     )
