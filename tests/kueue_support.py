@@ -25,6 +25,9 @@ CLUSTER_SCOPED = {
     "ClusterQueue": "clusterqueues",
     "Cohort": "cohorts",
     "WorkloadPriorityClass": "workloadpriorityclasses",
+    "MultiKueueCluster": "multikueueclusters",
+    "MultiKueueConfig": "multikueueconfigs",
+    "AdmissionCheck": "admissionchecks",
 }
 
 

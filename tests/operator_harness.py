@@ -94,23 +94,29 @@ def progress_address() -> str:
     return network.gateway if network is not None else "127.0.0.1"
 
 
-def webhook_caller_flags() -> tuple[str, ...]:
-    """Let only the API server call /mutate and /validate, by the client certificate the session cluster gives it
-    (cluster/webhook_client.py)."""
+def webhook_caller_flags(cluster: str | None = None) -> tuple[str, ...]:
+    """Let only the API server call /mutate and /validate, by the client certificate the session cluster (or the
+    local cluster named) gives it (cluster/webhook_client.py)."""
     from tests.conftest import TEST_CLUSTER_NAME
     from trainingjob.cluster.control_plane import ClusterState
     from trainingjob.cluster.webhook_client import operator_flags
 
-    state = ClusterState.load(TEST_CLUSTER_NAME)
+    state = ClusterState.load(cluster or TEST_CLUSTER_NAME)
     return () if state is None else operator_flags(state.layout)
 
 
 def start_operator(
-    kubeconfig: Path, log_path: Path, *extra_args: str, progress_port: int = 0, webhook_port: int = 0
+    kubeconfig: Path,
+    log_path: Path,
+    *extra_args: str,
+    progress_port: int = 0,
+    webhook_port: int = 0,
+    cluster: str | None = None,
 ) -> RunningOperator:
     """The operator with its webhooks on 127.0.0.1 (the API server calls them there) and its progress endpoint
     where both the tests (playing workers) and real workers on the local process nodes reach it: the pod network's
-    gateway, an address of this machine too (127.0.0.1 when the cluster has no pod network)."""
+    gateway, an address of this machine too (127.0.0.1 when the cluster has no pod network). `cluster`: the local
+    cluster whose API server calls its webhooks, when it is not the session's."""
     progress_host = progress_address()
     port = free_port()
     health_url = f"http://127.0.0.1:{port}/healthz"
@@ -119,7 +125,9 @@ def start_operator(
     webhook_port = webhook_port or free_port()
     command = [
         *(sys.executable, "-m", "trainingjob.cli"),
-        *operator_arguments(health_url, progress_host, progress_port, metrics_port, webhook_port, extra_args),
+        *operator_arguments(
+            health_url, progress_host, progress_port, metrics_port, webhook_port, extra_args, cluster=cluster
+        ),
     ]
     env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
     with log_path.open("ab") as log:
@@ -138,6 +146,7 @@ def operator_arguments(
     metrics_port: int,
     webhook_port: int,
     extra_args: tuple[str, ...],
+    cluster: str | None = None,
 ) -> list[str]:
     """`tj operator` with the test operator's endpoints, bounds and `extra_args`."""
     return [
@@ -145,7 +154,7 @@ def operator_arguments(
         *("--liveness", health_url, "--progress-port", str(progress_port), "--progress-bind", progress_host),
         *("--progress-url", f"https://{progress_host}:{progress_port}", "--metrics-port", str(metrics_port)),
         *("--metrics-bind", "127.0.0.1", "--webhook-port", str(webhook_port), *BOUND_FLAGS, *SERVING_FLAGS),
-        *webhook_caller_flags(),
+        *webhook_caller_flags(cluster),
         *extra_args,
     ]
 

@@ -214,3 +214,17 @@ def test_the_real_manifests_leave_no_object_addressed_at_a_service_of_kueue(rend
             assert conversion["webhook"]["clientConfig"]["url"] == f"{URL}/convert"
     crds = {o["metadata"]["name"] for o in result if o["kind"] == "CustomResourceDefinition"}
     assert {"workloads.kueue.x-k8s.io", "clusterqueues.kueue.x-k8s.io", "localqueues.kueue.x-k8s.io"} <= crds
+
+
+def test_kueue_may_read_trainingjobs_and_write_their_status() -> None:
+    """MultiKueue's adapter reads a dispatched TrainingJob and copies its worker's status onto it; Kueue's own
+    manifests cannot grant that for a kind they do not know."""
+    found = objects()
+    role = found[("ClusterRole", "kueue-trainingjobs")]
+    binding = found[("ClusterRoleBinding", "kueue-trainingjobs")]
+    granted = {(r["resources"][0], verb) for r in role["rules"] for verb in r["verbs"]}
+    assert {("trainingjobs", "watch"), ("trainingjobs/status", "patch")} <= granted
+    assert ("trainingjobs", "create") not in granted and ("trainingjobs", "delete") not in granted
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "kueue-controller-manager", "namespace": "kueue-system"}
+    ]

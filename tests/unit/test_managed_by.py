@@ -66,3 +66,19 @@ def test_a_sweeps_template_may_name_only_this_operator() -> None:
     template = sweep_crd_manifest()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
     rules = template["properties"]["trialTemplate"]["properties"]["spec"]["x-kubernetes-validations"]
     assert any("self.managedBy ==" in r["rule"] and c.CONTROLLER_NAME in r["rule"] for r in rules)
+
+
+def test_only_a_queued_job_multikueue_dispatches_gets_its_workload_here() -> None:
+    """On a manager cluster the Workload is what MultiKueue dispatches: the Workload controller still makes it for
+    a MultiKueue job labelled for a queue, and for no other controller's job."""
+    from trainingjob.operator.kueue.reconciler import dispatched
+    from trainingjob.queueing.workload import QUEUE_LABEL
+
+    def job(managed: str | None, queue: str | None) -> dict[str, object]:
+        labels = {QUEUE_LABEL: queue} if queue else {}
+        return {"metadata": {"name": "j", "labels": labels}, "spec": {"managedBy": managed} if managed else {}}
+
+    assert dispatched(job(c.MULTIKUEUE_CONTROLLER, "team"))
+    assert not dispatched(job(c.MULTIKUEUE_CONTROLLER, None))
+    assert not dispatched(job("example.com/other", "team"))
+    assert not dispatched(job(None, "team"))  # ours: the whole job is reconciled, not just its Workload

@@ -175,3 +175,19 @@ def test_a_full_admission_names_no_count(workload: WorkloadView, min_workers: in
     decision = plan_queue(inputs(workload, workers=4, min_workers=min_workers), NOW)
     assert decision.hold is None and decision.admitted_workers is None
     assert decision.status is not None and "admittedWorkers" not in decision.status
+
+
+def test_a_prebuilt_workload_is_waited_for_never_made() -> None:
+    """MultiKueue's copy of a job on a worker cluster names the Workload it copied there: the job waits for it."""
+    decision = plan_queue(inputs(None, prebuilt=True), NOW)
+    assert not decision.create and decision.hold is not None and decision.hold.reason == "Pending"
+    assert "trainingjob-bert-abcde" in decision.hold.message and "prebuilt-workload-name" in decision.hold.message
+
+
+def test_a_prebuilt_workload_is_used_as_it_is_never_replaced() -> None:
+    """Built elsewhere from the same spec, perhaps under another operator's defaults: its pod sets are not ours to
+    judge, and deleting it would take the job away from MultiKueue."""
+    other = dataclasses.replace(ADMITTED, pod_sets_hash="from-the-manager")
+    decision = plan_queue(inputs(other, prebuilt=True), NOW)
+    assert decision.delete is None and decision.hold is None and decision.placement
+    assert plan_queue(inputs(other), NOW).delete == other  # a Workload of our own is replaced

@@ -3,7 +3,7 @@
 Pure and level-triggered like the job planner: it reads what is (the job's labels, phase and the workers left, its
 Workload as Kueue last wrote it) and answers what must be true, mirroring what Kueue's own job integrations do
 (pkg/controller/jobframework/reconciler.go) for a controller outside Kueue:
-- no Workload yet: create it; the job is held (Queued) until Kueue admits it;
+- no Workload yet: create it (or, for a prebuilt one, wait for it); the job is held (Queued) until Kueue admits it;
 - the pod sets changed (a spec change or a scale) or the queue did: replace the Workload, holding the workers;
 - evicted (preempted, queue stopped, ...): hold, so the workers are stopped through the suspend path; once none
   runs, give the quota back (QuotaReserved=False, admission cleared, Requeued) so Kueue can queue it again;
@@ -56,6 +56,9 @@ class QueueInputs:
     previous: Mapping[str, Any] = field(default_factory=dict)  # the job's status.queue as last written
     workers: int = 0  # spec.workers: the workers' pod set's count
     min_workers: int | None = None  # the workers' pod set's minCount (elastic jobs): partial admission allowed
+    # The Workload is someone else's (label kueue.x-k8s.io/prebuilt-workload-name; MultiKueue's copy on a worker
+    # cluster): wait for it, never create or replace it, as Kueue's own integrations do with prebuilt Workloads.
+    prebuilt: bool = False
 
 
 @dataclass(frozen=True)
@@ -186,6 +189,10 @@ def _decide(inputs: QueueInputs, now: str) -> QueueDecision:
     if inputs.priority_class and inputs.priority_class not in inputs.priorities:
         message = f"WorkloadPriorityClass {inputs.priority_class!r} does not exist; create it or fix the label"
         return QueueDecision(Hold("PriorityClassNotFound", message))
+    if workload is None and inputs.prebuilt:
+        name = inputs.workload_name
+        message = f"waiting for Workload {name}, which the label kueue.x-k8s.io/prebuilt-workload-name names"
+        return QueueDecision(Hold("Pending", message))
     if workload is None:
         message = f"waiting for Kueue to admit Workload {inputs.workload_name} in LocalQueue {inputs.queue}"
         return QueueDecision(Hold("Pending", message), create=True)
@@ -199,7 +206,7 @@ def _decide(inputs: QueueInputs, now: str) -> QueueDecision:
         return QueueDecision(Hold("Suspended", "the job is suspended (spec.suspend); its Workload is inactive"))
     if workload.deleting:
         return QueueDecision(Hold("Pending", f"waiting for the previous Workload {workload.name} to be deleted"))
-    if workload.pod_sets_hash != inputs.pod_sets_hash or workload.queue != inputs.queue:
+    if not inputs.prebuilt and (workload.pod_sets_hash != inputs.pod_sets_hash or workload.queue != inputs.queue):
         return _replace(inputs, workload)
     if workload.evicted is not None:
         return _evicted(inputs, workload, now)

@@ -26,6 +26,9 @@ KIND = "Workload"
 PLURAL = "workloads"
 QUEUE_LABEL = f"{GROUP}/queue-name"
 PRIORITY_LABEL = f"{GROUP}/priority-class"
+# A Workload made for the job by someone else (MultiKueue, on a worker cluster: the copy of the manager cluster's
+# Workload, which the job copied beside it names): the job uses it and never makes one of its own.
+PREBUILT_LABEL = f"{GROUP}/prebuilt-workload-name"
 # The hash of the pod sets a Workload was built from: a spec change while queued replaces the Workload.
 LABEL_POD_SETS_HASH = f"{k.GROUP}/pod-sets-hash"
 PRIORITY_CLASS_KIND = "WorkloadPriorityClass"

@@ -19,7 +19,8 @@ import copy
 from collections.abc import Iterable
 from typing import Any
 
-from trainingjob.cluster.kueue.settings import FRAMEWORKS, VISIBILITY_SERVICE
+from trainingjob.api import constants as c
+from trainingjob.cluster.kueue.settings import FRAMEWORKS, NAMESPACE, SERVICE_ACCOUNT, VISIBILITY_SERVICE
 
 KUEUE_GROUP = "kueue.x-k8s.io"
 KEPT_KINDS = (
@@ -129,4 +130,24 @@ def install_objects(
             objects.append(webhook_configuration(document, webhook_url, ca_bundle, frameworks))
         else:
             objects.append(copy.deepcopy(document))
+    objects += trainingjob_access()
     return sorted(objects, key=lambda o: KEPT_KINDS.index(o["kind"]))
+
+
+def trainingjob_access() -> list[dict[str, Any]]:
+    """Kueue's rights on TrainingJobs, which its own manifests cannot grant (it does not know the kind): MultiKueue's
+    adapter for custom jobs reads a dispatched job on the manager cluster and copies the worker's status onto it."""
+    name = "kueue-trainingjobs"
+    rules = [
+        {"apiGroups": [c.GROUP], "resources": [c.PLURAL], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": [c.GROUP], "resources": [f"{c.PLURAL}/status"], "verbs": ["get", "patch", "update"]},
+    ]
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": name}}
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE}],
+    }
+    return [{**role, "rules": rules}, binding]

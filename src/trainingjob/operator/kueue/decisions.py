@@ -15,6 +15,7 @@ from trainingjob.operator.runtime.store import Indexes, views
 from trainingjob.queueing.admission import WorkloadView
 from trainingjob.queueing.planner import QueueDecision, QueueInputs, plan_queue
 from trainingjob.queueing.workload import (
+    PREBUILT_LABEL,
     PRIORITY_LABEL,
     QUEUE_LABEL,
     min_count,
@@ -46,11 +47,13 @@ def priority_values(indexes: Indexes) -> dict[str, int]:
     return {name: value for name in indexes.get(PRIORITIES) or {} for value in views(indexes, PRIORITIES, name)}
 
 
-def current_workload(job: TrainingJob, name: str, indexes: Indexes) -> WorkloadView | None:
+def current_workload(job: TrainingJob, name: str, indexes: Indexes, prebuilt: bool = False) -> WorkloadView | None:
     """The job's Workload of that name; another one of the job's (an earlier spec's, being replaced) first if any,
-    so it is deleted before a new one is made."""
+    so it is deleted before a new one is made. A prebuilt one is the one of that name or none: another Workload
+    carrying the job's name is not the job's to replace."""
     workloads = views(indexes, JOB_WORKLOADS, job.key)
-    return next((w for w in workloads if w.name == name), workloads[0] if workloads else None)
+    named = next((w for w in workloads if w.name == name), None)
+    return named if prebuilt or named is not None else (workloads[0] if workloads else None)
 
 
 def queue_inputs(
@@ -62,14 +65,15 @@ def queue_inputs(
     left: int,
 ) -> QueueInputs:
     job_label = job_labels(body)
-    name = workload_name(job.name, job.uid)
+    prebuilt = job_label.get(PREBUILT_LABEL)
+    name = prebuilt or workload_name(job.name, job.uid)
     phase = job.status.phase
     return QueueInputs(
         queue=job_label.get(QUEUE_LABEL),
         priority_class=job_label.get(PRIORITY_LABEL),
         workload_name=name,
         pod_sets_hash=pod_sets_hash(pod_sets(job, config)),
-        workload=current_workload(job, name, indexes) if served else None,
+        workload=current_workload(job, name, indexes, bool(prebuilt)) if served else None,
         priorities=priority_values(indexes),
         flavors={key: value for key in (indexes.get(FLAVORS) or {}) for value in views(indexes, FLAVORS, key)},
         kueue_served=served,
@@ -79,6 +83,7 @@ def queue_inputs(
         previous=job.status.queue or {},
         workers=job.spec.workers,
         min_workers=min_count(job, WORKER),
+        prebuilt=bool(prebuilt),
     )
 
 

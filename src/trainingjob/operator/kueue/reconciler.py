@@ -7,6 +7,7 @@ job's status and hold or run its workers. Jobs without the queue label and witho
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import logging
 from collections.abc import Callable, Hashable
@@ -14,7 +15,8 @@ from typing import Any
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from trainingjob.api.managed_by import managed_here
+from trainingjob.api import constants as c
+from trainingjob.api.managed_by import managed_by, managed_here
 from trainingjob.api.types import TrainingJob
 from trainingjob.config import OperatorConfig
 from trainingjob.kube.status import api_message
@@ -34,6 +36,13 @@ logger = logging.getLogger(__name__)
 # Workload writes are few (one create per job and admission cycle): a small pool, beside the jobs' workers.
 WORKLOAD_WORKERS = 4
 REFUSED_RETRY_SECONDS = 30.0
+
+
+def dispatched(body: dict[str, Any]) -> bool:
+    """A job MultiKueue runs on a worker cluster (spec.managedBy, on the manager cluster): the TrainingJob controller
+    leaves it alone, but its Workload is still ours to make, as Kueue makes the Workloads of the jobs it integrates
+    whatever their managedBy: MultiKueue dispatches that Workload and the job with it."""
+    return managed_by(body) == c.MULTIKUEUE_CONTROLLER and is_queued(body)
 
 
 def status_patch(workload: WorkloadView, wanted: dict[str, Any]) -> dict[str, Any]:
@@ -67,7 +76,7 @@ class WorkloadReconciler:
 
     async def reconcile(self, key: Hashable) -> None:
         bodies = views(self.indexes, TRAININGJOB_BODIES, key)
-        if not bodies or not managed_here(bodies[0]):
+        if not bodies or not (managed_here(bodies[0]) or dispatched(bodies[0])):
             return
         if not (is_queued(bodies[0]) or views(self.indexes, JOB_WORKLOADS, key)):
             return
@@ -80,6 +89,10 @@ class WorkloadReconciler:
             decision = queue_decision(
                 job, bodies[0], self.indexes, self.config, self.kueue_served(), self.clock(), left
             )
+            if dispatched(bodies[0]):
+                # MultiKueue keeps this Workload's status (admission, Finished) from the worker cluster's copy, and
+                # the job's status is that copy's: ours would be written from the worker's view of the job.
+                decision = dataclasses.replace(decision, workload_status=None)
             await self.apply(job, bodies[0], decision)
 
     async def apply(self, job: TrainingJob, body: dict[str, Any], decision: QueueDecision) -> None:
