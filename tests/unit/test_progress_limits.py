@@ -20,11 +20,11 @@ from aiohttp import web
 from aiohttp.test_utils import make_mocked_request
 
 from tests.unit.test_apply import FakeClock
+from trainingjob.forwarding import ConnectionGuard
 from trainingjob.progress import server as server_module
 from trainingjob.progress.auth import Caller
 from trainingjob.progress.limits import (
     BoundedMap,
-    ConnectionGuard,
     RateLimiter,
     ReviewCache,
     retry_after,

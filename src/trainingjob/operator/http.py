@@ -11,23 +11,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from trainingjob.forwarding import PortLimits, serve_bounded
 from trainingjob.operator.metrics import OperatorMetrics
-from trainingjob.progress.limits import GuardedSite
-
-
-@dataclass(frozen=True)
-class PortLimits:
-    """Prometheus keeps one connection and scrapes every 15-60 s; the kubelet opens one per probe."""
-
-    idle_seconds: float = 15.0  # to send a whole request, and between two requests on one connection
-    lifetime: float = 120.0  # no connection lasts longer (a client that never reads its answer)
-    max_connections: int = 128
-    per_address: int = 16  # one pod cannot take every slot: the kubelet's probe comes from another address
 
 
 def build_app(
@@ -52,18 +41,4 @@ def build_app(
 
 
 async def serve(app: web.Application, host: str, port: int, limits: PortLimits | None = None) -> web.AppRunner:
-    limits = limits or PortLimits()
-    runner = web.AppRunner(app, access_log=None, keepalive_timeout=limits.idle_seconds)
-    await runner.setup()
-    site = GuardedSite(
-        runner,
-        host,
-        port,
-        ssl_context=None,
-        max_connections=limits.max_connections,
-        lifetime=limits.lifetime,
-        handshake_timeout=0,
-        per_address=limits.per_address,
-    )
-    await site.start()
-    return runner
+    return await serve_bounded(app, host, port, limits or PortLimits())

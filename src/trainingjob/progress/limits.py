@@ -1,5 +1,5 @@
-"""What keeps the progress endpoint cheap under abuse: per-key rate limits, a short-lived TokenReview cache, and a
-guard on connections (how many, and how long each may take).
+"""What keeps the progress endpoint cheap under abuse: per-key rate limits and a short-lived TokenReview cache (its
+guard on connections, how many and how long each may take, is forwarding.py's).
 
 Why each: every request that reaches authentication costs the API server a TokenReview, so floods are cut before
 it (per client address) and repeated tokens are answered from memory; a well-behaved reporter sends one report
@@ -10,7 +10,6 @@ Everything is bounded in size: an entry not used for a while is forgotten, the o
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import hashlib
 import json
@@ -18,12 +17,8 @@ import math
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
-
-from aiohttp import web
-
-from trainingjob.forwarding import ForwardingProtocol
 
 V = TypeVar("V")
 MAX_KEYS = 10_000
@@ -134,108 +129,3 @@ class ReviewCache:
             ttl = min(ttl, expiry - self.wall_clock())
         if ttl > 0:
             self.entries.put(token_key(token), (self.clock() + ttl, answer))
-
-
-class GuardedProtocol(ForwardingProtocol):
-    """Passes a connection to aiohttp's protocol unless too many are open, in all or from its address; aborts it
-    after `lifetime` seconds."""
-
-    def __init__(self, inner: asyncio.Protocol, guard: ConnectionGuard) -> None:
-        super().__init__(inner)
-        self.guard = guard
-        self.address: str | None = None  # set once admitted
-        self.timer: asyncio.TimerHandle | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        peer = transport.get_extra_info("peername")
-        address = str(peer[0]) if isinstance(peer, tuple) and peer else ""
-        if not self.guard.admit(address):
-            transport.abort()  # type: ignore[attr-defined]
-            return
-        self.address = address
-        if self.guard.lifetime is not None:
-            self.timer = asyncio.get_running_loop().call_later(self.guard.lifetime, transport.abort)  # type: ignore[attr-defined]
-        self.inner.connection_made(transport)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self.address is None:
-            return
-        self.guard.release(self.address)
-        if self.timer is not None:
-            self.timer.cancel()
-        self.inner.connection_lost(exc)
-
-
-@dataclass
-class ConnectionGuard:
-    """A protocol factory around aiohttp's: at most `max_connections` open, at most `per_address` of them from one
-    client address, each at most `lifetime` seconds. Without the per-address bound, 260 idle TLS connections from
-    one pod took every slot and real reports were refused (issue 41)."""
-
-    factory: Callable[[], asyncio.Protocol]
-    max_connections: int
-    lifetime: float | None  # None: a connection may stay as long as aiohttp keeps it
-    per_address: int = 16
-    open: int = 0
-    by_address: dict[str, int] = field(default_factory=dict)  # only addresses with connections open
-
-    def __call__(self) -> GuardedProtocol:
-        return GuardedProtocol(self.factory(), self)
-
-    def admit(self, address: str) -> bool:
-        """Count a new connection from `address`, unless it would pass either bound."""
-        if self.open >= self.max_connections or self.by_address.get(address, 0) >= self.per_address:
-            return False
-        self.open += 1
-        self.by_address[address] = self.by_address.get(address, 0) + 1
-        return True
-
-    def release(self, address: str) -> None:
-        self.open -= 1
-        left = self.by_address.get(address, 1) - 1
-        if left > 0:
-            self.by_address[address] = left
-        else:
-            self.by_address.pop(address, None)
-
-
-class GuardedSite(web.BaseSite):
-    """aiohttp's TCP site with the connection guard and a bound on the TLS handshake (HTTPS), or plain HTTP when
-    `ssl_context` is None."""
-
-    def __init__(
-        self,
-        runner: web.BaseRunner,
-        host: str,
-        port: int,
-        *,
-        ssl_context: Any,
-        max_connections: int,
-        lifetime: float | None,
-        handshake_timeout: float,
-        per_address: int = 16,
-    ) -> None:
-        super().__init__(runner, ssl_context=ssl_context)
-        self.host, self.requested_port = host, port
-        self.max_connections, self.lifetime, self.handshake_timeout = max_connections, lifetime, handshake_timeout
-        self.per_address = per_address
-        self.guard: ConnectionGuard | None = None
-
-    @property
-    def name(self) -> str:
-        return f"{'https' if self._ssl_context else 'http'}://{self.host}:{self.requested_port}"
-
-    async def start(self) -> None:
-        await super().start()
-        server = self._runner.server
-        assert server is not None
-        self.guard = ConnectionGuard(server, self.max_connections, self.lifetime, self.per_address)
-        self._server = await asyncio.get_running_loop().create_server(
-            self.guard,
-            self.host,
-            self.requested_port,
-            ssl=self._ssl_context,
-            ssl_handshake_timeout=self.handshake_timeout if self._ssl_context else None,
-            backlog=self._backlog,
-            reuse_address=True,
-        )

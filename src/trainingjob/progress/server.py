@@ -23,10 +23,11 @@ from typing import Protocol
 from aiohttp import web
 from kubernetes_asyncio import client
 
+from trainingjob.forwarding import GuardedSite
 from trainingjob.http_bodies import read_body
 from trainingjob.kube.meta import is_object_name
 from trainingjob.progress.auth import Caller, JobPod, authorize, caller_from_review, review_token
-from trainingjob.progress.limits import GuardedSite, RateLimiter, ReviewCache, retry_after
+from trainingjob.progress.limits import RateLimiter, ReviewCache, retry_after
 from trainingjob.progress.report import MAX_BODY_BYTES, Report, ReportError, parse_report
 from trainingjob.progress.tls import TlsMaterial
 

@@ -7,6 +7,9 @@ through that Service's EndpointSlices. A local process node does the same for it
 keeps an EndpointSlice `nvidia-dcgm-exporter-<node>` of that Service (created by `tj cluster up`) pointing at its
 address, so the operator finds real and local exporters alike. Plain HTTP and no authentication, like
 dcgm-exporter: the metrics carry pod names, nothing secret. A node without GPUs serves and publishes nothing.
+
+Every worker can reach it, so its connections are bounded like the operator's metrics port (issue 41): before,
+aiohttp's defaults held a half-sent request 3630 s and took any number of connections.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 
 from aiohttp import web
 
+from trainingjob.forwarding import PortLimits, serve_bounded
 from trainingjob.node.api.client import Api, ApiError
 from trainingjob.node.devices.gpus import GpuInventory
 from trainingjob.node.devices.telemetry import SAMPLE_SECONDS, GpuTelemetry, exposition
@@ -29,6 +33,8 @@ EXPORTER_SERVICE = "nvidia-dcgm-exporter"
 PORT_NAME = "gpu-metrics"
 MANAGED_BY = "node-agent.ml.example.com"  # a label value: no "/"
 RETRY_MAX_SECONDS = 300.0
+# A scraper keeps one connection per target; a few are plenty, and one pod cannot take them all.
+EXPORTER_LIMITS = PortLimits(max_connections=64, per_address=8)
 
 
 def exporter_slice(node: str, address: str, port: int) -> dict[str, Any]:
@@ -51,7 +57,14 @@ def exporter_slice(node: str, address: str, port: int) -> dict[str, Any]:
 
 class GpuExporter:
     def __init__(
-        self, api: Api, telemetry: GpuTelemetry, inventory: GpuInventory, node: str, address: str, port: int
+        self,
+        api: Api,
+        telemetry: GpuTelemetry,
+        inventory: GpuInventory,
+        node: str,
+        address: str,
+        port: int,
+        limits: PortLimits = EXPORTER_LIMITS,
     ) -> None:
         self.api = api
         self.telemetry = telemetry
@@ -59,6 +72,7 @@ class GpuExporter:
         self.node = node
         self.address = address
         self.port = port
+        self.limits = limits
         self.text = exposition([], inventory, node)
         self.runner: web.AppRunner | None = None
 
@@ -68,9 +82,7 @@ class GpuExporter:
     async def start(self) -> None:
         app = web.Application()
         app.router.add_get("/metrics", self._metrics)
-        self.runner = web.AppRunner(app, access_log=None)
-        await self.runner.setup()
-        await web.TCPSite(self.runner, self.address, self.port).start()
+        self.runner = await serve_bounded(app, self.address, self.port, self.limits)
         log.info("node %s exports GPU metrics on %s:%d/metrics", self.node, self.address, self.port)
 
     async def run(self) -> None:

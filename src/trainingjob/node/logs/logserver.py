@@ -5,6 +5,12 @@ Authentication and authorization as a kubelet with webhook authorization: the ca
 certificate signed by the cluster CA (the API server uses its kubelet-client certificate), and a
 SubjectAccessReview must allow that user `get` on `nodes/proxy` for this node (the kubelet maps /containerLogs to
 the `proxy` subresource). Answers are cached for a minute, as the kubelet caches them.
+
+Every worker on the node can reach the port, but only a holder of a cluster certificate gets past the TLS
+handshake, so what a stranger can do is start handshakes: each was held 60 s (asyncio's default), now
+LOG_PORT_LIMITS.handshake_seconds (issue 41). Past the handshake (the API server): a `kubectl logs -f` stream lasts
+as long as it follows (no lifetime), an idle connection is kept 120 s (longer than the API server's own 90 s idle
+timeout, so it is the one that closes it), and the open connections are capped.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from typing import Any
 
 from aiohttp import web
 
+from trainingjob.forwarding import PortLimits, serve_bounded
 from trainingjob.node.api.client import Api, ApiError
 from trainingjob.node.config import NodeConfig
 from trainingjob.node.logs.inotify import directory_watch
@@ -28,6 +35,7 @@ from trainingjob.node.runtime.containers import ContainerProcess
 log = logging.getLogger(__name__)
 AUTHZ_CACHE_SECONDS = 60.0
 FOLLOW_CHECK_SECONDS = 5.0
+LOG_PORT_LIMITS = PortLimits(idle_seconds=120.0, lifetime=None, max_connections=256, per_address=256)
 
 # (namespace, pod, container, previous) -> the attempt to read, or an error message (status, text)
 Resolver = Callable[[str, str, str, bool], "ContainerProcess | tuple[int, str]"]
@@ -49,8 +57,9 @@ def identity(request: web.Request) -> tuple[str, list[str]] | None:
 
 
 class LogServer:
-    def __init__(self, config: NodeConfig, api: Api, resolve: Resolver) -> None:
+    def __init__(self, config: NodeConfig, api: Api, resolve: Resolver, limits: PortLimits = LOG_PORT_LIMITS) -> None:
         self.config = config
+        self.limits = limits
         self.api = api
         self.resolve = resolve
         self._decisions: dict[tuple[str, tuple[str, ...]], tuple[bool, float]] = {}
@@ -66,10 +75,7 @@ class LogServer:
         app = web.Application()
         app.router.add_get("/healthz", self.healthz)
         app.router.add_get("/containerLogs/{namespace}/{pod}/{container}", self.container_logs)
-        self.runner = web.AppRunner(app, access_log=None)
-        await self.runner.setup()
-        site = web.TCPSite(self.runner, host, self.config.port, ssl_context=self.ssl_context(), reuse_address=True)
-        await site.start()
+        self.runner = await serve_bounded(app, host, self.config.port, self.limits, self.ssl_context())
 
     async def stop(self) -> None:
         if self.runner is not None:

@@ -8,6 +8,11 @@ Names, as CoreDNS's kubernetes plugin answers them (cluster domain cluster.local
 - `<a-b-c-d>.<ns>.pod.cluster.local`: that address.
 Endpoints come from EndpointSlices, counting only ready ones unless the Service publishes not-ready addresses.
 Other names are forwarded to the host's resolver. Records are indexed as watch events arrive; nothing is polled.
+
+Every pod on the node reaches it, so it is bounded (issue 41): at most UDP_IN_FLIGHT queries are answered at once
+(more are dropped, as a busy resolver drops them; clients retry), at most TCP_CONNECTIONS TCP connections are open,
+and each TCP message must arrive whole within TCP_MESSAGE_SECONDS. Before, a TCP client that sent a length and
+then stopped was held for good, and a flood of forwarded queries opened a socket each without bound.
 """
 
 from __future__ import annotations
@@ -26,6 +31,9 @@ log = logging.getLogger(__name__)
 TTL = 5
 SUFFIX = "." + CLUSTER_DOMAIN
 FORWARD_TIMEOUT = 2.0
+UDP_IN_FLIGHT = 256
+TCP_CONNECTIONS = 64
+TCP_MESSAGE_SECONDS = 10.0
 
 
 def _key(obj: dict[str, Any]) -> str:
@@ -125,6 +133,8 @@ class DnsServer:
         self._udp: asyncio.DatagramTransport | None = None
         self._tcp: asyncio.AbstractServer | None = None
         self.replies: set[asyncio.Task[None]] = set()
+        self.tcp_open = 0
+        self.dropped = 0  # UDP queries dropped, and TCP connections refused, for being past the bounds
 
     async def answer(self, message: bytes, max_size: int | None) -> bytes | None:
         try:
@@ -160,6 +170,10 @@ class DnsServer:
                 self.transport = transport
 
             def datagram_received(self, data: bytes, addr: Any) -> None:
+                if len(server.replies) >= UDP_IN_FLIGHT:
+                    server.dropped += 1
+                    return
+
                 async def reply() -> None:
                     answer = await server.answer(data, 512)
                     if answer is not None:
@@ -173,15 +187,25 @@ class DnsServer:
         self._tcp = await asyncio.start_server(self._serve_tcp, self.host, self.port, reuse_address=True)
 
     async def _serve_tcp(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError, TimeoutError):
-            while True:
-                size = struct.unpack("!H", await asyncio.wait_for(reader.readexactly(2), 10))[0]
-                answer = await self.answer(await reader.readexactly(size), None)
-                if answer is None:
-                    break
-                writer.write(struct.pack("!H", len(answer)) + answer)
-                await writer.drain()
-        writer.close()
+        if self.tcp_open >= TCP_CONNECTIONS:
+            self.dropped += 1
+            writer.transport.abort()
+            return
+        self.tcp_open += 1
+        try:
+            with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError, TimeoutError):
+                while True:
+                    async with asyncio.timeout(TCP_MESSAGE_SECONDS):  # the length and the message, whole
+                        size = struct.unpack("!H", await reader.readexactly(2))[0]
+                        message = await reader.readexactly(size)
+                    answer = await self.answer(message, None)
+                    if answer is None:
+                        break
+                    writer.write(struct.pack("!H", len(answer)) + answer)
+                    await asyncio.wait_for(writer.drain(), TCP_MESSAGE_SECONDS)
+        finally:
+            self.tcp_open -= 1
+            writer.close()
 
     async def stop(self) -> None:
         if self._udp is not None:
