@@ -84,12 +84,15 @@ test: lint test-packages  ## everything CI runs: system packages, tools, runtime
 
 # The random kill points (tests/integration/test_kill_points.py) run 50 kills in `make test`, the control-plane
 # restarts (test_control_plane_chaos.py) 6; this runs more of both. The seeds are printed; TJ_KILL_SEED=N and
-# TJ_CONTROL_PLANE_SEED=N draw the same scenarios, kill instants and faults again.
+# TJ_CONTROL_PLANE_SEED=N draw the same scenarios, kill instants and faults again; etcd compactions
+# (test_etcd_compaction_chaos.py, 12 in make test) likewise with TJ_COMPACTION_SEED=N.
 KILLS ?= 200
 RESTARTS ?= 20
-chaos: components node-packages  ## SIGKILL the operator at KILLS (200) random instants, restart etcd/API server RESTARTS (20) times, while jobs run on kwok; check nothing is lost
+COMPACTIONS ?= 60
+chaos: components node-packages  ## SIGKILL the operator at KILLS (200) random instants, restart etcd/API server RESTARTS (20) times, compact etcd COMPACTIONS (60) times, while jobs run on kwok; check nothing is lost
 	TJ_KILL_POINTS=$(KILLS) $(BIN)/python -m pytest tests/integration/test_kill_points.py -s
 	TJ_CONTROL_PLANE_RESTARTS=$(RESTARTS) $(BIN)/python -m pytest tests/integration/test_control_plane_chaos.py -s
+	TJ_COMPACTIONS=$(COMPACTIONS) $(BIN)/python -m pytest tests/integration/test_etcd_compaction_chaos.py -s
 
 gpu-check:  ## on a machine with NVIDIA GPUs, PyTorch and JAX: the node's GPU path and the examples over NCCL (scripts/gpu-check.sh)
 	scripts/gpu-check.sh

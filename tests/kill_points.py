@@ -305,6 +305,17 @@ class Driver(threading.Thread):
         self.wait(scenario, "gone", lambda: get_job(self.kube, self.namespace, scenario.name) is None or "present")
 
 
+def start_scenarios(kube: Kube, namespace: str, seed: int, slots: int) -> tuple[PodHistory, Driver]:
+    """The pod history watching the namespace (listed before any job exists, so no pod escapes it), then the driver
+    playing `slots` jobs' scenarios drawn from `seed`."""
+    history = PodHistory(kube, namespace)
+    history.start()
+    history.listed.wait(30)
+    driver = Driver(kube, namespace, seed, slots)
+    driver.start()
+    return history, driver
+
+
 def converge(kube: Kube, namespace: str, driver: Driver, history: PodHistory, seed: str, detail: str = "") -> float:
     """The kills (or faults) are over and an operator runs: every job in flight must finish its scenario, each step
     settling within STEP_TIMEOUT, and then nothing may be lost, stuck, orphaned, duplicated or counted twice.

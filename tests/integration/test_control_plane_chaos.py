@@ -36,7 +36,7 @@ from tests.control_plane_faults import (
     restart,
 )
 from tests.integration.test_kill_points import logged_errors
-from tests.kill_points import Driver, PodHistory, converge
+from tests.kill_points import Driver, converge, start_scenarios
 from tests.kube import Kube, wait_until
 from tests.operator_harness import RunningOperator
 
@@ -123,11 +123,7 @@ def test_jobs_converge_across_control_plane_restarts_at_random_instants(
     state, rng, operator = restored_control_plane, random.Random(seed), faulted_operator
     log_start = operator.log_path.stat().st_size
     gets_before, cpu_before, began = gets(operator), cpu_seconds(operator.process.pid), time.monotonic()
-    history = PodHistory(kube, namespace)
-    history.start()
-    history.listed.wait(30)
-    driver = Driver(kube, namespace, seed, JOBS_IN_FLIGHT)
-    driver.start()
+    history, driver = start_scenarios(kube, namespace, seed, JOBS_IN_FLIGHT)
     faults: list[Fault] = []
     try:
         for _ in range(count):
