@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.gang_support import finish
-from tests.jobs import create_job, get_job, job_manifest, job_pods, live_pods
+from tests.jobs import create_job, delete_job, get_job, job_manifest, job_pods, live_pods
 from tests.kube import Kube, wait_until
 from tests.kueue_support import GROUP, VERSION, Queues, holds
 from tests.multikueue_support import Worker, delete_secret, grant_kueue_trainingjobs, multikueue_check, worker
@@ -48,65 +48,89 @@ def status_of(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
     return (get_job(kube, namespace, name) or {}).get("status") or {}
 
 
-def test_a_job_submitted_to_the_manager_runs_on_the_worker_and_its_status_comes_back(
-    kube: Kube, worker: Worker, namespace: str, worker_namespace: str
-) -> None:
+@pytest.fixture
+def dispatching(kube: Kube, worker: Worker, namespace: str, worker_namespace: str) -> Iterator[Queues]:
+    """LocalQueue `team` on both clusters: on the manager into a ClusterQueue whose admissions go through MultiKueue
+    to the worker, on the worker into one with quota for the job. The manager's Queues."""
     grant_kueue_trainingjobs(kube)
     grant_kueue_trainingjobs(worker.kube)
     manager_queues, worker_queues = Queues(kube, namespace), Queues(worker.kube, namespace)
     try:
-        # The worker: quota for the job, under the LocalQueue name the manager uses.
         worker_queues.local_queue("team", worker_queues.cluster_queue("gpus", worker_queues.flavor(), gpus=8))
-        # The manager: a ClusterQueue whose admissions go through MultiKueue to the worker.
         check = multikueue_check(manager_queues, worker)
         strategy = {"admissionChecks": [{"name": check}]}
         cluster_queue = manager_queues.cluster_queue(
             "gpus", manager_queues.flavor(), gpus=8, admissionChecksStrategy=strategy
         )
         manager_queues.local_queue("team", cluster_queue)
-
-        body = job_manifest("dispatched", workers=2, complete_after=None, gpuPerWorker=2)
-        body["spec"]["managedBy"] = k.MULTIKUEUE_CONTROLLER
-        body["metadata"]["labels"] = {QUEUE_LABEL: "team"}
-        created = create_job(kube, namespace, body)
-        workload = workload_name("dispatched", created["metadata"]["uid"])
-
-        # On the worker: the copy, under the manager's Workload, running its two workers.
-        copy = wait_until(lambda: get_job(worker.kube, namespace, "dispatched"), REACT, "the job on the worker")
-        assert copy["metadata"]["labels"][PREBUILT_LABEL] == workload
-        assert "managedBy" not in copy["spec"]
-        wait_until(
-            lambda: (
-                len([p for p in live_pods(worker.kube, namespace, "dispatched") if p.status.phase == "Running"]) == 2
-            ),
-            REACT,
-            "two running workers on the worker cluster",
-        )
-        # The copy runs under the Workload MultiKueue copied there, the manager's: none of the worker's own.
-        assert status_of(worker.kube, namespace, "dispatched")["queue"]["workload"] == workload
-        assert [w["metadata"]["name"] for w in workloads(worker.kube, namespace)] == [workload]
-        # On the manager: the worker's status, copied back; no pods, nothing of the operator's own.
-        wait_until(
-            lambda: (lambda s: s if s.get("phase") == "Running" else None)(status_of(kube, namespace, "dispatched")),
-            REACT,
-            "the manager's job to show the worker's Running status",
-        )
-        assert job_pods(kube, namespace, "dispatched") == []
-        manager_job = get_job(kube, namespace, "dispatched") or {}
-        assert k.FINALIZER not in (manager_job["metadata"].get("finalizers") or [])
-
-        # The workers finish on the worker: the manager's job Succeeds and its Workload is Finished.
-        finish(worker.kube, namespace, "dispatched")
-        wait_until(
-            lambda: status_of(kube, namespace, "dispatched").get("phase") == "Succeeded",
-            REACT,
-            "the manager's job to show Succeeded",
-        )
-        wait_until(
-            lambda: holds(manager_queues.workload(workload), "Finished"), REACT, "the manager's Workload Finished"
-        )
-        assert job_pods(kube, namespace, "dispatched") == []
+        yield manager_queues
     finally:
         manager_queues.cleanup()
         worker_queues.cleanup()
         delete_secret(kube, manager_queues.name("worker"))
+
+
+def submit(kube: Kube, namespace: str, name: str) -> str:
+    """A 2-worker job for MultiKueue, running until told (gang_support.finish); the name of its Workload."""
+    body = job_manifest(name, workers=2, complete_after=None, gpuPerWorker=2)
+    body["spec"]["managedBy"] = k.MULTIKUEUE_CONTROLLER
+    body["metadata"]["labels"] = {QUEUE_LABEL: "team"}
+    created = create_job(kube, namespace, body)
+    return workload_name(name, created["metadata"]["uid"])
+
+
+def running_on(kube: Kube, namespace: str, name: str, count: int = 2) -> None:
+    wait_until(
+        lambda: len([p for p in live_pods(kube, namespace, name) if p.status.phase == "Running"]) == count,
+        REACT,
+        f"{count} running workers of {name}",
+    )
+
+
+def test_a_job_submitted_to_the_manager_runs_on_the_worker_and_its_status_comes_back(
+    kube: Kube, worker: Worker, namespace: str, dispatching: Queues
+) -> None:
+    manager_queues = dispatching
+    workload = submit(kube, namespace, "dispatched")
+
+    # On the worker: the copy, under the manager's Workload, running its two workers.
+    copy = wait_until(lambda: get_job(worker.kube, namespace, "dispatched"), REACT, "the job on the worker")
+    assert copy["metadata"]["labels"][PREBUILT_LABEL] == workload
+    assert "managedBy" not in copy["spec"]
+    running_on(worker.kube, namespace, "dispatched")
+    # The copy runs under the Workload MultiKueue copied there, the manager's: none of the worker's own.
+    assert status_of(worker.kube, namespace, "dispatched")["queue"]["workload"] == workload
+    assert [w["metadata"]["name"] for w in workloads(worker.kube, namespace)] == [workload]
+    # On the manager: the worker's status, copied back; no pods, nothing of the operator's own.
+    wait_until(
+        lambda: (lambda s: s if s.get("phase") == "Running" else None)(status_of(kube, namespace, "dispatched")),
+        REACT,
+        "the manager's job to show the worker's Running status",
+    )
+    assert job_pods(kube, namespace, "dispatched") == []
+    manager_job = get_job(kube, namespace, "dispatched") or {}
+    assert k.FINALIZER not in (manager_job["metadata"].get("finalizers") or [])
+
+    # The workers finish on the worker: the manager's job Succeeds and its Workload is Finished.
+    finish(worker.kube, namespace, "dispatched")
+    wait_until(
+        lambda: status_of(kube, namespace, "dispatched").get("phase") == "Succeeded",
+        REACT,
+        "the manager's job to show Succeeded",
+    )
+    wait_until(lambda: holds(manager_queues.workload(workload), "Finished"), REACT, "the manager's Workload Finished")
+    assert job_pods(kube, namespace, "dispatched") == []
+
+
+def test_a_job_deleted_on_the_manager_is_deleted_on_the_worker_with_its_workers(
+    kube: Kube, worker: Worker, namespace: str, dispatching: Queues
+) -> None:
+    """The manager's job is the one users own: deleting it mid-run takes the worker's copy (MultiKueue deletes it;
+    the worker's operator, whose finalizer it carries there, lets it go once its workers are stopped)."""
+    workload = submit(kube, namespace, "removed")
+    running_on(worker.kube, namespace, "removed")
+    delete_job(kube, namespace, "removed")
+    wait_until(lambda: get_job(kube, namespace, "removed") is None, REACT, "the manager's job to be gone")
+    wait_until(lambda: get_job(worker.kube, namespace, "removed") is None, REACT, "the worker's copy to be gone")
+    wait_until(lambda: live_pods(worker.kube, namespace, "removed") == [], REACT, "the worker's pods to be gone")
+    wait_until(lambda: dispatching.workload(workload) is None, REACT, "the manager's Workload to be gone")
