@@ -25,6 +25,7 @@ DURATION_BUCKETS = (10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, 43200, 8
 STARTUP_BUCKETS = (1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800)
 # A webhook answer is pure work on one object (conversion) or a few cached lookups (admission): milliseconds.
 WEBHOOK_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
+LOOP_LAG_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10)
 
 
 class OperatorMetrics:
@@ -99,6 +100,12 @@ class OperatorMetrics:
             "Time this replica took to answer a webhook request, body read included.",
             ["webhook"],
             buckets=WEBHOOK_BUCKETS,
+            registry=self.registry,
+        )
+        self.event_loop_lag = Histogram(
+            "trainingjob_event_loop_lag_seconds",
+            "How much later than asked the event loop woke a sleeper (operator/runtime/loop_lag.py).",
+            buckets=LOOP_LAG_BUCKETS,
             registry=self.registry,
         )
         self.converted_objects = Counter(

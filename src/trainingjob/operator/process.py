@@ -35,6 +35,7 @@ from trainingjob.operator.lookups import Lookups
 from trainingjob.operator.metrics import CacheCollector, OperatorMetrics
 from trainingjob.operator.runtime.informers import Caches
 from trainingjob.operator.runtime.leader import LeaderElector, LeaseSettings
+from trainingjob.operator.runtime.loop_lag import watch_loop_lag
 from trainingjob.operator.runtime.manager import Manager, all_watches
 from trainingjob.operator.runtime.writer import Writer
 from trainingjob.operator.trainingjob.apply import Applier
@@ -210,6 +211,8 @@ async def _serve(
     cleanup.append(manager.stop)
     barrier = asyncio.create_task(manager.open_barrier(), name="caches-synced")
     cleanup.append(functools.partial(_cancel, barrier))
+    lag = asyncio.create_task(watch_loop_lag(metrics.event_loop_lag.observe), name="event-loop-lag")
+    cleanup.append(functools.partial(_cancel, lag))
     if given.metrics_port:
         live = functools.partial(liveness, manager, config.stuck_reconcile_seconds)
         app = build_app(metrics, live, lambda: readiness(manager))
