@@ -28,6 +28,7 @@ from trainingjob.http_bodies import read_body
 from trainingjob.kube.meta import is_object_name
 from trainingjob.progress.auth import Caller, JobPod, authorize, caller_from_review, review_token
 from trainingjob.progress.limits import RateLimiter, ReviewCache, retry_after
+from trainingjob.progress.order import ReportOrder
 from trainingjob.progress.report import MAX_BODY_BYTES, Report, ReportError, parse_report
 from trainingjob.progress.tls import TlsMaterial
 
@@ -89,6 +90,7 @@ class ProgressEndpoint:
         self.in_flight = 0
         self.review_slots = asyncio.Semaphore(self.limits.max_reviews)
         self.reviews = ReviewCache(clock=monotonic)
+        self.order = ReportOrder()  # each pod's furthest report: a replay is refused
         self.by_address = RateLimiter(self.limits.address_rate, self.limits.address_burst, monotonic)
         self.by_pod = RateLimiter(self.limits.pod_rate, self.limits.pod_burst, monotonic)
 
@@ -138,6 +140,7 @@ class ProgressEndpoint:
         report = parse_report(raw, self.clock())
         if not self.sink.accepts_progress():
             raise ReportError(503, "this replica is not the leader; retry")
+        self.order.admit(pod.uid or f"{key[0]}/{pod.name}", report)
         self.sink.report_progress(key, report)
 
     async def review(self, token: str) -> Caller:
