@@ -27,7 +27,9 @@ from trainingjob.webhooks.limits import ServerLimits
 from trainingjob.webhooks.server import WebhookServer
 
 T = TypeVar("T")
-FAST = ConnectionLimits(header_seconds=0.5, handshake_seconds=2, max_connections=6, waiting_per_address=3)
+FAST = ConnectionLimits(
+    header_seconds=0.5, handshake_seconds=2, max_connections=6, waiting_per_address=3, lost_seconds=1.5
+)
 CLIENT = ssl._create_unverified_context()
 V1, V1ALPHA1 = f"{c.GROUP}/{c.V1}", f"{c.GROUP}/{c.V1ALPHA1}"
 
@@ -124,6 +126,25 @@ def test_a_body_sent_slowly_gets_408_and_the_connection_closes() -> None:
 
     answered = serving(FAST, scenario, ServerLimits(body_seconds=0.5))
     assert answered.startswith(b"HTTP/1.1 408") and b"did not arrive in time" in answered, answered[:200]
+
+
+def test_a_chunked_request_is_answered_and_its_connection_closed() -> None:
+    """The framer cannot follow a chunked body (the API server never sends one), so that connection must not stay
+    open untimed after its answer."""
+
+    async def scenario(port: int, _: WebhookServer) -> tuple[bytes, bytes]:
+        body = convert_request().split(b"\r\n\r\n", 1)[1]
+        reader, writer = await connect(port)
+        head = b"POST /convert HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
+        writer.write(head + b"\r\n" + f"{len(body):x}\r\n".encode() + body + b"\r\n0\r\n\r\n")
+        answered = await answer(reader)
+        rest = await asyncio.wait_for(reader.read(), 10)  # TimeoutError if the connection stayed open
+        writer.close()
+        return answered, rest
+
+    answered, rest = serving(FAST, scenario)
+    assert answered.startswith(b"HTTP/1.1 200") and b"Success" in answered, answered[:300]
+    assert rest == b""
 
 
 def test_idle_half_open_connections_do_not_starve_a_real_conversion() -> None:

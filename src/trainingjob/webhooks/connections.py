@@ -8,8 +8,8 @@ the API server then re-opened connections and made more conversion calls per wri
 connection's HTTP/1.1 framing itself (RequestFramer: headers end at CRLF CRLF, then Content-Length bytes of body),
 gives a request `header_seconds` from its first byte (a new connection: from its start) to the end of its
 headers, and never times a connection between two requests. A body is bounded where it is read
-(ServerLimits.body_seconds); one sent chunked cannot be followed, so that connection closes after its answer (the
-API server always sends Content-Length).
+(ServerLimits.body_seconds); one sent chunked cannot be followed, so that connection is closed `lost_seconds` later
+(the API server always sends Content-Length).
 
 The cap (`max_connections`, default 512: far under a pod's 1024 open files, far over what the API server opens):
 a new connection past it first sheds the oldest one still waiting for its headers, then the oldest of the address
@@ -41,6 +41,7 @@ class ConnectionLimits:
     max_connections: int = 512
     waiting_per_address: int = 32
     max_header_bytes: int = 64 * 1024  # aiohttp refuses a field over 8190 bytes long before this
+    lost_seconds: float = 30.0  # how long a connection whose framing is lost (a chunked body) lives on
 
 
 class RequestFramer:
@@ -101,7 +102,8 @@ class FramedProtocol(ForwardingProtocol):
         self.framer = RequestFramer(table.limits.max_header_bytes)
         self.address = ""
         self.transport: asyncio.Transport | None = None
-        self.deadline: asyncio.TimerHandle | None = None
+        self.deadline: asyncio.TimerHandle | None = None  # for the headers of the request being sent
+        self.expiry: asyncio.TimerHandle | None = None  # for the connection, once its framing is lost
 
     @property
     def waiting(self) -> bool:
@@ -123,19 +125,24 @@ class FramedProtocol(ForwardingProtocol):
             return  # refused: aiohttp never saw it
         self.table.release(self)
         self._untime()
+        if self.expiry is not None:
+            self.expiry.cancel()
         self.inner.connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
         self.framer.feed(data)
         self._time_headers()
-        if self.framer.lost:
-            self.inner.keep_alive(False)  # close after the answer to the request in hand
+        if self.framer.lost and self.expiry is None:
+            # A body it cannot follow: the request in hand gets the time of a body, then the connection goes.
+            self.expiry = asyncio.get_running_loop().call_later(self.table.limits.lost_seconds, self.shed)
         self.inner.data_received(data)
 
     def shed(self) -> None:
-        """Close now: too slow with its headers, or its slot is needed."""
+        """Close now: too slow with its headers, its framing lost too long ago, or its slot is needed."""
         self.table.release(self)
         self._untime()
+        if self.expiry is not None:
+            self.expiry.cancel()
         if self.transport is not None:
             self.transport.abort()
 
