@@ -20,6 +20,7 @@ from typing import Any
 from bench.contenders import CONTENDERS
 from bench.gang import gang_run
 from bench.guard import LIST_EVERY_S, STALL_S, WaitLimits
+from bench.kueue import kueue_run
 from bench.provenance import MixedCommits, collect, git_state, refuse_mixed_commits
 from bench.report import write_report
 from bench.run import steady_run, throughput_run
@@ -80,6 +81,10 @@ def arguments(argv: list[str]) -> argparse.Namespace:
     add("--sweep-trials", type=int, default=0, help="trials of the sweep scenario (0: skip it), bench/sweep.py")
     add("--sweep-parallelism", type=int, default=10, help="trials of the sweep scenario running at a time")
     add("--sweep-nodes", type=int, default=4, help="kwok nodes of the sweep scenario")
+    add("--kueue-jobs", type=int, default=0, help="jobs queued through Kueue (0: skip it), bench/kueue.py")
+    add("--kueue-workers", type=int, default=4, help="one-GPU workers per job of the Kueue scenario")
+    add("--kueue-gpus", type=int, default=64, help="GPUs of the Kueue scenario: the ClusterQueue's quota, 8 a node")
+    add("--kueue-contenders", default="ours,kubeflow-tuned", help="of ours, kubeflow-default, kubeflow-tuned")
     add("--timeout", type=float, default=3600, help="seconds one run may take before it is recorded unfinished")
     add("--list-every", type=float, default=LIST_EVERY_S, help="seconds between the LISTs that cross-check the watch")
     add("--stall-seconds", type=float, default=STALL_S, help="a wait expecting change ends after this long without")
@@ -168,6 +173,19 @@ async def main(args: argparse.Namespace) -> int:
         record = await sweep_run(args.sweep_trials, args.sweep_parallelism, args.sweep_nodes, limits, say)
         say(f"  {record['sweep_phase']} in {record['wall_s']} s, writes/trial {record['writes_per_trial']}")
         save(record, provenance)
+    if args.kueue_jobs:
+        for name in (c for c in args.kueue_contenders.split(",") if c):
+            shape = f"{args.kueue_jobs}x{args.kueue_workers} through a ClusterQueue of {args.kueue_gpus} GPUs"
+            say(f"kueue scenario {shape}: {name}")
+            provenance = collect()
+            record = await kueue_run(
+                name, args.kueue_jobs, args.kueue_workers, args.kueue_gpus, args.complete_after, limits, say
+            )
+            say(
+                f"  drained in {record['drain_s']} s, occupancy {record['mean_gpu_occupancy']}, admission → Running "
+                f"median {record['admission_to_running_median_s']} s, writes/job {record['writes_per_job']}"
+            )
+            save(record, provenance)
     say(f"wrote {args.out / 'benchmarks.md'}")
     return 0
 

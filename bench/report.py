@@ -10,6 +10,7 @@ from typing import Any
 
 from bench.gang import gang_section
 from bench.provenance import commits, counted, provenance_lines, refuse_mixed_commits
+from bench.queue_figures import kueue_section
 from bench.sweep import sweep_section
 
 LABELS = {
@@ -335,6 +336,7 @@ def write_report(
         "\n",
         gang_section(records),
         sweep_section(records),
+        kueue_section(records),
     ]
     if plotted:
         parts.append("\n## Jobs Running over time\n\n![jobs Running over time](benchmarks-running.png)\n")
