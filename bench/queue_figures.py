@@ -151,4 +151,11 @@ def kueue_section(records: list[dict[str, Any]]) -> str:
             f"| {_fmt(r.get('kueue_writes_per_job'))} | {_fmt(cpu.get('operator'))} | {_fmt(cpu.get('kueue'))} "
             f"| {_fmt(r.get('operator_peak_rss_mib'), ' MiB')} |\n"
         )
+    runs = []
+    for (_jobs, _workers, _gpus, name), r in latest.items():
+        provenance = r.get("provenance") or {}
+        commit = str(provenance.get("commit", "?"))[:12]
+        runs.append(f"{QUEUE_LABELS.get(name, name)}: commit `{commit}`, load average at start "
+                    f"{provenance.get('load_average')}")  # fmt: skip
+    lines.append(f"\nRuns: {'; '.join(runs)}.\n")
     return "".join(lines) + "\n"
