@@ -22,6 +22,7 @@ from bench.gang import gang_run
 from bench.guard import LIST_EVERY_S, STALL_S, WaitLimits
 from bench.kueue import kueue_run
 from bench.provenance import MixedCommits, collect, git_state, refuse_mixed_commits
+from bench.queue_figures import QUEUE_LABELS
 from bench.report import write_report
 from bench.run import steady_run, throughput_run
 from bench.sweep import sweep_run
@@ -84,6 +85,7 @@ def arguments(argv: list[str]) -> argparse.Namespace:
     add("--kueue-jobs", type=int, default=0, help="jobs queued through Kueue (0: skip it), bench/kueue.py")
     add("--kueue-workers", type=int, default=4, help="one-GPU workers per job of the Kueue scenario")
     add("--kueue-gpus", type=int, default=64, help="GPUs of the Kueue scenario: the ClusterQueue's quota, 8 a node")
+    add("--kueue-complete-after", default="20s", help="how long kwok runs each pod of the Kueue scenario")
     add("--kueue-contenders", default="ours,kubeflow-tuned", help="of ours, kubeflow-default, kubeflow-tuned")
     add("--timeout", type=float, default=3600, help="seconds one run may take before it is recorded unfinished")
     add("--list-every", type=float, default=LIST_EVERY_S, help="seconds between the LISTs that cross-check the watch")
@@ -113,6 +115,10 @@ async def main(args: argparse.Namespace) -> int:
     unknown = set(contenders) - set(CONTENDERS)
     if unknown:
         say(f"unknown contender(s): {', '.join(sorted(unknown))}")
+        return 2
+    queued = set(c for c in args.kueue_contenders.split(",") if c) - set(QUEUE_LABELS) if args.kueue_jobs else set()
+    if queued:
+        say(f"no jobs Kueue can queue for: {', '.join(sorted(queued))} (of {', '.join(QUEUE_LABELS)})")
         return 2
     records: list[dict[str, Any]] = []
     legacy_machine = None  # what a file older than per-run provenance said of its one machine
@@ -179,7 +185,7 @@ async def main(args: argparse.Namespace) -> int:
             say(f"kueue scenario {shape}: {name}")
             provenance = collect()
             record = await kueue_run(
-                name, args.kueue_jobs, args.kueue_workers, args.kueue_gpus, args.complete_after, limits, say
+                name, args.kueue_jobs, args.kueue_workers, args.kueue_gpus, args.kueue_complete_after, limits, say
             )
             say(
                 f"  drained in {record['drain_s']} s, occupancy {record['mean_gpu_occupancy']}, admission → Running "
