@@ -125,13 +125,18 @@ class GuardedSite(web.BaseSite):
     def name(self) -> str:
         return f"{'https' if self._ssl_context else 'http'}://{self.host}:{self.requested_port}"
 
+    def protocols(self, server: Callable[[], asyncio.Protocol]) -> Callable[[], asyncio.Protocol]:
+        """The protocol factory around aiohttp's `server`: the connection guard (webhooks/connections.py has its
+        own)."""
+        self.guard = ConnectionGuard(server, self.max_connections, self.lifetime, self.per_address)
+        return self.guard
+
     async def start(self) -> None:
         await super().start()
         server = self._runner.server
         assert server is not None
-        self.guard = ConnectionGuard(server, self.max_connections, self.lifetime, self.per_address)
         self._server = await asyncio.get_running_loop().create_server(
-            self.guard,
+            self.protocols(server),
             self.host,
             self.requested_port,
             ssl=self._ssl_context,

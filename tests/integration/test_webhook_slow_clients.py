@@ -106,3 +106,9 @@ def test_a_slowloris_is_cut_and_the_api_server_converts_beside_a_crowd(
         f"{converted:.0f} conversions",
     )
     assert converted >= 10, "the API server's conversions reached the operator while the crowd held the port"
+    closed = {
+        reason: value(scrape(operator), "trainingjob_webhook_connections_closed_total", reason=reason)
+        for reason in ("slow_headers", "shed")
+    }
+    print(f"connections closed by the webhook port's bounds: {closed}")
+    assert closed["slow_headers"] >= 1 and closed["shed"] >= 1, closed

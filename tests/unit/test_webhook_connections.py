@@ -21,6 +21,7 @@ from typing import TypeVar
 from tests.unit.test_webhook_metrics import conversion, job
 from trainingjob import certs
 from trainingjob.api import constants as c
+from trainingjob.operator.metrics import OperatorMetrics
 from trainingjob.webhooks.admission import AdmissionRequest, Verdict
 from trainingjob.webhooks.connections import ConnectionLimits, RequestFramer
 from trainingjob.webhooks.limits import ServerLimits
@@ -48,13 +49,14 @@ def serving(
     limits: ConnectionLimits,
     scenario: Callable[[int, WebhookServer], Awaitable[T]],
     server_limits: ServerLimits | None = None,
+    metrics: OperatorMetrics | None = None,
 ) -> T:
     async def run() -> T:
         ca = certs.new_ca("ca", datetime.timedelta(hours=1))
         leaf = certs.issue(
             ca, certs.Leaf("localhost", server=True, dns_names=("localhost",)), datetime.timedelta(hours=1)
         )
-        server = WebhookServer(allow, allow, limits=server_limits, connections=limits)
+        server = WebhookServer(allow, allow, metrics, limits=server_limits, connections=limits)
         server.use(leaf)
         await server.start("127.0.0.1", 0)
         assert server.runner is not None
@@ -110,8 +112,13 @@ def test_half_sent_headers_are_cut_but_idle_keep_alive_connections_are_kept() ->
         writer.close()
         return half, silent, third, first, second, True
 
-    half, silent, third, first, second, _ = serving(FAST, scenario)
+    metrics = OperatorMetrics()
+    half, silent, third, first, second, _ = serving(FAST, scenario, metrics=metrics)
     assert half < 5 and silent < 5 and third < 5, (half, silent, third)  # was 3630 s
+    closed = metrics.registry.get_sample_value(
+        "trainingjob_webhook_connections_closed_total", {"reason": "slow_headers"}
+    )
+    assert closed == 3, closed
     for each in (first, second):
         assert each.startswith(b"HTTP/1.1 200") and b'"result":{"status":"Success"}' in each, each[:300]
 
@@ -162,7 +169,7 @@ def test_idle_half_open_connections_do_not_starve_a_real_conversion() -> None:
         writer.close()
         for _, each in held:
             each.close()
-        return answered, open_now, server.site.table.shed_full
+        return answered, open_now, server.site.table.counts["shed"]
 
     answered, open_now, shed = serving(FAST, scenario)
     assert answered.startswith(b"HTTP/1.1 200") and b"Success" in answered, answered[:300]

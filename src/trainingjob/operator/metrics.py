@@ -95,6 +95,12 @@ class OperatorMetrics:
             ["webhook", "outcome"],
             registry=self.registry,
         )
+        self.webhook_connections_closed = Counter(
+            "trainingjob_webhook_connections_closed_total",
+            "Connections the webhook port closed or refused by its bounds, by reason.",
+            ["reason"],
+            registry=self.registry,
+        )
         self.webhook_duration = Histogram(
             "trainingjob_webhook_duration_seconds",
             "Time this replica took to answer a webhook request, body read included.",
@@ -122,6 +128,10 @@ class OperatorMetrics:
 
     def converted(self, from_version: str, to_version: str, count: int) -> None:
         self.converted_objects.labels(from_version, to_version).inc(count)
+
+    def connection_closed(self, reason: str) -> None:
+        """One connection closed by the webhook port's bounds (webhooks/connections.py)."""
+        self.webhook_connections_closed.labels(reason).inc()
 
     def register_cache(self, collector: Collector) -> None:
         self.registry.register(collector)

@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
 
-from trainingjob.forwarding import ForwardingProtocol
+from trainingjob.forwarding import ForwardingProtocol, GuardedSite
 
 HEADER_END = b"\r\n\r\n"
 
@@ -134,7 +135,7 @@ class FramedProtocol(ForwardingProtocol):
         self._time_headers()
         if self.framer.lost and self.expiry is None:
             # A body it cannot follow: the request in hand gets the time of a body, then the connection goes.
-            self.expiry = asyncio.get_running_loop().call_later(self.table.limits.lost_seconds, self.shed)
+            self.expiry = asyncio.get_running_loop().call_later(self.table.limits.lost_seconds, self._lost)
         self.inner.data_received(data)
 
     def shed(self) -> None:
@@ -157,10 +158,14 @@ class FramedProtocol(ForwardingProtocol):
             self.deadline.cancel()
             self.deadline = None
 
+    def _lost(self) -> None:
+        self.table.closed("unframed")
+        self.shed()
+
     def _expire(self) -> None:
         self.deadline = None
         if self.waiting:
-            self.table.cut_slow += 1
+            self.table.closed("slow_headers")
             self.shed()
 
 
@@ -169,10 +174,16 @@ class ConnectionTable:
     """The open connections, oldest first, and who is shed when the port is full."""
 
     limits: ConnectionLimits
+    # Told of every connection the port closes or refuses, by reason: slow_headers (its headers took too long),
+    # shed (its slot went to a new connection), refused (the port was full of requests in progress), unframed
+    # (a chunked body, `lost_seconds` on). The operator counts them (trainingjob_webhook_connections_closed_total).
+    on_close: Callable[[str], None] = lambda _: None
     open: dict[FramedProtocol, None] = field(default_factory=dict)  # insertion order is age
-    cut_slow: int = 0  # connections closed for taking too long over their headers
-    shed_full: int = 0  # connections closed to make room for a new one
-    refused: int = 0  # new connections refused: every open one was mid-request
+    counts: Counter[str] = field(default_factory=Counter)
+
+    def closed(self, reason: str) -> None:
+        self.counts[reason] += 1
+        self.on_close(reason)
 
     def admit(self, new: FramedProtocol) -> bool:
         waiting_here = [each for each in self.open if each.address == new.address and each.waiting]
@@ -181,7 +192,7 @@ class ConnectionTable:
         if len(self.open) >= self.limits.max_connections:
             victim = self._victim()
             if victim is None:
-                self.refused += 1
+                self.closed("refused")
                 return False
             self._shed(victim)
         self.open[new] = None
@@ -201,32 +212,32 @@ class ConnectionTable:
         return next(each for each in self.open if each.address == busiest and each.framer.body_left == 0)
 
     def _shed(self, connection: FramedProtocol) -> None:
-        self.shed_full += 1
+        self.closed("shed")
         connection.shed()
 
 
-class FramedSite(web.BaseSite):
-    """aiohttp's TCP site with TLS, every connection behind FramedProtocol."""
+class FramedSite(GuardedSite):
+    """aiohttp's TCP site with TLS, every connection behind FramedProtocol and its table instead of the guard."""
 
-    def __init__(self, runner: web.BaseRunner, host: str, port: int, ssl_context: Any, limits: ConnectionLimits):
-        super().__init__(runner, ssl_context=ssl_context)
-        self.host, self.requested_port = host, port
-        self.table = ConnectionTable(limits)
-
-    @property
-    def name(self) -> str:
-        return f"https://{self.host}:{self.requested_port}"
-
-    async def start(self) -> None:
-        await super().start()
-        server = self._runner.server
-        assert server is not None
-        self._server = await asyncio.get_running_loop().create_server(
-            lambda: FramedProtocol(server(), self.table),
-            self.host,
-            self.requested_port,
-            ssl=self._ssl_context,
-            ssl_handshake_timeout=self.table.limits.handshake_seconds if self._ssl_context else None,
-            backlog=self._backlog,
-            reuse_address=True,
+    def __init__(
+        self,
+        runner: web.BaseRunner,
+        host: str,
+        port: int,
+        ssl_context: Any,
+        limits: ConnectionLimits,
+        on_close: Callable[[str], None] = lambda _: None,
+    ):
+        super().__init__(
+            runner,
+            host,
+            port,
+            ssl_context=ssl_context,
+            max_connections=limits.max_connections,
+            lifetime=None,
+            handshake_timeout=limits.handshake_seconds,
         )
+        self.table = ConnectionTable(limits, on_close)
+
+    def protocols(self, server: Callable[[], asyncio.Protocol]) -> Callable[[], asyncio.Protocol]:
+        return lambda: FramedProtocol(server(), self.table)

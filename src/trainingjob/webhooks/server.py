@@ -56,6 +56,8 @@ class WebhookObserver(Protocol):
 
     def converted(self, from_version: str, to_version: str, count: int) -> None: ...
 
+    def connection_closed(self, reason: str) -> None: ...
+
 
 class Unobserved:
     """No metrics: the server as tests and tools start it."""
@@ -64,6 +66,9 @@ class Unobserved:
         pass
 
     def converted(self, from_version: str, to_version: str, count: int) -> None:
+        pass
+
+    def connection_closed(self, reason: str) -> None:
         pass
 
 
@@ -192,7 +197,7 @@ class WebhookServer:
         # No lingering: a body refused unread (too big, a caller not let in) is not read to its end first.
         self.runner = web.AppRunner(self.app(), access_log=None, lingering_time=0)
         await self.runner.setup()
-        self.site = FramedSite(self.runner, host, port, self.context, self.connections)
+        self.site = FramedSite(self.runner, host, port, self.context, self.connections, self.observer.connection_closed)
         try:
             await self.site.start()
         except OSError as error:
