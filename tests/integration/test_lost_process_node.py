@@ -25,6 +25,7 @@ import yaml
 from tests.conftest import LOCAL_NODES, TEST_CLUSTER_NAME
 from tests.integration.test_lost_nodes import LOST_NODE_TAINTS, NODE_GRACE_SECONDS, node_ready
 from tests.jobs import create_job, event_reasons, get_job, job_pods
+from tests.kill_points import PodHistory
 from tests.kube import Kube, wait_until
 from tests.local_node import local_node_names, worker_processes
 from tests.operator_harness import FORCE_DELETE_AFTER_SECONDS, REPO
@@ -93,6 +94,9 @@ def test_a_process_node_lost_for_good_moves_real_training_to_another_node_from_i
 
     lost, spare = process_nodes
     state = control_plane.ClusterState.load(TEST_CLUSTER_NAME)
+    history = PodHistory(kube, namespace)  # every pod the job ever had: one per worker and attempt
+    history.start()
+    assert history.listed.wait(60), "the pod watch to list"
     create_job(kube, namespace, lost_node_example("xgb", epochs))
     saved = wait_status(kube, namespace, "xgb", lambda s: (s.get("lastCheckpoint") or {}).get("epoch", 0) >= 2, "ep 2")
     first = {p.metadata.name: (p.metadata.uid, p.spec.node_name) for p in job_pods(kube, namespace, "xgb")}
@@ -132,6 +136,9 @@ def test_a_process_node_lost_for_good_moves_real_training_to_another_node_from_i
     assert {p.spec.node_name for p in job_pods(kube, namespace, "xgb")} <= {spare}
     reasons = event_reasons(kube, namespace, "xgb")
     assert "PodForceDeleted" in reasons, reasons
+    history.stopping.set()
+    assert not history.duplicates(), f"two pods for one worker and attempt: {history.duplicates()}"
+    assert len(history.seen) == 2 * (done["attempt"] + 1), (done["attempt"], history.seen)
     print(
         f"lost process node ({'machine' if workers_die else 'agent only'}): resumed at epoch {epoch} "
         f"(a checkpoint at epoch {saved['lastCheckpoint']['epoch']} before the crash); gang recreated on {spare} "
