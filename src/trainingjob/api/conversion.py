@@ -26,14 +26,15 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from trainingjob.api import constants as c
+from trainingjob.api.status import Phase
 from trainingjob.api.versions import SHAPES, VersionShape, shape_of
 
 Body = dict[str, Any]
 
 # v1alpha1's progress keys that v1 shows at the top of status, by their v1 names.
 PROMOTED_PROGRESS = (("epoch", "currentEpoch"), ("totalEpochs", "totalEpochs"), ("metrics", "metrics"))
-PHASE_TO_STATE = {"Succeeded": "Completed"}
-STATE_TO_PHASE = {"Completed": "Succeeded", "Initializing": "Pending"}
+PHASE_TO_STATE = {Phase.SUCCEEDED.value: "Completed"}
+STATE_TO_PHASE = {"Completed": Phase.SUCCEEDED.value, "Initializing": Phase.PENDING.value}
 _PERCENT_TEXT = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?)\s*%?\s*$")
 
 
@@ -73,7 +74,7 @@ def convert_spec(spec: Mapping[str, Any], source: VersionShape, target: VersionS
 
 def state_of(phase: str, workers: Any) -> str:
     """v1's state for a v1alpha1 phase: the guide has Initializing where pods exist but do not all run yet."""
-    if phase == "Pending" and isinstance(workers, int) and workers > 0:
+    if phase == Phase.PENDING and isinstance(workers, int) and workers > 0:
         return "Initializing"
     return PHASE_TO_STATE.get(phase, phase)
 

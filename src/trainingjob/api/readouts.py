@@ -6,8 +6,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from trainingjob.api.status import Phase
+from trainingjob.kube.phases import PodPhase
 
-def phase_shown(job: Mapping[str, Any], absent: str = "Pending") -> str:
+
+def phase_shown(job: Mapping[str, Any], absent: str = Phase.PENDING.value) -> str:
     """status.phase as stored, for showing, `absent` while the operator has written none. What is shown is what was
     read, whatever it says (printed through the sanitising of untrusted text); judging a phase goes through
     api/status.py: job_phase, the typed one."""
@@ -16,7 +19,7 @@ def phase_shown(job: Mapping[str, Any], absent: str = "Pending") -> str:
 
 def running_workers(job: dict[str, Any]) -> int:
     """Workers whose status says Running (status.workerStatuses)."""
-    return sum(1 for w in (job.get("status") or {}).get("workerStatuses") or [] if w.get("phase") == "Running")
+    return sum(1 for w in (job.get("status") or {}).get("workerStatuses") or [] if w.get("phase") == PodPhase.RUNNING)
 
 
 def progress_percent(progress: dict[str, Any]) -> float | None:

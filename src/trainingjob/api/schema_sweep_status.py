@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from trainingjob.api import constants as c
 from trainingjob.api.schema_builders import Schema, array, integer, node, obj, string
+from trainingjob.api.sweep_phases import SweepPhase, TrialState
 
-TRIAL_STATES = ("Running", "Succeeded", "Pruned", "Failed", "Stopped")
-SWEEP_PHASES = ("Pending", "Running", "Succeeded", "Failed")
+TRIAL_STATES = tuple(state.value for state in TrialState)
+SWEEP_PHASES = tuple(phase.value for phase in SweepPhase)
 CONDITION_REASON = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
 
 

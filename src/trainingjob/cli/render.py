@@ -26,7 +26,7 @@ from trainingjob.api.status import Phase, job_phase
 NONE = "<none>"
 JOB_HEADERS = ("NAME", "FRAMEWORK", "WORKERS", "PHASE", "RESTARTS", "AGE")
 OUTPUTS = ("table", "json", "yaml")
-FINISHED_PHASES = ("Succeeded", "Failed")
+FINISHED_PHASES = tuple(phase for phase in Phase if phase.finished)
 # C0, DEL and C1 control characters, and the bidirectional overrides (which show text in another order than it is).
 CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
@@ -223,10 +223,10 @@ def progress_view(job: dict[str, Any]) -> ProgressView:
     parts.append(workers_part(phase, running_workers(job), spec.get("workers", "?")))
     if percent is not None:
         parts.append(f"{percent:.0f}%")
-    elif phase == "Succeeded":
+    elif phase == Phase.SUCCEEDED:
         parts.append("done (no progress reported)")
-    parts.extend(progress_parts(progress, running=phase == "Running"))
-    if phase not in ("Running", *FINISHED_PHASES) and status.get("message"):
+    parts.extend(progress_parts(progress, running=phase == Phase.RUNNING))
+    if phase not in (Phase.RUNNING, *FINISHED_PHASES) and status.get("message"):
         parts.append(status["message"])
     return ProgressView(percent, " · ".join(parts))
 

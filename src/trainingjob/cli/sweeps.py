@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from trainingjob.api import constants as k
+from trainingjob.api.sweep_phases import SweepPhase
 from trainingjob.cli import render
 from trainingjob.cli.common import CliError, Target
 from trainingjob.cli.manifest import ManifestError, place, yaml_documents
@@ -117,7 +118,7 @@ def sweep_row(item: dict[str, Any], now: Any) -> list[str]:
     best = status.get("bestTrial") or {}
     return [
         metadata.get("name", ""),
-        status.get("phase") or "Pending",
+        status.get("phase") or SweepPhase.PENDING.value,
         str(status.get("trialsDone", 0)),
         str(status.get("trialsRunning", 0)),
         str(spec.get("maxTrials", "")),

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any, Protocol, Unpack
 
+from trainingjob.api.status import Phase
 from trainingjob.cli.common import Target
 from trainingjob.client.cluster import ClusterBackend
 from trainingjob.client.code import CodePackage
@@ -122,7 +123,7 @@ class AsyncTrainingClient:
     async def wait(
         self,
         name: str,
-        phase: str | Collection[str] = "Succeeded",
+        phase: str | Collection[str] = Phase.SUCCEEDED,
         timeout: float | None = DEFAULT_TIMEOUT,  # noqa: ASYNC109 (Kubeflow's and the sync twin's signature)
         show_progress: bool | None = None,
     ) -> Job:
@@ -180,7 +181,7 @@ class AsyncTrainingClient:
     async def wait_for_job_status(
         self,
         name: str,
-        status: Collection[str] = ("Succeeded",),
+        status: Collection[str] = (Phase.SUCCEEDED,),
         timeout: float = DEFAULT_TIMEOUT,  # noqa: ASYNC109 (Kubeflow's signature)
     ) -> Job:
         return await self.wait(name, status, timeout)

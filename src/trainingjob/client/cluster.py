@@ -23,9 +23,10 @@ from trainingjob.cli.manifest import place
 from trainingjob.client.code import CodePackage
 from trainingjob.client.errors import NotFound, TrainingClientError, from_cli_error
 from trainingjob.client.spec import code_config_map_name
+from trainingjob.kube.phases import PodPhase
 from trainingjob.user_agent import PYTHON_CLIENT, named
 
-STARTED_PHASES = ("Running", "Succeeded", "Failed")
+STARTED_PHASES = (PodPhase.RUNNING, PodPhase.SUCCEEDED, PodPhase.FAILED)
 
 
 @contextlib.contextmanager

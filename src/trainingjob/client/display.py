@@ -11,6 +11,7 @@ import html
 import sys
 from typing import Any, Protocol
 
+from trainingjob.api.status import Phase
 from trainingjob.client.jobs import Job
 
 BAR_WIDTH = 30
@@ -97,7 +98,7 @@ class WidgetDisplay:
         percent = job.progress.percent if job.progress else None
         self.bar.description = job.name[:20]
         self.bar.value = percent or 0.0
-        self.bar.bar_style = {"Succeeded": "success", "Failed": "danger"}.get(job.phase, "info")
+        self.bar.bar_style = {Phase.SUCCEEDED: "success", Phase.FAILED: "danger"}.get(job.phase, "info")
         self.label.value = html.escape(job.summary)
 
     def close(self) -> None:
@@ -128,4 +129,4 @@ def progress_display(show: bool | None) -> ProgressDisplay:
 
 
 def _pending() -> Job:
-    return Job.from_body({"metadata": {"name": ""}, "status": {"phase": "Pending"}})
+    return Job.from_body({"metadata": {"name": ""}, "status": {"phase": Phase.PENDING.value}})

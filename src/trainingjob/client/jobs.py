@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainingjob.api.readouts import phase_shown, progress_percent
+from trainingjob.api.status import Phase
 from trainingjob.cli import render
 
 FINISHED_PHASES: tuple[str, ...] = render.FINISHED_PHASES
@@ -66,12 +67,12 @@ class Job:
 
     @property
     def succeeded(self) -> bool:
-        return self.phase == "Succeeded"
+        return self.phase == Phase.SUCCEEDED
 
     @property
     def failure(self) -> str:
         """Why a Failed job failed (its Failed condition, else status.message); empty for other phases."""
-        return render.failure_message(dict(self.body)) if self.phase == "Failed" else ""
+        return render.failure_message(dict(self.body)) if self.phase == Phase.FAILED else ""
 
     @property
     def summary(self) -> str:

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from trainingjob.api import constants as k
+from trainingjob.api.status import Phase
 from trainingjob.api.times import format_time
 from trainingjob.api.types import TrainingJob
 from trainingjob.client.code import CodePackage
@@ -95,7 +96,7 @@ class LocalBackend:
             "generation": 1,
             "creationTimestamp": now(),
         }
-        body["status"] = {"phase": "Pending", "restartCount": 0}
+        body["status"] = {"phase": Phase.PENDING.value, "restartCount": 0}
         check_runnable(TrainingJob.from_body(body))
         paths = LocalPaths(self.root / name)
         code.write_to(paths.code)
@@ -124,8 +125,8 @@ class LocalBackend:
             return run.snapshot()
         if suspend and run.active:
             await self._stop(run)
-            run.set_phase("Suspended", "the job is suspended; resume starts its workers again")
-        elif not suspend and run.phase == "Suspended":
+            run.set_phase(Phase.SUSPENDED, "the job is suspended; resume starts its workers again")
+        elif not suspend and run.phase is Phase.SUSPENDED:
             run.attempt += 1
             await self._start(run)
         return run.snapshot()

@@ -11,9 +11,9 @@ from typing import Any
 from trainingjob.api.status import Phase, job_phase
 from trainingjob.client.code import CodePackage
 from trainingjob.client.local_env import LocalPaths
+from trainingjob.kube.phases import PodPhase
 
-ACTIVE_PHASES = ("Pending", "Running")
-FINISHED_PHASES = ("Succeeded", "Failed")
+ACTIVE_PHASES = (Phase.PENDING, Phase.RUNNING)
 
 
 @dataclass(eq=False)
@@ -39,8 +39,8 @@ class LocalRun:
         return self.body["status"]
 
     @property
-    def phase(self) -> str:
-        return str(job_phase(self.body) or Phase.PENDING)
+    def phase(self) -> Phase:
+        return job_phase(self.body) or Phase.PENDING
 
     @property
     def active(self) -> bool:
@@ -48,7 +48,7 @@ class LocalRun:
 
     @property
     def finished(self) -> bool:
-        return self.phase in FINISHED_PHASES
+        return self.phase.finished
 
     def snapshot(self) -> dict[str, Any]:
         return copy.deepcopy(self.body)
@@ -77,33 +77,39 @@ class LocalRun:
         self.attempt_started = time
         self.status.setdefault("startTime", time)
         self.status.update(
-            phase="Running",
+            phase=Phase.RUNNING.value,
             message="",
             restartCount=self.attempt,
-            workerStatuses=[{"workerId": index, "phase": "Running"} for index in range(len(processes))],
+            workerStatuses=[{"workerId": index, "phase": PodPhase.RUNNING.value} for index in range(len(processes))],
         )
         self.changed()
 
     def worker_exited(self, index: int, code: int) -> None:
         for entry in self.status.get("workerStatuses") or []:
             if entry["workerId"] == index:
-                entry.update(phase="Succeeded" if code == 0 else "Failed", exitCode=code)
+                entry.update(phase=(PodPhase.SUCCEEDED if code == 0 else PodPhase.FAILED).value, exitCode=code)
         self.changed()
 
-    def set_phase(self, phase: str, message: str) -> None:
-        self.status.update(phase=phase, message=message)
+    def set_phase(self, phase: Phase, message: str) -> None:
+        self.status.update(phase=phase.value, message=message)
         for entry in self.status.get("workerStatuses") or []:
-            if entry["phase"] == "Running":
+            if entry["phase"] == PodPhase.RUNNING:
                 entry["phase"] = "Terminated"
         self.changed()
 
     def fail(self, message: str, time: str) -> None:
-        self._finish("Failed", "WorkerFailed", message, time)
+        self._finish(Phase.FAILED, "WorkerFailed", message, time)
 
     def succeed(self, time: str) -> None:
-        self._finish("Succeeded", "TrainingSucceeded", "every worker exited 0", time)
+        self._finish(Phase.SUCCEEDED, "TrainingSucceeded", "every worker exited 0", time)
 
-    def _finish(self, phase: str, reason: str, message: str, time: str) -> None:
-        condition = {"type": phase, "status": "True", "reason": reason, "message": message, "lastTransitionTime": time}
-        self.status.update(phase=phase, message=message, completionTime=time, conditions=[condition])
+    def _finish(self, phase: Phase, reason: str, message: str, time: str) -> None:
+        condition = {
+            "type": phase.value,
+            "status": "True",
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": time,
+        }
+        self.status.update(phase=phase.value, message=message, completionTime=time, conditions=[condition])
         self.changed()

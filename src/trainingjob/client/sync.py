@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Callable, Collection, Coroutine, Iter
 from pathlib import Path
 from typing import Any, TypeVar, Unpack
 
+from trainingjob.api.status import Phase
 from trainingjob.client.aio import DEFAULT_TIMEOUT, AsyncTrainingClient, Backend
 from trainingjob.client.jobs import Job, Progress
 from trainingjob.client.spec import TrainOptions
@@ -126,7 +127,7 @@ class TrainingClient:
     def wait(
         self,
         name: str,
-        phase: str | Collection[str] = "Succeeded",
+        phase: str | Collection[str] = Phase.SUCCEEDED,
         timeout: float | None = DEFAULT_TIMEOUT,
         show_progress: bool | None = None,
     ) -> Job:
@@ -164,7 +165,7 @@ class TrainingClient:
         self.delete(name)
 
     def wait_for_job_status(
-        self, name: str, status: Collection[str] = ("Succeeded",), timeout: float = DEFAULT_TIMEOUT
+        self, name: str, status: Collection[str] = (Phase.SUCCEEDED,), timeout: float = DEFAULT_TIMEOUT
     ) -> Job:
         return self.wait(name, status, timeout)
 

@@ -8,6 +8,7 @@ from collections.abc import Collection
 from types import TracebackType
 
 from trainingjob.api import constants as k
+from trainingjob.api.status import Phase
 from trainingjob.client.display import progress_display
 from trainingjob.client.errors import JobFailed, TrainingClientError, WaitTimeout
 from trainingjob.client.jobs import Job
@@ -26,7 +27,7 @@ def settled(job: Job, wanted: tuple[str, ...]) -> bool:
     """Whether `job` is in a wanted phase; a job that finished otherwise ends the wait with an exception."""
     if job.phase in wanted:
         return True
-    if job.phase == "Failed":
+    if job.phase == Phase.FAILED:
         raise JobFailed(f"{job.name} failed: {job.failure}", job)
     if job.finished:
         raise TrainingClientError(f"{job.name} ended {job.phase} without being {' or '.join(wanted)}")

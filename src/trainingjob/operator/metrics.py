@@ -20,6 +20,7 @@ from prometheus_client.registry import Collector
 from trainingjob.api.readouts import phase_shown
 from trainingjob.api.status import JobStatus, Phase
 from trainingjob.api.times import parse_time
+from trainingjob.kube.phases import PodPhase
 
 DURATION_BUCKETS = (10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, 43200, 86400, 259200)
 STARTUP_BUCKETS = (1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800)
@@ -232,7 +233,7 @@ class CacheCollector(Collector):
         gpu_totals: Tally = Tally()
         for namespace, job, phase in self.pod_phases():
             worker_phases[phase] += 1
-            if phase == "Running":
+            if phase == PodPhase.RUNNING:
                 gpu_totals[namespace] += gpus_per_worker.get((namespace, job), 0)
         for phase, count in sorted(worker_phases.items()):
             workers.add_metric([phase], count)

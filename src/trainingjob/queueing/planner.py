@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from trainingjob.api.constants import WORKER
+from trainingjob.api.status import Phase
 from trainingjob.api.times import format_time, parse_time
 from trainingjob.builders.pod import QueuePlacement
 from trainingjob.queueing.admission import FlavorView, WorkloadView, placement
@@ -51,7 +52,7 @@ class QueueInputs:
     flavors: Mapping[str, FlavorView] = field(default_factory=dict)
     kueue_served: bool = True
     workers_left: int = 0  # the job's pods not finished yet, Terminating ones too: they still hold the quota
-    finished_phase: str | None = None  # Succeeded | Failed once the job has finished
+    finished_phase: Phase | None = None  # Succeeded | Failed once the job has finished
     suspended: bool = False  # the user's spec.suspend: the Workload is deactivated, its quota given back
     previous: Mapping[str, Any] = field(default_factory=dict)  # the job's status.queue as last written
     workers: int = 0  # spec.workers: the workers' pod set's count
@@ -103,9 +104,9 @@ def released_quota(workload: WorkloadView, now: str) -> dict[str, Any]:
     }
 
 
-def finished_status(phase: str, now: str) -> dict[str, Any]:
-    message = "the TrainingJob succeeded" if phase == "Succeeded" else "the TrainingJob failed"
-    return {"conditions": [_condition("Finished", True, phase, message, now)]}
+def finished_status(phase: Phase, now: str) -> dict[str, Any]:
+    message = "the TrainingJob succeeded" if phase == Phase.SUCCEEDED else "the TrainingJob failed"
+    return {"conditions": [_condition("Finished", True, str(phase), message, now)]}
 
 
 def admitted_message(inputs: QueueInputs, cluster_queue: str, admitted_workers: int | None) -> str:

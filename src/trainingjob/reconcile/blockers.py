@@ -16,6 +16,7 @@ from trainingjob.api.names import pod_name
 from trainingjob.api.replicas import Replica, desired_replicas, replica_order
 from trainingjob.api.times import format_time
 from trainingjob.api.types import TrainingJob
+from trainingjob.kube.phases import POD_ACTIVE, ClaimPhase
 from trainingjob.planning.actions import Event
 from trainingjob.reconcile.observed import ObservedChildren, PodView
 from trainingjob.reconcile.surroundings import AdmissionDenial, ClaimView, NodeView
@@ -49,7 +50,7 @@ def worker_blockers(current: Mapping[Replica, PodView]) -> list[Blocker]:
     found = []
     for replica in sorted(current, key=replica_order):
         pod = current[replica]
-        if pod.deleting or pod.phase not in ("Pending", "Running"):
+        if pod.deleting or pod.phase not in POD_ACTIVE:
             continue
         if pod.waiting_reason:
             reason = REASON_ALIASES.get(pod.waiting_reason, pod.waiting_reason)
@@ -155,7 +156,7 @@ def next_check(
         else:
             waits.append(stuck_after)
     claim = observed.claims.get(f"{job.name}-checkpoints")
-    created = claim.created if claim is not None and claim.phase == "Pending" else None
+    created = claim.created if claim is not None and claim.phase == ClaimPhase.PENDING else None
     if created is not None and (age := (now - created).total_seconds()) < stuck_after:
         waits.append(stuck_after - age)
     return max(min(waits), 1.0) if waits else None
@@ -170,7 +171,7 @@ def claim_blocker(
         return None
     claim = claims.get(f"{job.name}-checkpoints")
     created = claim.created if claim is not None else None
-    if claim is None or claim.phase != "Pending" or created is None or (now - created).total_seconds() < bound:
+    if claim is None or claim.phase != ClaimPhase.PENDING or created is None or (now - created).total_seconds() < bound:
         return None
     storage_class = (
         f"StorageClass {storage.storage_class_name}" if storage.storage_class_name else "the default StorageClass"

@@ -21,11 +21,11 @@ from trainingjob.api.replicas import role_counts
 from trainingjob.api.types import TrainingJob
 from trainingjob.builders.endpoints import Endpoint, chunked, desired_endpoint_slice, slice_name, slice_ports
 from trainingjob.builders.service import service_selector
+from trainingjob.kube.phases import POD_FINISHED
 from trainingjob.planning.actions import CreateChild, ReplaceChild
 from trainingjob.reconcile.observed import ObservedChildren, PodView
 
 PARTIAL_PUBLISH_DELAY = 30.0  # seconds
-FINISHED = ("Succeeded", "Failed")
 
 
 def published_role(job: TrainingJob) -> str | None:
@@ -36,7 +36,7 @@ def published_role(job: TrainingJob) -> str | None:
 def members(job: TrainingJob, pods: Iterable[PodView]) -> list[PodView]:
     """The live, unfinished pods the Service stands for (what its selector would have matched)."""
     role = published_role(job)
-    return [p for p in pods if p.live and p.phase not in FINISHED and role in (None, p.role)]
+    return [p for p in pods if p.live and p.phase not in POD_FINISHED and role in (None, p.role)]
 
 
 def expected_members(job: TrainingJob) -> int:

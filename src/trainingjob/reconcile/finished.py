@@ -15,6 +15,7 @@ from typing import Any
 
 from trainingjob.api import constants as k
 from trainingjob.api.status import JobStatus
+from trainingjob.kube.phases import POD_ACTIVE, PodPhase
 from trainingjob.reconcile.observed import PodView
 from trainingjob.reconcile.status import worker_status
 
@@ -24,7 +25,12 @@ NOT_CREATED = "NotCreated"
 # Entries that describe no pod, or one that no longer exists: nothing left to follow.
 SETTLED = (DELETED, NOT_CREATED)
 GONE_REASON = "PodDeleted"
-PHASE_COUNTS = (("pending", "Pending"), ("running", "Running"), ("succeeded", "Succeeded"), ("failed", "Failed"))
+PHASE_COUNTS = (
+    ("pending", PodPhase.PENDING),
+    ("running", PodPhase.RUNNING),
+    ("succeeded", PodPhase.SUCCEEDED),
+    ("failed", PodPhase.FAILED),
+)
 
 
 def removed_entry(entry: Mapping[str, Any], phase: str) -> dict[str, Any]:
@@ -49,7 +55,7 @@ def follow_entry(entry: Mapping[str, Any], pod: PodView | None, deleting: bool) 
     if entry.get("phase") == TERMINATING:
         return dict(entry)
     current = worker_status(pod)
-    if (deleting or pod.deleting) and pod.phase in ("Pending", "Running"):
+    if (deleting or pod.deleting) and pod.phase in POD_ACTIVE:
         return removed_entry(current, TERMINATING)
     return current
 

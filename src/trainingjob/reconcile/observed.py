@@ -17,6 +17,7 @@ from trainingjob.api.runtimes import RuntimeSnapshot
 from trainingjob.api.times import parse_time
 from trainingjob.builders.endpoints import SliceView
 from trainingjob.builders.service import ServiceView
+from trainingjob.kube.phases import POD_ACTIVE, PodPhase
 from trainingjob.queueing.planner import QueueDecision
 from trainingjob.reconcile.surroundings import AdmissionDenial, ClaimView, NodeView
 from trainingjob.scheduling.gang import GangApi, GangView
@@ -73,7 +74,7 @@ class PodView:
 
     @property
     def active(self) -> bool:
-        return self.live and self.phase in ("Pending", "Running")
+        return self.live and self.phase in POD_ACTIVE
 
 
 def _terminated_state(status: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -122,7 +123,7 @@ def pod_view(body: Mapping[str, Any]) -> PodView:
         index=int(labels.get(k.LABEL_WORKER_INDEX, -1)),
         attempt=int(labels.get(k.LABEL_ATTEMPT, -1)),
         spec_hash=labels.get(k.LABEL_SPEC_HASH, ""),
-        phase=status.get("phase") or "Pending",
+        phase=status.get("phase") or PodPhase.PENDING.value,
         deleting=metadata.get("deletionTimestamp") is not None,
         node_name=(body.get("spec") or {}).get("nodeName"),
         exit_code=terminated.get("exitCode"),
@@ -147,7 +148,7 @@ def pod_view(body: Mapping[str, Any]) -> PodView:
             str(c.get("imageID") or "").startswith(k.SIMULATED_IMAGE_ID_PREFIX)
             for c in status.get("containerStatuses") or []
         ),
-        not_ready=status.get("phase") == "Running" and ready is not None and ready.get("status") == "False",
+        not_ready=status.get("phase") == PodPhase.RUNNING and ready is not None and ready.get("status") == "False",
     )
 
 

@@ -20,6 +20,7 @@ from trainingjob.api.status import Phase
 from trainingjob.api.times import format_time, parse_time
 from trainingjob.api.types import TrainingJob
 from trainingjob.config import OperatorConfig
+from trainingjob.kube.phases import POD_ACTIVE
 from trainingjob.planning.actions import Event
 from trainingjob.reconcile.decision import Changes, Decision, Summary
 from trainingjob.reconcile.observed import ObservedChildren, PodView
@@ -31,7 +32,7 @@ GPU_UTILIZATION_STEP = 5.0
 def holding_pods(pods: list[PodView]) -> list[PodView]:
     """Pods that hold their node's resources: bound to a node and not finished (a Terminating pod still holds its
     GPUs, as the scheduler and the kubelet count them, until it is gone)."""
-    return [p for p in pods if p.node_name and p.phase in ("Pending", "Running")]
+    return [p for p in pods if p.node_name and p.phase in POD_ACTIVE]
 
 
 def job_utilization(pods: list[PodView], utilization: Mapping[str, float]) -> float | None:

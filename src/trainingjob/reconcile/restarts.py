@@ -17,6 +17,7 @@ from trainingjob.api.replicas import Replica, is_desired, replica_order
 from trainingjob.api.status import Counters, Phase, WorkerSpec
 from trainingjob.api.times import format_time
 from trainingjob.api.types import JobSpec, TrainingJob
+from trainingjob.kube.phases import POD_ACTIVE, PodPhase
 from trainingjob.planning.actions import Event, delete_pods
 from trainingjob.progress.report import without_pace
 from trainingjob.reconcile import policies
@@ -44,7 +45,7 @@ class Gang:
     @property
     def ignored(self) -> set[Replica]:
         """Current pods that failed and stay so (their failure ignored by policy, or one the job outlives)."""
-        return {r for r, p in self.current.items() if p.phase == "Failed" and not p.disrupted}
+        return {r for r, p in self.current.items() if p.phase == PodPhase.FAILED and not p.disrupted}
 
 
 @dataclass
@@ -65,7 +66,7 @@ def decide(job: TrainingJob, gang: Gang, started: bool) -> Restart | Outcome | N
     """Failures first (they may end the job), then disruptions, then spec changes. A failure the job outlives (an
     evaluator's, reconcile/roles.py) is restarted while the policy allows and left Failed otherwise."""
     failed = sorted(
-        (p for p in gang.current.values() if p.phase == "Failed" and not p.disrupted),
+        (p for p in gang.current.values() if p.phase == PodPhase.FAILED and not p.disrupted),
         key=lambda p: replica_order(p.replica),
     )
     restart_for_failure: list[PodView] = []
@@ -136,7 +137,7 @@ def disruption(job: TrainingJob, gang: Gang, started: bool) -> Restart | None:
     now, so the whole gang's resources go back together instead of the rest holding them for a gang that cannot run.
     """
     counted = Counters(attempt=1, disruption_count=1)
-    disrupted = next((p for p in gang.current.values() if p.disrupted and p.phase == "Failed"), None)
+    disrupted = next((p for p in gang.current.values() if p.disrupted and p.phase == PodPhase.FAILED), None)
     if disrupted is not None:
         message = disruption_message(disrupted, f"was disrupted ({disrupted.reason or 'evicted'})")
         return Restart("WorkerDisrupted", message, _replaced_with(job, gang, disrupted, [disrupted]), counted)
@@ -151,7 +152,7 @@ def disruption(job: TrainingJob, gang: Gang, started: bool) -> Restart | None:
     for worker in job.status.worker_statuses or ():
         name, role = worker.get("podName"), worker.get("role") or k.WORKER
         replica = Replica(role, worker.get("workerId", 0))
-        if worker.get("phase") in ("Pending", "Running") and name not in present and is_desired(job.spec, replica):
+        if worker.get("phase") in POD_ACTIVE and name not in present and is_desired(job.spec, replica):
             leaving = gang.leaving.get(name) or PodView(name or "", replica.index, -1, "", "", role=role)
             return Restart(
                 "WorkerDisrupted",
@@ -217,7 +218,7 @@ def failed(job: TrainingJob, gang: Gang, outcome: Outcome, now: datetime.datetim
     """The job fails: say which worker failed and how, unless time ran out."""
     fields: dict[str, Any] = {"next_restart_time": None}
     events: list[Event] = []
-    worker = next((p for p in gang.current.values() if p.phase == "Failed" and not p.disrupted), None)
+    worker = next((p for p in gang.current.values() if p.phase == PodPhase.FAILED and not p.disrupted), None)
     if worker is not None and outcome.reason not in ("DeadlineExceeded", "StartupTimeout"):
         fields["last_failure"] = failure_record(worker, now)
         if outcome.reason != "WorkerFailed":  # e.g. BackoffLimitExceeded: still say which worker failed, and how

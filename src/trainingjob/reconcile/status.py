@@ -13,6 +13,7 @@ from trainingjob.api.replicas import Replica, desired_replicas, replica_order, r
 from trainingjob.api.status import Counters, GangRecord, JobStatus, Phase
 from trainingjob.api.times import format_time
 from trainingjob.api.types import TrainingJob
+from trainingjob.kube.phases import PodPhase
 from trainingjob.reconcile.conditions import DesiredCondition, merge_conditions
 from trainingjob.reconcile.observed import PodView
 from trainingjob.reconcile.roles import optional_roles, success_judge
@@ -102,6 +103,10 @@ def _running_message(job: TrainingJob, running: int, required: list[Replica]) ->
     return f"{running}/{len(required)} pods running ({parts})"
 
 
+# Pods that have started their work, counted as running towards the job's phase.
+STARTED = frozenset({PodPhase.RUNNING, PodPhase.SUCCEEDED})
+
+
 def pods_outcome(
     job: TrainingJob, current: Mapping[Replica, PodView], restarting: bool, finished_ok: Collection[Replica] = ()
 ) -> Outcome:
@@ -110,24 +115,24 @@ def pods_outcome(
 
     def phase_of(replica: Replica) -> str | None:
         if replica in finished_ok:
-            return "Succeeded"  # a pod's phase, not the job's
+            return PodPhase.SUCCEEDED
         pod = current.get(replica)
         return pod.phase if pod else None
 
     phases = {replica: phase_of(replica) for replica in desired_replicas(spec)}
     judge = success_judge(spec)
-    if judge is not None and phases.get(judge[0]) == "Succeeded":
+    if judge is not None and phases.get(judge[0]) == PodPhase.SUCCEEDED:
         return Outcome(Phase.SUCCEEDED, judge[1], judge[2])
     workers = [r for r in phases if r.role == k.WORKER]
-    if judge is None and all(phases[r] == "Succeeded" for r in workers):
+    if judge is None and all(phases[r] == PodPhase.SUCCEEDED for r in workers):
         return Outcome(Phase.SUCCEEDED, "AllWorkersSucceeded", f"all {len(workers)} workers succeeded")
     optional = optional_roles(spec)
     required = [r for r in phases if r.role not in optional]
-    running = sum(phases[r] in ("Running", "Succeeded") for r in required)
+    running = sum(phases[r] in STARTED for r in required)
     message = _running_message(job, running, required)
     if spec.elastic is not None:
-        running_workers = sum(phases[r] in ("Running", "Succeeded") for r in workers)
-        if running_workers >= spec.elastic.min_workers and phases.get(Replica(k.WORKER, 0)) == "Running":
+        running_workers = sum(phases[r] in STARTED for r in workers)
+        if running_workers >= spec.elastic.min_workers and phases.get(Replica(k.WORKER, 0)) == PodPhase.RUNNING:
             bounds = f"elastic: {spec.elastic.min_workers} to {spec.elastic.max_workers}"
             return Outcome(
                 Phase.RUNNING, "WorkersRunning", f"{running_workers}/{len(workers)} workers running ({bounds})"
@@ -146,10 +151,10 @@ def role_statuses(job: TrainingJob, current: Mapping[Replica, PodView]) -> dict[
         phases = [pod.phase for replica, pod in current.items() if replica.role == role]
         result[role] = {
             "replicas": count,
-            "pending": phases.count("Pending"),
-            "running": phases.count("Running"),
-            "succeeded": phases.count("Succeeded"),
-            "failed": phases.count("Failed"),
+            "pending": phases.count(PodPhase.PENDING),
+            "running": phases.count(PodPhase.RUNNING),
+            "succeeded": phases.count(PodPhase.SUCCEEDED),
+            "failed": phases.count(PodPhase.FAILED),
         }
     return result
 

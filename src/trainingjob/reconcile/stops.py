@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from trainingjob.api.types import TrainingJob
+from trainingjob.kube.phases import PodPhase
 from trainingjob.progress.fold import progress_fields
 from trainingjob.progress.report import Report, without_pace
 from trainingjob.reconcile.decision import Changes, Decision
@@ -23,7 +24,7 @@ from trainingjob.reconcile.observed import PodView
 
 def stop_begun(reason: str, now: str, pods: Iterable[PodView]) -> dict[str, Any] | None:
     """The record of a stop the operator starts now for `reason`; None when no worker was running to stop."""
-    if not any(pod.live and pod.phase == "Running" for pod in pods):
+    if not any(pod.live and pod.phase == PodPhase.RUNNING for pod in pods):
         return None
     return {"reason": reason, "time": now, "checkpointed": False}
 

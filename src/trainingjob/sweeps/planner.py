@@ -17,13 +17,14 @@ from types import ModuleType
 from typing import Any
 
 from trainingjob.api.constants import ANNOTATION_TRIAL_STOPPED
+from trainingjob.api.sweep_phases import SweepPhase, TrialState
 from trainingjob.api.times import format_time
 from trainingjob.planning.actions import Event
 from trainingjob.planning.plan import Plan
 from trainingjob.reconcile.admission import HOLD_REASON, hold_message
 from trainingjob.sweeps.builders import attrs_patch, stop_patch, trial_manifest
 from trainingjob.sweeps.status import Outcome, Scored, best, scored, sweep_status, trial_events
-from trainingjob.sweeps.trials import TrialState, TrialView, trial_view
+from trainingjob.sweeps.trials import TrialView, trial_view
 from trainingjob.sweeps.types import TrainingSweep
 from trainingjob.sweeps.validation import spec_problems
 
@@ -82,7 +83,7 @@ def plan_sweep(
     stamp = format_time(now)
     trials = [t for t in observed.trials if t.controller_uid == sweep.uid]
     if engine is None:
-        outcome = Outcome("Pending", "SweepControllerUnavailable", UNAVAILABLE)
+        outcome = Outcome(SweepPhase.PENDING, "SweepControllerUnavailable", UNAVAILABLE)
         status = sweep_status(sweep, scored(sweep, trials), outcome, stamp)
         return SweepPlan(status=status, events=phase_events(sweep, outcome))
     if sweep.deleting:
@@ -97,12 +98,12 @@ def plan_sweep(
     elif observed.not_admitted is not None:
         # No trial for a sweep whose author nobody checked; the trials it has keep their own stamps.
         message = hold_message(observed.not_admitted, "trainingsweep", "trials", "sweep")
-        outcome = Outcome("Pending", HOLD_REASON, message)
+        outcome = Outcome(SweepPhase.PENDING, HOLD_REASON, message)
     elif not observed.pending_creations:
         new = create_trials(sweep, trials, entries, observed, engine, created)
         if new.creates:
             entries = scored(sweep, [*apply_writes(trials, writes), *(trial_view(m) for m in new.creates)])
-            outcome = Outcome("Running")
+            outcome = Outcome(SweepPhase.RUNNING)
     return SweepPlan(
         status=sweep_status(sweep, entries, outcome, stamp, created),
         events=trial_events(sweep.status, entries) + phase_events(sweep, outcome),
@@ -182,9 +183,9 @@ def judge_sweep(sweep: TrainingSweep, entries: Sequence[Scored], rejection: str,
     spec = sweep.spec
     problems = spec_problems(sweep)
     if problems:
-        return Outcome("Failed", "InvalidSpec", "; ".join(problems)[:1024])
+        return Outcome(SweepPhase.FAILED, "InvalidSpec", "; ".join(problems)[:1024])
     if rejection:
-        return Outcome("Failed", "InvalidTemplate", f"the API server refused a trial: {rejection}"[:1024])
+        return Outcome(SweepPhase.FAILED, "InvalidTemplate", f"the API server refused a trial: {rejection}"[:1024])
     ended = ended_before(sweep)
     if ended is not None:
         return ended
@@ -193,17 +194,18 @@ def judge_sweep(sweep: TrainingSweep, entries: Sequence[Scored], rejection: str,
         unreported = all(entry.reason.startswith("ObjectiveNotReported") for entry in failed)
         reasons = "; ".join(f"{entry.trial.name}: {entry.reason}" for entry in failed[-3:])
         message = f"{len(failed)} trials failed (maxFailedTrials {spec.max_failed_trials}): {reasons}"
-        return Outcome("Failed", "ObjectiveNotReported" if unreported else "TooManyFailedTrials", message[:1024])
+        reason = "ObjectiveNotReported" if unreported else "TooManyFailedTrials"
+        return Outcome(SweepPhase.FAILED, reason, message[:1024])
     top = best(sweep, entries)
     if top is not None and top.value is not None and spec.objective.reached(top.value):
         message = f"trial {top.trial.name} reached the goal: {spec.objective.metric} {top.value:.6g}"
-        return Outcome("Succeeded", "GoalReached", message)
+        return Outcome(SweepPhase.SUCCEEDED, "GoalReached", message)
     if max(created, len(entries)) >= spec.max_trials and not running(entries):
         if top is None:
-            return Outcome("Failed", "NoTrialSucceeded", f"none of the {len(entries)} trials succeeded")
+            return Outcome(SweepPhase.FAILED, "NoTrialSucceeded", f"none of the {len(entries)} trials succeeded")
         message = f"{len(entries)} trials ran; best: {top.trial.name} ({spec.objective.metric} {top.value:.6g})"
-        return Outcome("Succeeded", "MaxTrialsReached", message)
-    return Outcome("Running" if entries else "Pending", "" if entries else "NoTrialYet")
+        return Outcome(SweepPhase.SUCCEEDED, "MaxTrialsReached", message)
+    return Outcome(SweepPhase.RUNNING if entries else SweepPhase.PENDING, "" if entries else "NoTrialYet")
 
 
 def ended_before(sweep: TrainingSweep) -> Outcome | None:
@@ -213,10 +215,10 @@ def ended_before(sweep: TrainingSweep) -> Outcome | None:
     refusal was only in the memory of the process that met it, and trying again would only meet it again."""
     if sweep.status.get("observedGeneration") != sweep.generation:
         return None
-    phase = sweep.status.get("phase")
-    if phase not in ("Succeeded", "Failed"):
+    phase = sweep.phase
+    if phase is None or not phase.finished:
         return None
-    kind = "Complete" if phase == "Succeeded" else "Failed"
+    kind = "Complete" if phase is SweepPhase.SUCCEEDED else "Failed"
     for condition in sweep.status.get("conditions") or ():
         if condition.get("type") == kind and condition.get("status") == "True":
             return Outcome(phase, str(condition.get("reason") or ""), str(condition.get("message") or ""))
@@ -263,11 +265,11 @@ def create_trials(
 
 def phase_events(sweep: TrainingSweep, outcome: Outcome) -> list[Event]:
     """An Event when the phase changes: the sweep's start, its end, or the controller missing."""
-    if sweep.status.get("phase") == outcome.phase:
+    if sweep.phase is outcome.phase:
         return []
-    if outcome.phase == "Succeeded":
+    if outcome.phase is SweepPhase.SUCCEEDED:
         return [Event("Normal", outcome.reason, outcome.message)]
-    if outcome.phase == "Failed":
+    if outcome.phase is SweepPhase.FAILED:
         return [Event("Warning", outcome.reason, outcome.message)]
     if outcome.reason in ("SweepControllerUnavailable", HOLD_REASON):
         return [Event("Warning", outcome.reason, outcome.message)]

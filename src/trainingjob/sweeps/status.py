@@ -12,9 +12,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from trainingjob.api.sweep_phases import SweepPhase, TrialState
 from trainingjob.planning.actions import Event
 from trainingjob.reconcile.conditions import DesiredCondition, merge_conditions
-from trainingjob.sweeps.trials import TrialState, TrialView, trial_state
+from trainingjob.sweeps.trials import TrialView, trial_state
 from trainingjob.sweeps.types import TrainingSweep
 
 
@@ -22,13 +23,13 @@ from trainingjob.sweeps.types import TrainingSweep
 class Outcome:
     """How the sweep stands: phase, and for a finished one its reason and message."""
 
-    phase: str  # Pending, Running, Succeeded or Failed
+    phase: SweepPhase
     reason: str = ""
     message: str = ""
 
     @property
     def finished(self) -> bool:
-        return self.phase in ("Succeeded", "Failed")
+        return self.phase.finished
 
 
 @dataclass(frozen=True)
@@ -102,14 +103,14 @@ def conditions(sweep: TrainingSweep, outcome: Outcome, running: int, now: str) -
     desired = [
         DesiredCondition(
             "Running",
-            outcome.phase == "Running",
-            outcome.reason if outcome.phase == "Pending" else ("TrialsRunning" if running else "Finished"),
-            outcome.message if outcome.phase == "Pending" else f"{running} trial(s) running",
+            outcome.phase is SweepPhase.RUNNING,
+            outcome.reason if outcome.phase is SweepPhase.PENDING else ("TrialsRunning" if running else "Finished"),
+            outcome.message if outcome.phase is SweepPhase.PENDING else f"{running} trial(s) running",
         )
     ]
-    if outcome.phase == "Succeeded":
+    if outcome.phase is SweepPhase.SUCCEEDED:
         desired.append(DesiredCondition("Complete", True, outcome.reason, outcome.message))
-    if outcome.phase == "Failed":
+    if outcome.phase is SweepPhase.FAILED:
         desired.append(DesiredCondition("Failed", True, outcome.reason, outcome.message))
     previous = sweep.status.get("conditions") or []
     return merge_conditions(previous, desired, now, sweep.generation)
@@ -119,7 +120,7 @@ def sweep_status(
     sweep: TrainingSweep, trials: Sequence[Scored], outcome: Outcome, now: str, created: int = 0
 ) -> dict[str, Any]:
     status: dict[str, Any] = {
-        "phase": outcome.phase,
+        "phase": outcome.phase.value,
         "observedGeneration": sweep.generation,
         **counts(trials, created),
         "trials": [trial_entry(sweep, entry) for entry in trials],

@@ -30,7 +30,7 @@ import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import FrozenTrial, TrialState, create_trial
 
-from trainingjob.sweeps.trials import TrialState as SweepTrialState
+from trainingjob.api.sweep_phases import TrialState as SweepTrialState
 from trainingjob.sweeps.trials import TrialView, trial_state
 from trainingjob.sweeps.types import EarlyStopping, Parameter, TrainingSweep
 

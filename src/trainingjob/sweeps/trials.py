@@ -9,7 +9,6 @@ restarted operator rebuilds the same study from the trials alone: nothing is los
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -17,21 +16,7 @@ from typing import Any
 from trainingjob.api import constants as c
 from trainingjob.api.conversion import to_internal
 from trainingjob.api.status import Phase, job_phase
-
-PRUNED = "Pruned"
-STOPPED = "Stopped"
-
-
-class TrialState(enum.Enum):
-    RUNNING = "Running"
-    SUCCEEDED = "Succeeded"
-    PRUNED = "Pruned"
-    FAILED = "Failed"
-    STOPPED = "Stopped"
-
-    @property
-    def done(self) -> bool:
-        return self is not TrialState.RUNNING
+from trainingjob.api.sweep_phases import TrialState
 
 
 @dataclass(frozen=True)
@@ -132,9 +117,9 @@ def trial_state(trial: TrialView, metric: str) -> tuple[TrialState, str]:
     """The trial's state for the sweep, and why when it is not a success: the stop mark first (a pruned trial is
     Suspended, not failed), then the job's phase. A job that succeeded without reporting the objective failed as a
     trial: it is never counted as a good result."""
-    if trial.stopped.startswith(PRUNED):
+    if trial.stopped.startswith(TrialState.PRUNED):
         return TrialState.PRUNED, trial.stopped
-    if trial.stopped.startswith(STOPPED):
+    if trial.stopped.startswith(TrialState.STOPPED):
         return TrialState.STOPPED, trial.stopped
     if trial.phase is Phase.FAILED:
         return TrialState.FAILED, trial.failure or "the TrainingJob failed"

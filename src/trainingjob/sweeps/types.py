@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainingjob.api import constants as c
+from trainingjob.api.sweep_phases import SweepPhase, sweep_phase
 from trainingjob.kube.meta import object_meta
 
 
@@ -140,6 +141,11 @@ class TrainingSweep:
     @property
     def key(self) -> tuple[str, str]:
         return (self.namespace, self.name)
+
+    @property
+    def phase(self) -> SweepPhase | None:
+        """The phase written last; None while none is (or one this operator does not know)."""
+        return sweep_phase(self.status)
 
     @property
     def seed(self) -> int:

@@ -16,6 +16,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from trainingjob.api import constants as k
+from trainingjob.api.sweep_phases import SweepPhase
 from trainingjob.ui.kubeapi import error_payload
 from trainingjob.ui.store import JobStore
 from trainingjob.ui.watcher import describe_error
@@ -31,7 +32,7 @@ def sweep_summary(sweep: dict[str, Any]) -> dict[str, Any]:
         "namespace": metadata.get("namespace"),
         "name": metadata.get("name"),
         "created": metadata.get("creationTimestamp"),
-        "phase": status.get("phase") or "Pending",
+        "phase": status.get("phase") or SweepPhase.PENDING.value,
         "metric": objective.get("metric"),
         "direction": objective.get("direction") or "maximize",
         "maxTrials": spec.get("maxTrials"),

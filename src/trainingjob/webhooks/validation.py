@@ -29,6 +29,7 @@ from trainingjob.api.replicas import role_counts
 from trainingjob.api.runtimes import RuntimeRef, RuntimeSnapshot, effective_job, recorded, runtime_problems
 from trainingjob.api.types import TrainingJob
 from trainingjob.config import OperatorConfig
+from trainingjob.kube.phases import ClaimPhase
 from trainingjob.kube.reflector import describe as describe_error
 from trainingjob.scheduling.quota import container_defaults, describe, gang_shortfalls, role_demand
 from trainingjob.webhooks.admission import AdmissionRequest, Verdict
@@ -71,9 +72,9 @@ async def _check_claim(view: ClusterView, verdict: Verdict, job: TrainingJob, fi
         )
         return
     phase = (found.get("status") or {}).get("phase")
-    if phase == "Lost":
+    if phase == ClaimPhase.LOST:
         verdict.deny(f"{field}: PersistentVolumeClaim {claim} is Lost (its volume is gone); use another claim")
-    elif phase != "Bound":
+    elif phase != ClaimPhase.BOUND:
         verdict.warn(
             f"{field}: PersistentVolumeClaim {claim} is not bound yet (phase {phase or 'unknown'}): the workers wait "
             "until it is (normal for a WaitForFirstConsumer StorageClass)"

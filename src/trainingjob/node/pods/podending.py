@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from trainingjob.kube.phases import PodPhase
 from trainingjob.node.api.client import ApiError
 from trainingjob.node.api.registration import now
 from trainingjob.node.context import NodeContext
@@ -81,7 +82,7 @@ class PodEnding:
         try:
             self.ctx.devices.admit(self.pod)
         except AdmissionError as error:
-            self.forced = ("Failed", error.reason, str(error))
+            self.forced = (PodPhase.FAILED, error.reason, str(error))
             self.ctx.events.pod_event(self.pod, error.reason, str(error), True)
             self._finish()
             return False
@@ -127,7 +128,7 @@ class PodEnding:
             app = [s.view for s in self.slots if not s.init]
             ok = all(v.terminated is not None and v.terminated.exit_code == 0 for v in app)
             if not self.finished:
-                self.forced = self.forced or ("Succeeded" if ok else "Failed", None, None)
+                self.forced = self.forced or (PodPhase.SUCCEEDED if ok else PodPhase.FAILED, None, None)
             self._finish()
             await self._publish()
         if not self.deleted_from_api:

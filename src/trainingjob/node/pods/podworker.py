@@ -16,6 +16,7 @@ import shutil
 import time
 from typing import Any
 
+from trainingjob.kube.phases import POD_FINISHED, PodPhase
 from trainingjob.node.api.client import ApiError
 from trainingjob.node.api.registration import epoch, now
 from trainingjob.node.context import NodeContext
@@ -112,7 +113,7 @@ class PodWorker(PodEnding, PodProbing):
                 slot.view.last_termination = termination_of(slot, runs[-2], previous)
             self._adopt(slot, current)
         phase = (self.pod.get("status") or {}).get("phase")
-        if phase in ("Succeeded", "Failed") and not any(s.running for s in self.slots):
+        if phase in POD_FINISHED and not any(s.running for s in self.slots):
             self.finished = True
             self._teardown()  # in case the previous agent died between the final status and the teardown
 
@@ -212,7 +213,7 @@ class PodWorker(PodEnding, PodProbing):
         self.retry_at = None
         if (deadline := self._deadline()) is not None and time.time() >= deadline:
             await self._stop_all(self._grace())
-            self.forced = ("Failed", "DeadlineExceeded", DEADLINE_MESSAGE)
+            self.forced = (PodPhase.FAILED, "DeadlineExceeded", DEADLINE_MESSAGE)
             self._finish()
             await self._publish()
             return False
@@ -225,7 +226,7 @@ class PodWorker(PodEnding, PodProbing):
             return False
         if await self._prepare():
             await self._run_containers()
-            if not any(s.running for s in self.slots) and self._phase() in ("Succeeded", "Failed"):
+            if not any(s.running for s in self.slots) and self._phase() in POD_FINISHED:
                 self._finish()
         await self._publish()
         return False

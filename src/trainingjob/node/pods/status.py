@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainingjob.kube.phases import POD_FINISHED, PodPhase
+
 OUR_CONDITIONS = ("PodReadyToStartContainers", "Initialized", "ContainersReady", "Ready")
 
 
@@ -121,18 +123,18 @@ def pod_phase(spec: dict[str, Any], init: list[ContainerView], app: list[Contain
             waiting += 1
     policy = spec.get("restartPolicy") or "Always"
     if failed_init and policy == "Never":
-        return "Failed"
+        return PodPhase.FAILED
     if pending_init or waiting:
-        return "Pending"
+        return PodPhase.PENDING
     if running:
-        return "Running"
+        return PodPhase.RUNNING
     if stopped:
         if policy == "Always":
-            return "Running"
+            return PodPhase.RUNNING
         if stopped == succeeded:
-            return "Succeeded"
-        return "Failed" if policy == "Never" else "Running"
-    return "Pending"
+            return PodPhase.SUCCEEDED
+        return PodPhase.FAILED if policy == "Never" else PodPhase.RUNNING
+    return PodPhase.PENDING
 
 
 def _condition(kind: str, ok: bool, reason: str | None = None, message: str | None = None) -> dict[str, Any]:
@@ -145,11 +147,11 @@ def _condition(kind: str, ok: bool, reason: str | None = None, message: str | No
 
 
 def pod_conditions(phase: str, sandbox_ready: bool, init: list[ContainerView], app: list[ContainerView]) -> list[dict]:
-    finished = phase in ("Succeeded", "Failed")
+    finished = phase in POD_FINISHED
     not_initialized = [v.name for v in init if not (v.terminated and v.terminated.exit_code == 0)]
     unready = [v.name for v in app if not v.ready]
     incomplete = ("ContainersNotInitialized", f"containers with incomplete status: [{' '.join(not_initialized)}]")
-    if phase == "Succeeded":
+    if phase == PodPhase.SUCCEEDED:
         initialized = _condition("Initialized", True, "PodCompleted")
     else:
         initialized = _condition("Initialized", not not_initialized, *(incomplete if not_initialized else ()))

@@ -10,6 +10,7 @@ from typing import Any
 from trainingjob.api.constants import WORKER
 from trainingjob.api.types import TrainingJob
 from trainingjob.config import OperatorConfig
+from trainingjob.kube.phases import POD_FINISHED
 from trainingjob.operator.kueue.watches import FLAVORS, JOB_WORKLOADS, PRIORITIES
 from trainingjob.operator.runtime.store import Indexes, views
 from trainingjob.queueing.admission import WorkloadView
@@ -30,7 +31,7 @@ def workers_left(pods: Iterable[PodView], job_uid: str) -> int:
     """The job's pods that still hold what Kueue admitted: not finished, Terminating ones included (a graceful stop
     saves its checkpoint on the GPUs it has, and the scheduler still counts them), so an evicted job gives its quota
     back only once they are gone."""
-    return sum(1 for pod in pods if pod.controller_uid == job_uid and pod.phase not in ("Succeeded", "Failed"))
+    return sum(1 for pod in pods if pod.controller_uid == job_uid and pod.phase not in POD_FINISHED)
 
 
 def job_labels(body: Mapping[str, Any]) -> Mapping[str, str]:
@@ -78,7 +79,7 @@ def queue_inputs(
         flavors={key: value for key in (indexes.get(FLAVORS) or {}) for value in views(indexes, FLAVORS, key)},
         kueue_served=served,
         workers_left=left,
-        finished_phase=phase.value if phase is not None and phase.finished else None,
+        finished_phase=phase if phase is not None and phase.finished else None,
         suspended=job.spec.suspend,
         previous=job.status.queue or {},
         workers=job.spec.workers,
