@@ -20,13 +20,14 @@ from typing import Any
 
 import pytest
 
-from tests.crd_support import install_crd
+from tests.crd_support import create_or_replace_crd, install_crd
 from tests.integration.test_blocked_workers import REACT
 from tests.jobs import create_job, get_job, job_manifest, live_pods, patch_job, wait_phase
 from tests.kube import Kube, wait_until
 from tests.operator_harness import REPO, RunningOperator
 from trainingjob.api import constants as k
 from trainingjob.api.schema import crd_manifest
+from trainingjob.api.schema_builders import string
 
 pytestmark = pytest.mark.integration
 ADDED = "addedByANewerCrd"
@@ -43,10 +44,7 @@ def crd_with_a_new_default(kube: Kube, trainingjob_crd: None, namespace: str) ->
     Returns once the API server serves TrainingJobs from the new schema's storage: it tears the old one down (and
     closes every watch on it, the operator's too) about a second after the update; a watch of ours tells when.
     """
-    manifest = crd_manifest()
-    for version in manifest["spec"]["versions"]:
-        spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
-        spec["properties"][ADDED] = {"type": "string", "default": "on", "description": "A field of a newer release."}
+    manifest = crd_manifest(added_spec_fields={ADDED: string("A field of a newer release.", default="on")})
     watch_closed = threading.Event()
 
     def watch_until_closed() -> None:
@@ -59,12 +57,9 @@ def crd_with_a_new_default(kube: Kube, trainingjob_crd: None, namespace: str) ->
 
     watcher = threading.Thread(target=watch_until_closed, daemon=True)
     watcher.start()
-    current = kube.extensions.read_custom_resource_definition(k.CRD_NAME)
-    manifest["metadata"]["resourceVersion"] = current.metadata.resource_version
-    # Keep the conversion webhook the running operator points at: the shipped one (127.0.0.1:9443) has no listener
+    # Keeps the conversion webhook the running operator points at: the shipped one (127.0.0.1:9443) has no listener
     # here, and every read of a version other than the stored one would fail.
-    manifest["spec"]["conversion"] = kube.api.sanitize_for_serialization(current.spec.conversion)
-    kube.extensions.replace_custom_resource_definition(k.CRD_NAME, manifest)
+    create_or_replace_crd(kube, manifest, keep_conversion=True)
     try:
         assert watch_closed.wait(REACT), "the API server kept serving the old schema's storage"
         yield

@@ -10,6 +10,8 @@ the tests install crd_manifest() itself, so what is tested is what is shipped.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from trainingjob.api import constants as c
 from trainingjob.api import webhook_config
 from trainingjob.api.schema_builders import Schema, obj, rule, string
@@ -50,14 +52,14 @@ def _metadata() -> Schema:
     }
 
 
-def _root_schema(shape: VersionShape) -> Schema:
+def _root_schema(shape: VersionShape, added: Mapping[str, Schema] | None) -> Schema:
     root = obj(
         f"{c.KIND} runs one distributed training job: a gang of worker pods of one framework ("
         f"{', '.join(c.FRAMEWORKS)}) that the operator creates, wires together, restarts by policy and cleans up.",
         {
             "apiVersion": string(f"Versioned schema of this object: {shape.api_version}."),
             "kind": string(f"Kind of this object: {c.KIND}."),
-            "spec": spec_schema(shape),
+            "spec": spec_schema(shape, added),
             "status": status_schema_v1() if shape.version == c.V1 else status_schema(),
         },
         required=["spec"],
@@ -114,12 +116,12 @@ def _printer_columns_v1() -> list[Schema]:
     ]
 
 
-def _version(shape: VersionShape) -> Schema:
+def _version(shape: VersionShape, added: Mapping[str, Schema] | None = None) -> Schema:
     return {
         "name": shape.version,
         "served": True,
         "storage": shape.version == c.STORAGE_VERSION,
-        "schema": {"openAPIV3Schema": _root_schema(shape)},
+        "schema": {"openAPIV3Schema": _root_schema(shape, added)},
         "subresources": {
             "status": {},
             "scale": {
@@ -132,8 +134,12 @@ def _version(shape: VersionShape) -> Schema:
     }
 
 
-def crd_manifest() -> Schema:
-    """The apiextensions.k8s.io/v1 CustomResourceDefinition of TrainingJob, as a dict ready to apply."""
+def crd_manifest(added_spec_fields: Mapping[str, Schema] | None = None) -> Schema:
+    """The apiextensions.k8s.io/v1 CustomResourceDefinition of TrainingJob, as a dict ready to apply.
+
+    `added_spec_fields`: spec fields a later release would add, in every served version. Upgrade tests build the
+    CRD a newer operator would ship from this same source instead of editing a copy by hand, so it cannot drift
+    from the shipped one (tests/integration/test_upgrades_and_defaults.py)."""
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -149,7 +155,7 @@ def crd_manifest() -> Schema:
                 "shortNames": list(c.SHORT_NAMES),
                 "categories": ["all", "ml"],
             },
-            "versions": [_version(SHAPES[version]) for version in c.SERVED_VERSIONS],
+            "versions": [_version(SHAPES[version], added_spec_fields) for version in c.SERVED_VERSIONS],
             "conversion": webhook_config.conversion(),
         },
     }

@@ -7,6 +7,8 @@ module holds the training-specific fields and the rules that span several fields
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from trainingjob.api import constants as c
 from trainingjob.api.managed_by import managed_by_rules, managed_by_schema
 from trainingjob.api.schema_builders import Schema, array, boolean, cel_list, integer, node, obj, rule, string
@@ -299,8 +301,9 @@ def _cross_field_rules(shape: VersionShape) -> list[Schema]:
     ]
 
 
-def spec_schema(shape: VersionShape) -> Schema:
-    """TrainingJob.spec in the names and defaults of one version (api/versions.py)."""
+def spec_schema(shape: VersionShape, added: Mapping[str, Schema] | None = None) -> Schema:
+    """TrainingJob.spec in the names and defaults of one version (api/versions.py); `added`: fields a later release
+    would add (see schema.py: crd_manifest)."""
     return obj(
         "The desired training run: what to run, on how many workers with how many GPUs, with which data, and how "
         "to react to failures, suspension, deadlines and completion.",
@@ -315,6 +318,7 @@ def spec_schema(shape: VersionShape) -> Schema:
             "managedBy": managed_by_schema(),
             **pod_fields(shape),
             **role_fields(shape),
+            **(added or {}),
         },
         required=[field for field in shape.required if field == "framework"] or None,
         rules=_cross_field_rules(shape),
