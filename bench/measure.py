@@ -83,10 +83,6 @@ class AuditRecord:
     code: int
     at: datetime.datetime
 
-    @property
-    def is_write(self) -> bool:
-        return self.verb in WRITE_VERBS
-
 
 def parse_audit_line(line: str) -> AuditRecord | None:
     try:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from trainingjob.operator.runtime import store as store_module
-from trainingjob.operator.runtime.store import Index, ResourceStore, merge_touched
+from trainingjob.operator.runtime.store import Index, ResourceStore
 from trainingjob.operator.trainingjob.watches import disrupted_worker, trainingjob_body, worker_pod, worker_service
 
 JOB_LABEL = "ml.example.com/job-name"
@@ -103,10 +103,6 @@ def test_job_bodies_are_stored_without_managed_fields_or_the_last_applied_copy()
     assert key == ("ml", "a")
     assert "managedFields" not in stored["metadata"] and stored["metadata"]["annotations"] == {"team": "x"}
     assert stored["spec"] == {"framework": "pytorch"} and body["metadata"]["managedFields"]
-
-
-def test_touched_keys_are_merged_once_each_in_order() -> None:
-    assert merge_touched([[("i", 1), ("i", 2)], [("i", 1), ("j", 1)]]) == [("i", 1), ("i", 2), ("j", 1)]
 
 
 def test_a_pod_deleted_marked_disruption_target_is_remembered_until_its_name_returns() -> None:

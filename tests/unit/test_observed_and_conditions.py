@@ -14,7 +14,7 @@ import pytest
 
 from trainingjob.api import constants as k
 from trainingjob.builders.service import ServiceView
-from trainingjob.reconcile.conditions import CONDITION_ORDER, DesiredCondition, condition_is_true, merge_conditions
+from trainingjob.reconcile.conditions import CONDITION_ORDER, DesiredCondition, merge_conditions
 from trainingjob.reconcile.observed import ObservedChildren, PodView, pod_view
 
 T0, T1, T2 = "2024-05-01T10:00:00Z", "2024-05-01T10:05:00Z", "2024-05-01T11:00:00Z"
@@ -248,8 +248,6 @@ def test_merge_does_not_mutate_previous() -> None:
     assert previous == snapshot
 
 
-def test_condition_is_true() -> None:
+def test_merged_conditions_carry_the_desired_statuses() -> None:
     merged = merge_conditions([], [cond("Running", True), cond("Failed", False)], T0, 1)
-    assert condition_is_true(merged, "Running")
-    assert not condition_is_true(merged, "Failed")
-    assert not condition_is_true(merged, "Succeeded")
+    assert {c["type"]: c["status"] for c in merged} == {"Running": "True", "Failed": "False"}

@@ -13,8 +13,6 @@ from trainingjob.api.status import JobStatus, Phase
 from trainingjob.api.types import TrainingJob
 
 ENV_URI, ENV_EXPERIMENT, ENV_RUN_NAME = "MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_NAME", "MLFLOW_RUN_NAME"
-# Tags the SDK sets on the run, so a run can be traced back to its job.
-TAG_JOB, TAG_NAMESPACE, TAG_UID = "trainingjob.name", "trainingjob.namespace", "trainingjob.uid"
 
 
 @dataclass(frozen=True)

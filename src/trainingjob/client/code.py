@@ -36,7 +36,6 @@ MAX_CODE_BYTES = 1_000_000
 CONFIG_MAP_KEY = re.compile(r"[^-._a-zA-Z0-9]")
 LABEL_CODE_FOR = "ml.example.com/code-for"
 ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # fixed, so the same SDK gives the same bytes
-PACKAGE_STUB = '"""trainingjob as shipped with a job\'s code: the SDK only (trainingjob.sdk)."""\n'
 
 
 @dataclass(frozen=True)

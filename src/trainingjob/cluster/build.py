@@ -274,12 +274,6 @@ def ensure_promtool(say: Callable[[str], None] = print) -> Path:
     return binaries_dir(PROMETHEUS.name, PROMETHEUS.version) / "promtool"
 
 
-def ensure_prometheus(say: Callable[[str], None] = print) -> Path:
-    """Build the Prometheus server (with promtool) if missing and return its path."""
-    ensure_built([PROMETHEUS], say)
-    return binaries_dir(PROMETHEUS.name, PROMETHEUS.version) / "prometheus"
-
-
 def ensure_helm(say: Callable[[str], None] = print) -> Path:
     """Build helm if missing and return its path."""
     ensure_built([HELM], say)

@@ -19,7 +19,6 @@ from trainingjob.node.devices.exporter import EXPORTER_PORT
 from trainingjob.node.network.netplan import PodNetwork
 
 NODE_PREFIX = "tj-local-"
-NODE_LABEL_SELECTOR = "ml.example.com/node-runtime=process"
 
 
 def node_names(count: int) -> list[str]:

@@ -45,7 +45,3 @@ def merge_conditions(
         }
     order = {name: i for i, name in enumerate(CONDITION_ORDER)}
     return sorted(by_type.values(), key=lambda c: (order.get(c["type"], len(order)), c["type"]))
-
-
-def condition_is_true(conditions: Sequence[Mapping[str, Any]], condition_type: str) -> bool:
-    return any(c.get("type") == condition_type and c.get("status") == "True" for c in conditions)

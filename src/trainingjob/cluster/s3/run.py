@@ -14,7 +14,7 @@ from collections.abc import Callable
 from trainingjob.cluster.build import SEAWEEDFS, ensure_seaweedfs
 from trainingjob.cluster.control_plane import ClusterState, component_running, kubectl
 from trainingjob.cluster.errors import ClusterError
-from trainingjob.cluster.process import free_port, probe, start, stop, wait_healthy
+from trainingjob.cluster.process import free_port, probe, start, wait_healthy
 from trainingjob.cluster.s3 import settings
 from trainingjob.cluster.s3.settings import NAME, Credentials, S3Layout
 
@@ -67,13 +67,6 @@ def ensure_running(state: ClusterState, say: Callable[[str], None] = print) -> N
     state.save()
     wait_healthy(NAME, state.pids[NAME], str(binary), check, state.layout.pki / "ca.crt", layout.log, STARTUP_TIMEOUT)
     say(f"  s3 (SeaweedFS {SEAWEEDFS.version}) ready at {settings.endpoint(address(state), state.ports)}")
-
-
-def stop_process(state: ClusterState) -> None:
-    """Stop the server; its data stays in the cluster's directory until `tj cluster down`."""
-    pid = state.pids.get(NAME)
-    if pid is not None:
-        stop(pid, state.binaries.get(NAME))
 
 
 def secret_data(state: ClusterState) -> dict[str, str]:

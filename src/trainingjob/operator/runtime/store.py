@@ -188,8 +188,3 @@ class ResourceStore:
                 self.indexes[slot[0]].put(slot[1], obj, view)
                 touched.append(slot)
         return touched
-
-
-def merge_touched(batches: Iterable[Touched]) -> Touched:
-    """Each (index, key) once, in first-seen order."""
-    return list(dict.fromkeys(slot for batch in batches for slot in batch))
