@@ -109,7 +109,7 @@ def say(message: str) -> None:
 
 
 async def main(args: argparse.Namespace) -> int:
-    from bench.contenders import CREATE_CONCURRENCY
+    from bench.contender_base import CREATE_CONCURRENCY
 
     contenders = [c for c in args.contenders.split(",") if c]
     unknown = set(contenders) - set(CONTENDERS)

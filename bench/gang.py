@@ -17,7 +17,8 @@ from typing import Any
 
 from bench.client import create_all
 from bench.cluster import NAMESPACE, BenchCluster
-from bench.contenders import CREATE_CONCURRENCY, Contender, Ours, contender
+from bench.contender_base import CREATE_CONCURRENCY, Contender
+from bench.contenders import Ours, contender
 from bench.guard import WaitLimits
 from bench.measure import CpuMeter, peak_rss_mib
 from bench.observe import Timeline

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.cluster import NAMESPACE, BenchCluster
-from bench.contenders import CONTENDERS, Contender, contender
+from bench.contender_base import Contender
+from bench.contenders import CONTENDERS, contender
 from bench.guard import Stalled, WaitLimits, Watchdog
 from bench.measure import (
     CpuMeter,

@@ -25,7 +25,8 @@ from typing import Any
 from kubernetes_asyncio import client, config
 
 from bench.cluster import NAMESPACE, BenchCluster, free_port
-from bench.contenders import IMAGE, Ours, scrape
+from bench.contender_base import IMAGE, scrape
+from bench.contenders import Ours
 from bench.guard import Stalled, WaitLimits, Watchdog
 from bench.measure import WRITE_VERBS, peak_rss_mib, read_audit, requests_by, writes
 from bench.run import identities, teardown, utcnow, wait_until

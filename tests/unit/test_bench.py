@@ -14,7 +14,8 @@ import pytest
 import yaml
 
 from bench.cluster import NAMESPACE
-from bench.contenders import Contender, Ours, Raw, RawWithChildren, contender
+from bench.contender_base import Contender
+from bench.contenders import Ours, Raw, RawWithChildren, contender
 from bench.kubeflow import extras_like, pytorch_job
 from bench.measure import (
     audit_policy,

@@ -11,7 +11,7 @@ import yaml
 from rich.console import Console
 
 from trainingjob.api.readouts import stop_summary
-from trainingjob.cli import render
+from trainingjob.cli import render, render_describe
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -107,7 +107,7 @@ def test_dump_json_and_yaml_round_trip_in_api_order() -> None:
 
 def describe_text(document: dict, events: list | None = None) -> str:
     console = Console(width=200, record=True, file=io.StringIO())
-    console.print(render.describe(document, events or [], NOW))
+    console.print(render_describe.describe(document, events or [], NOW))
     return console.export_text()
 
 
@@ -267,8 +267,8 @@ def test_failure_message_prefers_the_failed_condition() -> None:
     ],
 )
 def test_describe_shows_only_what_a_checkpoint_records(checkpoint: dict, shown: str) -> None:
-    assert render.checkpoint_summary(checkpoint) == shown
-    assert "?" not in render.checkpoint_summary(checkpoint)
+    assert render_describe.checkpoint_summary(checkpoint) == shown
+    assert "?" not in render_describe.checkpoint_summary(checkpoint)
 
 
 def test_a_finished_job_names_only_the_workers_still_running() -> None:

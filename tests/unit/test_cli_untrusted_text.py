@@ -15,7 +15,7 @@ import sys
 from rich.console import Console
 
 from tests.unit.test_cli_render import NOW, job
-from trainingjob.cli import follow, render, sweeps
+from trainingjob.cli import follow, render, render_describe, sweeps
 
 CLIPBOARD = "\x1b]52;c;cm0gLXJmIH4=\x1b\\"  # OSC 52: "put `rm -rf ~` on the clipboard"
 CLEAR = "\x1b[2J"
@@ -52,7 +52,7 @@ def hostile_job() -> dict:
 
 def test_describe_shows_control_characters_as_question_marks() -> None:
     events = [{"type": "Warning", "reason": "Odd", "message": HOSTILE, "lastTimestamp": "2026-03-01T11:59:00Z"}]
-    text = without_styles(rendered(render.describe(hostile_job(), events, NOW)))
+    text = without_styles(rendered(render_describe.describe(hostile_job(), events, NOW)))
     assert_inert(text)
     assert "saved [/x] ?]52;c;cm0gLXJmIH4=?\\?[2J?gpj.exe?31m?" in text
     assert text.count("saved [/x]") == 5, "message, checkpoint, condition, worker reason and Event all shown"

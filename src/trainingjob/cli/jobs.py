@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from trainingjob.api import constants as k
-from trainingjob.cli import queue_view, render
+from trainingjob.cli import queue_view, render, render_describe
 from trainingjob.cli.common import CliError, Target, job_ref
 from trainingjob.cli.follow import watch
 from trainingjob.cli.job_control import resume, scale, suspend
@@ -121,7 +121,7 @@ async def _describe(target: Target, name: str, output: str) -> int:
     if output != "table":
         click.echo(render.dump({"job": job, "events": events}, output))
     else:
-        print_rich(render.describe(job, events[-20:], now, queue_view.describe_rows(job, place, now)))
+        print_rich(render_describe.describe(job, events[-20:], now, queue_view.describe_rows(job, place, now)))
     return 0
 
 

@@ -15,7 +15,7 @@ import click
 
 from trainingjob.api import constants as k
 from trainingjob.api.sweep_phases import SweepPhase
-from trainingjob.cli import render
+from trainingjob.cli import render, render_describe
 from trainingjob.cli.common import CliError, Target
 from trainingjob.cli.manifest import ManifestError, place, yaml_documents
 from trainingjob.cli.plumbing import connect, connection_options, not_found, output_option, run
@@ -177,7 +177,7 @@ def describe_text(item: dict[str, Any], events: Sequence[dict[str, Any]], now: A
     ]
     if conditions:
         lines += ["", "Conditions:", render.format_table(["TYPE", "STATUS", "REASON", "MESSAGE"], conditions)]
-    event_rows = [[printable(cell) for cell in row] for row in render.event_rows(events, now)]
+    event_rows = [[printable(cell) for cell in row] for row in render_describe.event_rows(events, now)]
     if event_rows:
         lines += ["", "Events:", render.format_table(["TYPE", "REASON", "AGE", "FROM", "MESSAGE"], event_rows)]
     return "\n".join(lines)
