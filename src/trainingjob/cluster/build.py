@@ -215,19 +215,25 @@ def build_component_set(
 
 
 def module_dir(component_set: ComponentSet) -> Path:
-    """The pinned module's source as the Go module cache holds it (downloaded by the build): where manifests that
-    belong to a binary (CRDs, RBAC) are read from, so none of them is committed here."""
+    """The pinned module's source in the Go module cache, downloaded through the module proxy if the cache lacks it:
+    where manifests that belong to a binary (CRDs, RBAC) are read from, so none of them is committed here.
+
+    `go mod download`, not `go list -m`: the latter reports a module that is not in the cache without a `Dir` (on a
+    fresh machine the Kubeflow module, whose binary `make test` never builds, is not there; MultiKueue's test reads
+    the PyTorchJob CRD from it)."""
     result = subprocess.run(
-        ["go", "list", "-m", "-json", component_set.module],
+        ["go", "mod", "download", "-json", component_set.module],
         cwd=component_set.wrapper_dir,
         capture_output=True,
         text=True,
         check=False,
         env={**os.environ, "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local"},
     )
-    if result.returncode != 0:
-        raise ClusterError(f"cannot find the source of {component_set.module}: {result.stderr.strip()}")
-    return Path(json.loads(result.stdout)["Dir"])
+    found = json.loads(result.stdout).get("Dir") if result.returncode == 0 and result.stdout.strip() else None
+    if not found:
+        why = result.stderr.strip() or result.stdout
+        raise ClusterError(f"cannot find the source of {component_set.module}: {why}")
+    return Path(found)
 
 
 def rename_outputs(component_set: ComponentSet, staging: Path) -> None:
