@@ -1,6 +1,7 @@
-"""A sweep's plan, executed through the one writer (operator/runtime/writer.py): the sweep's status first (a stale
-plan is refused by its resourceVersion before any trial is touched), then new trials, then marks on trials, then
-Events on the sweep and on the trials concerned."""
+"""A sweep's plan, executed through the one writer (operator/runtime/writer.py): stop marks on trials first (the
+status about to be written already counts them), then the sweep's status (a stale plan is refused by its
+resourceVersion before any trial is created), then new trials, then Events on the sweep and on the trials
+concerned."""
 
 from __future__ import annotations
 
@@ -54,6 +55,12 @@ class SweepApplier:
         return {**manifest, "metadata": {**manifest["metadata"], "annotations": annotations}}
 
     async def apply(self, sweep: TrainingSweep, body: Mapping[str, Any], plan: SweepPlan) -> Applied:
+        """The trials' stop marks first, then the status, then new trials. The status is planned as if the marks
+        were written (a pruned trial is Pruned, a sweep whose last trial was pruned is Succeeded): written first, a
+        reader saw a finished sweep whose pruned trial still ran, and a SIGKILL between the two writes left a
+        Pruned trial that ran on. A stale plan (the status write refused) creates nothing; its marks rest on the
+        trials' own reports and the objective, which cannot change."""
+        writes = await asyncio.gather(*(self.write_trial(sweep, write) for write in plan.writes))
         if plan.status and plan.status != dict(sweep.status):
             try:
                 patch = status_patch(sweep.status, plan.status)
@@ -66,7 +73,6 @@ class SweepApplier:
         outcomes = await asyncio.gather(
             *(self.writer.create_object(TRAININGJOBS, sweep.namespace, self.with_token(sweep, m)) for m in plan.creates)
         )
-        writes = await asyncio.gather(*(self.write_trial(sweep, write) for write in plan.writes))
         applied = Applied(
             created=[
                 m["metadata"]["name"]
