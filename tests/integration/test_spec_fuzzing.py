@@ -4,6 +4,7 @@ and the operator (issue 41; the strategies: tests/spec_strategies.py).
 Every drawn TrainingJob, in v1alpha1 or v1, valid by type or with one value made wrong, must end one of two ways:
 - refused by the API server with 400, 403 or 422 and a message that names the field (never a 500: that would be
   a webhook failing), or
+- accepted with spec.managedBy naming another controller, and then left alone (no status, finalizer or pod), or
 - accepted, and then reconciled: the operator writes a status for its generation with a known phase (a spec only
   the operator can judge ends Failed with an InvalidSpec Event), and deleting it leaves nothing (no stuck
   finalizer).
@@ -31,12 +32,14 @@ from tests.kube import Kube, wait_until
 from tests.operator_harness import RunningOperator
 from tests.spec_strategies import specs
 from trainingjob.api import constants as k
+from trainingjob.api.managed_by import managed_here
 from trainingjob.api.status import Phase as JobPhase
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("trainingjob_crd")]
 EXAMPLES = int(os.environ.get("TJ_FUZZ_EXAMPLES") or 40)
 PHASES = {phase.value for phase in JobPhase}
 OUTCOMES: collections.Counter[str] = collections.Counter()
+LEFT_ALONE_SECONDS = 3.0
 REFUSALS: list[str] = []  # the first few refusals' messages, for the summary
 
 
@@ -73,6 +76,9 @@ def try_one(kube: Kube, namespace: str, version: str, spec: dict[str, Any], how:
         if len(REFUSALS) < 3:
             REFUSALS.append(json.loads(error.body or "{}").get("message", "")[:300])
         return
+    if not managed_here(body):
+        left_alone(kube, namespace, version, name, shown)
+        return
     job = wait_until(lambda: reconciled(kube, namespace, name), 120, f"the operator to reconcile {shown}")
     status = job["status"]
     assert status["phase"] in PHASES, f"phase {status['phase']} for {shown}"
@@ -83,6 +89,20 @@ def try_one(kube: Kube, namespace: str, version: str, spec: dict[str, Any], how:
     OUTCOMES[f"accepted, {status['phase']}"] += 1
     kube.custom.delete_namespaced_custom_object(k.GROUP, version, namespace, k.PLURAL, name)
     wait_until(lambda: get_job(kube, namespace, name) is None, 120, f"{name} to be gone (finalizer cleared)")
+
+
+def left_alone(kube: Kube, namespace: str, version: str, name: str, shown: str) -> None:
+    """A job another controller manages (spec.managedBy) gets no status, no finalizer and no child from this
+    operator, and deleting it needs nobody. The wait is the time the operator takes to reconcile any other drawn
+    job (a second or two): it would have written by then."""
+    time.sleep(LEFT_ALONE_SECONDS)
+    job = get_job(kube, namespace, name) or {}
+    assert not job.get("status") and not job["metadata"].get("finalizers"), f"{job} for {shown}"
+    pods = kube.core.list_namespaced_pod(namespace, label_selector=f"{k.LABEL_JOB_NAME}={name}").items
+    assert not pods, f"pods {[p.metadata.name for p in pods]} for {shown}"
+    OUTCOMES["accepted, left to its managedBy"] += 1
+    kube.custom.delete_namespaced_custom_object(k.GROUP, version, namespace, k.PLURAL, name)
+    wait_until(lambda: get_job(kube, namespace, name) is None, 30, f"{name} to be gone")
 
 
 def test_every_drawn_spec_is_refused_with_its_field_or_reconciled_to_a_known_phase(
