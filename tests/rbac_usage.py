@@ -142,15 +142,17 @@ def gang_object_grants() -> set[Grant]:
 
 
 def watch_grants() -> set[Grant]:
-    """Every resource the controllers register to watch (operator/*/watches.py): get, list and watch."""
+    """Every resource the controllers register to watch (operator/*/watches.py), and the objects the webhooks'
+    upkeep watches (webhooks/upkeep.py): get, list and watch."""
     from trainingjob.operator.kueue.watches import REGISTRATION as KUEUE
     from trainingjob.operator.llmmodel.watches import REGISTRATION as MODELS
     from trainingjob.operator.runtime.manager import all_watches
     from trainingjob.operator.trainingjob.watches import registration
     from trainingjob.operator.trainingsweep.watches import REGISTRATION as SWEEPS
+    from trainingjob.webhooks.upkeep import WATCHED as WEBHOOK_OBJECTS  # by name (deploy/rbac/webhooks.yaml)
 
-    watches = all_watches([registration(kueue=True), MODELS, SWEEPS, KUEUE])
-    return {(w.resource.group, w.resource.plural, verb) for w in watches for verb in WATCH_VERBS}
+    resources = [w.resource for w in all_watches([registration(kueue=True), MODELS, SWEEPS, KUEUE])]
+    return {(r.group, r.plural, verb) for r in [*resources, *WEBHOOK_OBJECTS] for verb in WATCH_VERBS}
 
 
 def used_by_code() -> set[Grant]:

@@ -5,6 +5,7 @@ gone, and rotates its certificates while conversions go on."""
 from __future__ import annotations
 
 import base64
+import datetime
 import socket
 import ssl
 import time
@@ -16,6 +17,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from tests.conftest import ClusterUnderTest
+from tests.control_plane_faults import api_requests
 from tests.integration.v1_support import create, kubectl, read, wait_state
 from tests.jobs import job_manifest
 from tests.kube import Kube, wait_until
@@ -90,6 +92,47 @@ def test_re_applied_registration_is_pointed_back_within_seconds(
     assert outcome.code == 0, outcome.err
     wait_until(lambda: pointed_at(kube, operator.webhook_port), 30, "the operator to point the webhooks back")
     wait_until(lambda: converts(kube, namespace, "probe"), 30, "v1alpha1 to be served again")
+
+
+# What the webhooks' upkeep reads: the TLS Secret, the CRD and the two webhook configurations.
+UPKEEP_RESOURCES = (
+    "secrets",
+    "customresourcedefinitions",
+    "mutatingwebhookconfigurations",
+    "validatingwebhookconfigurations",
+)
+IDLE_WINDOW = 12.0  # seconds: more than two rounds of the 5 s poll the upkeep once was
+
+
+def upkeep_requests(operator: RunningOperator) -> float:
+    """GETs (reads, lists and watches) the operator has made of the upkeep's objects so far."""
+    counts = api_requests(operator)
+    return sum(n for (verb, resource, _), n in counts.items() if verb == "get" and resource in UPKEEP_RESOURCES)
+
+
+def test_an_overwritten_ca_bundle_is_put_back_at_once_and_nothing_is_polled_while_idle(
+    kube: Kube, operator: RunningOperator
+) -> None:
+    """The upkeep watches its four objects: idle, it reads none of them (a watch renewal per object at most, every
+    few minutes); a caBundle someone overwrites is put back as soon as the watch tells."""
+    wait_until(lambda: pointed_at(kube, operator.webhook_port), 30, "the webhooks to point at the operator")
+    before, started = upkeep_requests(operator), time.monotonic()
+    time.sleep(IDLE_WINDOW)  # the point of the test: an idle stretch
+    idle = upkeep_requests(operator) - before
+    per_minute = idle * 60 / (time.monotonic() - started)
+    print(f"upkeep requests while idle: {idle:.0f} in {time.monotonic() - started:.1f}s ({per_minute:.1f}/min)")
+    assert idle <= len(UPKEEP_RESOURCES), f"{idle:.0f} requests of the upkeep's objects while nothing changed"
+
+    foreign = base64.b64encode(certs.new_ca("someone-else", datetime.timedelta(days=1)).cert_pem.encode()).decode()
+    admission = client.AdmissionregistrationV1Api(kube.api)
+    patch = {"webhooks": [{"name": w.VALIDATING_WEBHOOK, "clientConfig": {"caBundle": foreign}}]}
+    admission.patch_validating_webhook_configuration(w.CONFIGURATION_NAME, patch)
+    overwritten = time.monotonic()
+    wait_until(
+        lambda: client_configs(kube)[w.VALIDATE_PATH].get("caBundle") != foreign, 30, "the caBundle to be put back"
+    )
+    print(f"caBundle put back {time.monotonic() - overwritten:.2f}s after it was overwritten")
+    assert pointed_at(kube, operator.webhook_port)
 
 
 def test_a_second_operator_takes_the_webhooks_over_only_once_the_first_is_gone(

@@ -82,8 +82,8 @@ def test_the_rbac_the_operator_gets_is_exactly_what_the_code_uses() -> None:
 def test_a_verb_added_to_the_cluster_role_is_caught() -> None:
     rules = copy.deepcopy(cluster_role()["rules"])
     next(r for r in rules if r["resources"] == ["pods"])["verbs"].append("patch")
-    rules.append({"apiGroups": [""], "resources": ["secrets"], "verbs": ["list"]})
-    assert unused(expand(rules)) == {("", "pods", "patch"), ("", "secrets", "list")}
+    rules.append({"apiGroups": [""], "resources": ["secrets"], "verbs": ["delete"]})
+    assert unused(expand(rules)) == {("", "pods", "patch"), ("", "secrets", "delete")}
 
 
 def test_no_wildcards_and_secrets_only_by_name_in_the_operators_namespace() -> None:
@@ -98,6 +98,9 @@ def test_no_wildcards_and_secrets_only_by_name_in_the_operators_namespace() -> N
     assert tls_role["metadata"]["namespace"] == ACCOUNT[0]
     reads = [r for r in tls_role["rules"] if "get" in r["verbs"]]
     assert reads and all(r.get("resourceNames") == ["trainingjob-progress-tls"] for r in reads)
+    webhook_role = next(d for d in documents(RBAC / "webhooks.yaml") if d["kind"] == "Role")
+    watches = [r for r in webhook_role["rules"] if {"get", "list", "watch"} & set(r["verbs"])]
+    assert watches and all(r.get("resourceNames") == ["trainingjob-webhook-tls"] for r in watches)
 
 
 def overlay_documents() -> list[dict[str, Any]]:

@@ -153,7 +153,7 @@ async def _serve(
     if options.webhooks is not None:
         webhook_settings = dataclasses.replace(options.webhooks, in_cluster=options.in_cluster)
         try:
-            webhooks = await start_webhooks(api, webhook_settings, config, metrics)
+            webhooks = await start_webhooks(api, webhook_settings, config, metrics, watch_api)
         except PortUnavailable as error:
             raise Startup(str(error)) from None
         cleanup.append(webhooks.stop)

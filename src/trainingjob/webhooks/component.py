@@ -28,6 +28,7 @@ from trainingjob.api import constants as c
 from trainingjob.api import webhook_config as w
 from trainingjob.api.times import parse_time
 from trainingjob.config import OperatorConfig
+from trainingjob.kube.backoff import watch_backoff
 from trainingjob.kube.ttl_cache import TtlCache
 from trainingjob.scheduling.quota import QUOTA_TTL
 from trainingjob.webhooks.admission import AdmissionRequest, UserInfo, Verdict
@@ -37,7 +38,8 @@ from trainingjob.webhooks.defaulting import mutate
 from trainingjob.webhooks.registration import Registration, answer
 from trainingjob.webhooks.server import WebhookObserver, WebhookServer
 from trainingjob.webhooks.stamping import admit, admit_sweep
-from trainingjob.webhooks.tls import Rotation, SecretStore, ServingNames, WebhookTls, advance
+from trainingjob.webhooks.tls import Rotation, SecretStore, ServingNames, WebhookTls, advance, next_change
+from trainingjob.webhooks.upkeep import ObjectWatches, kept_objects
 from trainingjob.webhooks.validation import validate
 
 logger = logging.getLogger(__name__)
@@ -48,6 +50,9 @@ REVIEW_BUDGET = w.TIMEOUT_SECONDS - 2.0
 REVIEW_RETRY_DELAY = 0.25
 REVIEW_TTL = 10.0  # seconds a SubjectAccessReview's answer is kept
 OPTIONS = {"_preload_content": False, "_request_timeout": LOOKUP_TIMEOUT}
+MIN_DELAY = 0.5  # seconds: the shortest sleep of the upkeep when something is (over)due
+RECOMPUTE_AFTER = 600.0  # seconds: the longest sleep (what is due is recomputed from the wall clock, nothing read)
+FALLBACK_INTERVAL = 30.0  # seconds between checks while a watch is refused
 
 
 @dataclass(frozen=True)
@@ -61,7 +66,8 @@ class WebhookSettings:
     in_cluster: bool = False
     default_image: str | None = c.DEFAULT_IMAGE_PATTERN
     rotation: Rotation = field(default_factory=Rotation)
-    interval: float | None = None  # between checks; default 5 s outside the cluster (take-over), 30 s inside
+    # Outside the cluster, how often another live operator the webhooks point at is probed (take-over once gone).
+    interval: float = 5.0
     callers: ApiServerCallers | None = None  # who may call /mutate and /validate (None: whoever reaches the port)
 
     @property
@@ -75,10 +81,10 @@ class WebhookSettings:
         return w.Endpoint(url=self.url or f"https://127.0.0.1:{self.port}")
 
     @property
-    def check_interval(self) -> float:
-        interval = self.interval or (30.0 if self.in_cluster else 5.0)
-        # A short-lived certificate (tests) must be looked at well before it is due.
-        return min(interval, max(self.rotation.cert_validity.total_seconds() / 20, 0.5))
+    def settle(self) -> float:
+        """Seconds between the API server's objects first carrying a new CA and that CA signing the serving
+        certificate: the API server reloads its webhook clients asynchronously (as the old 5 s look-again did)."""
+        return min(5.0, max(self.rotation.cert_validity.total_seconds() / 20, 0.5))
 
     def serving_names(self) -> ServingNames:
         service = f"{w.SERVICE_NAME}.{self.namespace}"
@@ -191,6 +197,7 @@ class Webhooks:
         settings: WebhookSettings,
         config: OperatorConfig,
         observer: WebhookObserver | None = None,
+        watch_api: client.ApiClient | None = None,
     ) -> None:
         self.settings = settings
         self.config = config
@@ -199,8 +206,12 @@ class Webhooks:
         self.reviewer = ApiAccessReviewer(api)
         self.registration = Registration(api, settings.endpoint, settings.in_cluster)
         self.server = WebhookServer(self.mutate, self.validate, observer, callers=settings.callers)
+        # Long-lived watches stay off the writers' capped pool (operator/process.py, Clients).
+        self.watches = ObjectWatches(watch_api or api, kept_objects(settings.namespace))
         self.tls: WebhookTls | None = None
         self.registered = False  # the API server's objects carry our current bundle
+        self.registered_at = 0.0  # monotonic: since when
+        self.backoff = watch_backoff  # failures in a row -> seconds before the next check
         self.task: asyncio.Task | None = None
 
     @property
@@ -242,7 +253,7 @@ class Webhooks:
         for _ in range(5):
             state, version = await self.store.read()
             now = datetime.datetime.now(datetime.UTC)
-            wanted = advance(state, names, self.settings.rotation, now, bundle_served=self.registered)
+            wanted = advance(state, names, self.settings.rotation, now, bundle_served=self.bundle_settled())
             if wanted is not state and not await self.store.write(wanted, version):
                 continue  # another replica wrote first: start from what it wrote
             if self.tls is None or wanted.serving != self.tls.serving:
@@ -260,28 +271,77 @@ class Webhooks:
 
     async def register(self) -> None:
         assert self.tls is not None
+        was = self.registered
         self.registered = await self.registration.ensure(self.tls.bundle)
+        if self.registered and not was:
+            self.registered_at = time.monotonic()
+
+    def bundle_settled(self) -> bool:
+        return self.registered and time.monotonic() >= self.registered_at + self.settings.settle
 
     async def start(self) -> None:
         await self.refresh_tls()
         await self.server.start(self.settings.bind_address, self.settings.port)
         await self.register()
+        self.watches.start()
         self.task = asyncio.create_task(self.keep_current(), name="webhooks")
 
+    async def check(self) -> None:
+        await self.refresh_tls()
+        await self.register()
+
+    def due_in(self) -> float:
+        """Seconds until the TLS must change for the time alone: a certificate or CA due for renewal, a CA leaving
+        the bundle, or a successor CA the API server now trusts taking over."""
+        assert self.tls is not None
+        now = datetime.datetime.now(datetime.UTC)
+        due = (next_change(self.tls, self.settings.rotation) - now).total_seconds()
+        if self.tls.next_ca is not None and self.registered:
+            due = min(due, self.registered_at + self.settings.settle - time.monotonic())
+        return due
+
+    def next_wake(self) -> float:
+        """How long to sleep unless a watch wakes the upkeep first. Nothing is read when the time is up unless
+        something is due (timer_check); RECOMPUTE_AFTER bounds a sleep that a suspended host would stretch."""
+        delays = [max(self.due_in(), MIN_DELAY), RECOMPUTE_AFTER]
+        if self.registration.deferred_to:
+            delays.append(self.settings.interval)
+        if self.watches.refused:
+            delays.append(FALLBACK_INTERVAL)
+        return min(delays)
+
+    async def timer_check(self) -> bool:
+        """Whether the upkeep must read and check now that no watch woke it: something of the TLS is due, a watch is
+        refused (so nothing would tell of a change), or another operator the webhooks point at stopped answering
+        (probed over HTTPS, no API request)."""
+        if self.watches.refused or self.due_in() <= 0:
+            return True
+        if self.registration.deferred_to and self.tls is not None:
+            return not await self.registration.deferred_alive(self.tls.bundle)
+        return False
+
     async def keep_current(self) -> None:
-        """Check every interval, whatever the last check met: if this loop ended, nothing would point the API
-        server back at a live operator again, and every TrainingJob read or write would fail on a dead URL."""
+        """Check whenever a kept object changes, a certificate is due or another operator's target must be probed,
+        whatever the last check met: if this loop ended, nothing would point the API server back at a live operator
+        again, and every TrainingJob read or write would fail on a dead URL. A failed check is retried with the
+        watches' backoff (1 s doubling to 30 s)."""
+        failures = 0
         while True:
-            await asyncio.sleep(self.settings.check_interval)
+            delay = self.backoff(failures) if failures else self.next_wake()
+            woken = await self.watches.wait(delay)
             try:
-                await self.refresh_tls()
-                await self.register()
+                if woken or failures or await self.timer_check():
+                    await self.check()
+                failures = 0
             except (ApiException, OSError, RuntimeError, TimeoutError) as error:
+                failures += 1
                 logger.warning("could not check the webhooks' certificate and registration: %s", error)
             except Exception:  # e.g. aiohttp.ServerDisconnectedError, a body that is not JSON: retried all the same
+                failures += 1
                 logger.exception("could not check the webhooks' certificate and registration")
 
     async def stop(self) -> None:
+        await self.watches.stop()
         if self.task is not None:
             self.task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -290,10 +350,14 @@ class Webhooks:
 
 
 async def start_webhooks(
-    api: client.ApiClient, settings: WebhookSettings, config: OperatorConfig, observer: WebhookObserver | None = None
+    api: client.ApiClient,
+    settings: WebhookSettings,
+    config: OperatorConfig,
+    observer: WebhookObserver | None = None,
+    watch_api: client.ApiClient | None = None,
 ) -> Webhooks:
     """The one entry point the operator's startup calls; stop the result on shutdown. `observer` counts and times
-    every request the server answers (the operator's metrics)."""
-    webhooks = Webhooks(api, settings, config, observer)
+    every request the server answers (the operator's metrics); `watch_api` holds the upkeep's watches."""
+    webhooks = Webhooks(api, settings, config, observer, watch_api)
     await webhooks.start()
     return webhooks

@@ -94,6 +94,9 @@ class Registration:
         self.in_cluster = in_cluster
         self.probe_for = probe_for or tls_probe  # bundle -> probe that trusts only that bundle
         self.missing_reported: set[str] = set()
+        # Other live operators the last ensure() left the webhooks with (outside the cluster): nothing in the API
+        # changes when one stops, so the upkeep probes them (deferred_alive) to take over once one is gone.
+        self.deferred_to: set[str] = set()
 
     async def _read(self, target: Target) -> dict[str, Any] | None:
         options = {"_preload_content": False, "_request_timeout": REQUEST_TIMEOUT}
@@ -129,7 +132,16 @@ class Registration:
         other = base_url(current["url"])
         if other not in live:
             live[other] = await self.probe_for(base64.b64decode(bundle).decode())(other)
-        return {"url": current["url"], "caBundle": bundle} if live[other] else mine
+        if not live[other]:
+            return mine
+        self.deferred_to.add(other)
+        return {"url": current["url"], "caBundle": bundle}
+
+    async def deferred_alive(self, bundle_pem: str) -> bool:
+        """Whether every other operator the webhooks were left with still answers (a probe of its /healthz that
+        trusts only our CA: no request to the API server)."""
+        probe = self.probe_for(bundle_pem)
+        return all([await probe(other) for other in sorted(self.deferred_to)])
 
     async def ensure(self, bundle_pem: str) -> bool:
         """Point every object at a live operator with our bundle; True when all of them already were so (or now
@@ -137,6 +149,7 @@ class Registration:
         bundle = base64.b64encode(bundle_pem.encode()).decode()
         live: dict[str, bool] = {}
         in_place = True
+        self.deferred_to = set()
         for target in TARGETS:
             document = await self._read(target)
             if document is None:

@@ -95,10 +95,26 @@ class WebhookTls:
         )
 
 
-def _due(pem: str, now: datetime.datetime, fraction: float) -> bool:
-    """Less than `fraction` of the validity it was made with is left (the back-dating is not part of it)."""
+def _due_at(pem: str, fraction: float) -> datetime.datetime:
+    """When less than `fraction` of the validity it was made with is left (the back-dating is not part of it)."""
     start, end = certs.not_before(pem) + certs.CLOCK_SKEW, certs.not_after(pem)
-    return now >= end - max(end - start, datetime.timedelta(0)) * fraction
+    return end - max(end - start, datetime.timedelta(0)) * fraction
+
+
+def _due(pem: str, now: datetime.datetime, fraction: float) -> bool:
+    return now >= _due_at(pem, fraction)
+
+
+def next_change(state: WebhookTls, rotation: Rotation) -> datetime.datetime:
+    """The earliest time advance() would change `state` for the time alone: the serving certificate or the CA due
+    for renewal, or a CA of the bundle expiring (it leaves the bundle). The upkeep sleeps until then instead of
+    looking every few seconds; what else changes it (another replica's write, a successor CA the API server now
+    trusts) comes by the Secret's watch and the registration."""
+    times = [_due_at(state.serving.cert_pem, rotation.renew_fraction)]
+    if state.next_ca is None:
+        times.append(_due_at(state.ca.cert_pem, rotation.renew_fraction))
+    times += [certs.not_after(pem) for pem in certs.split_bundle(state.bundle)]
+    return min(times)
 
 
 def _covers(pem: str, names: ServingNames) -> bool:
