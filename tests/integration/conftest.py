@@ -2,7 +2,7 @@
 two modules would be set up twice, and Playwright's sync API cannot run twice at once)."""
 
 from tests.control_plane_faults import faulted_operator, restored_control_plane
-from tests.integration.ui_support import admin_ui, browser, page
+from tests.integration.ui_support import admin_ui, browser, other_origin, page
 from tests.kueue_support import kueue, kueue_operator, queues
 from tests.s3_support import s3_credentials, s3_server
 
@@ -12,6 +12,7 @@ __all__ = [
     "faulted_operator",
     "kueue",
     "kueue_operator",
+    "other_origin",
     "page",
     "queues",
     "restored_control_plane",

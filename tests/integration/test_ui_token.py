@@ -7,52 +7,21 @@ token lives in the UI tab's sessionStorage (scheme + host + port) and goes out o
 from __future__ import annotations
 
 import contextlib
-import http.server
-import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from playwright.sync_api import expect
 
-from tests.integration.ui_support import UI_TIMEOUT_MS, RunningUi
+from tests.integration.ui_support import UI_TIMEOUT_MS, OtherOrigin, RunningUi
 from tests.jobs import create_job, get_job, job_manifest, wait_phase
 from tests.kube import Kube
-from tests.operator_harness import free_port
 
 pytestmark = pytest.mark.integration
 
 
-class Recorder(http.server.BaseHTTPRequestHandler):
-    """Another local service: serves a page and records the Cookie header of every request it gets."""
-
-    cookies: list[str] = []
-
-    def do_GET(self) -> None:
-        Recorder.cookies.append(self.headers.get("Cookie") or "")
-        body = b"<!doctype html><title>another local service</title>"
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
-@pytest.fixture
-def other_service() -> Iterator[str]:
-    Recorder.cookies = []
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), Recorder)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-
-
 def test_another_local_port_gets_neither_the_token_nor_a_way_to_act(
-    browser: Any, admin_ui: RunningUi, other_service: str, kube: Kube, namespace: str
+    browser: Any, admin_ui: RunningUi, other_origin: str, kube: Kube, namespace: str
 ) -> None:
     create_job(kube, namespace, job_manifest("guarded", complete_after=None))
     wait_phase(kube, namespace, "guarded", "Running")
@@ -66,8 +35,8 @@ def test_another_local_port_gets_neither_the_token_nor_a_way_to_act(
         expect(ui.locator(f'tr[data-job="{namespace}/guarded"]')).to_have_count(1)
 
         other = context.new_page()
-        other.goto(f"{other_service}/")
-        assert Recorder.cookies and not any(admin_ui.token in cookie for cookie in Recorder.cookies)
+        other.goto(f"{other_origin}/")
+        assert OtherOrigin.cookies and not any(admin_ui.token in cookie for cookie in OtherOrigin.cookies)
         assert all(admin_ui.token not in cookie["value"] for cookie in context.cookies())
         assert other.evaluate("() => sessionStorage.length + localStorage.length") == 0
         # The other origin's page may send requests to the UI, but it has no token to send with them.

@@ -4,6 +4,7 @@ a restricted user's kubeconfig, and a worker 0 that reports progress to the real
 from __future__ import annotations
 
 import asyncio
+import http.server
 import json
 import os
 import secrets
@@ -11,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -202,3 +204,34 @@ def wait_for_job(kube: Kube, namespace: str, name: str, check: Any, what: str, t
     from tests.jobs import get_job
 
     wait_until(lambda: check(get_job(kube, namespace, name)), timeout, what)
+
+
+class OtherOrigin(http.server.BaseHTTPRequestHandler):
+    """Another local service (another port: another origin, but the same site): serves the pages it is given and
+    records the Cookie header of every request it gets."""
+
+    pages: dict[str, str] = {}
+    cookies: list[str] = []
+
+    def do_GET(self) -> None:
+        OtherOrigin.cookies.append(self.headers.get("Cookie") or "")
+        body = OtherOrigin.pages.get(self.path, "<!doctype html><title>another local service</title>").encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def other_origin() -> Iterator[str]:
+    """The base URL of a fresh OtherOrigin on a free local port."""
+    OtherOrigin.pages, OtherOrigin.cookies = {}, []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), OtherOrigin)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
