@@ -21,7 +21,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.integration.test_progress_endpoint import pod_token, post, worker_ca
-from tests.integration.ui_support import UI_TIMEOUT_MS, OtherOrigin, RunningUi
+from tests.integration.ui_support import UI_TIMEOUT_MS, OtherOrigin, RunningUi, process_node_job
 from tests.jobs import SIM, create_job, get_job, job_manifest, wait_phase
 from tests.kube import Kube, wait_until
 from tests.operator_harness import RunningOperator
@@ -138,6 +138,20 @@ def test_hostile_strings_are_shown_as_text_and_never_run(
     page.goto(f"{admin_ui.base}/#/jobs/{namespace}/blocked")
     expect(page.get_by_test_id("conditions-table")).to_contain_text(PAYLOAD, timeout=UI_TIMEOUT_MS)
     expect(page.get_by_test_id("summary")).to_contain_text(PAYLOAD)  # status.message
+    assert_nothing_ran(page, dialogs)
+
+
+def test_a_hostile_log_line_is_shown_as_text(
+    hostile_page: tuple[Any, list[str]], admin_ui: RunningUi, kube: Kube, namespace: str
+) -> None:
+    """A worker's own output, streamed from a worker that really runs (kwok serves no logs)."""
+    page, dialogs = hostile_page
+    script = f"import time\nprint({PAYLOAD!r}, flush=True)\ntime.sleep(600)\n"
+    create_job(kube, namespace, process_node_job(kube, "printer", script))
+    wait_phase(kube, namespace, "printer", "Running", timeout=120)
+    page.goto(f"{admin_ui.base}/#/jobs/{namespace}/printer")
+    page.get_by_test_id("log-show").click()
+    expect(page.get_by_test_id("log-output")).to_contain_text(PAYLOAD, timeout=UI_TIMEOUT_MS)
     assert_nothing_ran(page, dialogs)
 
 

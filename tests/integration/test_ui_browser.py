@@ -14,7 +14,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 from playwright.sync_api import expect
 
-from tests.integration.ui_support import UI_TIMEOUT_MS, RunningUi, Worker0, screenshot
+from tests.integration.ui_support import UI_TIMEOUT_MS, RunningUi, Worker0, process_node_job, screenshot
 from tests.jobs import create_job, job_manifest, wait_phase
 from tests.kube import Kube
 
@@ -121,32 +121,13 @@ def test_log_view_shows_why_the_api_server_has_no_log(
     expect(error).to_contain_text(json.loads(body)["message"])
 
 
-PROCESS_NODE_LABEL = "ml.example.com/node-runtime"  # the local process node's label and taint (issue 11)
 LOG_SCRIPT = "import time\nfor i in range(1, 11):\n    print(f'line-{i}', flush=True)\n    time.sleep(1)\n"
 
 
 def test_log_view_streams_a_real_workers_log(page: Any, admin_ui: RunningUi, kube: Kube, namespace: str) -> None:
     """Live log streaming of a worker that really runs on a local process node: lines appear while the worker is
     still writing them. Runs once the cluster has process nodes (`tj cluster up --local-nodes`, issue 11)."""
-    if not kube.core.list_node(label_selector=f"{PROCESS_NODE_LABEL}=process").items:
-        pytest.skip("no local process node in this cluster (pods that really run, issue 11): kwok serves no logs")
-    scheduling = {
-        "nodeSelector": {PROCESS_NODE_LABEL: "process"},
-        "tolerations": [{"key": PROCESS_NODE_LABEL, "operator": "Equal", "value": "process", "effect": "NoSchedule"}],
-    }
-    command = ["python3", "-u", "-c", LOG_SCRIPT]
-    # The stdlib image runs as root; the operator's restricted default (runAsNonRoot) needs a user.
-    security = {
-        "allowPrivilegeEscalation": False,
-        "capabilities": {"drop": ["ALL"]},
-        "runAsNonRoot": True,
-        "runAsUser": 1000,
-        "seccompProfile": {"type": "RuntimeDefault"},
-    }
-    manifest = job_manifest(
-        "realog", complete_after=None, image="python:3.11-slim", command=command, securityContext=security
-    )
-    manifest["spec"]["scheduling"] = scheduling
+    manifest = process_node_job(kube, "realog", LOG_SCRIPT)
     create_job(kube, namespace, manifest)
     wait_phase(kube, namespace, "realog", "Running", timeout=120)
     page.goto(f"{admin_ui.base}/#/jobs/{namespace}/realog")

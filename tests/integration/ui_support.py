@@ -200,6 +200,22 @@ class Worker0:
         self._directory.cleanup()
 
 
+def process_node_job(kube: Kube, name: str, script: str) -> dict[str, Any]:
+    """A TrainingJob whose one worker really runs `script` on a local process node (kwok serves no logs), as uid
+    1000 under PodSecurity `restricted`; skips the test when the cluster has no such node (issue 11)."""
+    from tests.jobs import job_manifest
+    from tests.local_node import LOCAL_NODE_SELECTOR, LOCAL_NODE_TOLERATION, RESTRICTED_CONTAINER, STDLIB_IMAGE
+
+    if not kube.core.list_node(label_selector=",".join(f"{k}={v}" for k, v in LOCAL_NODE_SELECTOR.items())).items:
+        pytest.skip("no local process node in this cluster (pods that really run, issue 11): kwok serves no logs")
+    command = ["python3", "-u", "-c", script]
+    manifest = job_manifest(
+        name, complete_after=None, image=STDLIB_IMAGE, command=command, securityContext=dict(RESTRICTED_CONTAINER)
+    )
+    manifest["spec"]["scheduling"] = {"nodeSelector": LOCAL_NODE_SELECTOR, "tolerations": [LOCAL_NODE_TOLERATION]}
+    return manifest
+
+
 def wait_for_job(kube: Kube, namespace: str, name: str, check: Any, what: str, timeout: float = 60) -> None:
     from tests.jobs import get_job
 
