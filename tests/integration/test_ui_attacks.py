@@ -140,6 +140,18 @@ def test_hostile_strings_are_shown_as_text_and_never_run(
     expect(page.get_by_test_id("summary")).to_contain_text(PAYLOAD)  # status.message
     assert_nothing_ran(page, dialogs)
 
+    # A refusal echoes what was submitted: the API server's (a name that is markup) and the UI server's (a kind).
+    named = job_manifest("x") | {"metadata": {"name": PAYLOAD, "namespace": namespace}}
+    for manifest, error in ((named, "422 Invalid"), ({"apiVersion": named["apiVersion"], "kind": PAYLOAD}, "400")):
+        page.goto(f"{admin_ui.base}/#/submit")
+        page.get_by_test_id("yaml").fill(json.dumps(manifest))
+        page.get_by_test_id("submit-yaml").click()
+        expect(page.get_by_test_id("confirm-dialog")).to_be_visible()
+        page.get_by_test_id("confirm-ok").click()
+        expect(page.get_by_test_id("action-error")).to_contain_text(error)
+        expect(page.get_by_test_id("action-error")).to_contain_text(PAYLOAD)
+    assert_nothing_ran(page, dialogs)
+
 
 def test_a_hostile_log_line_is_shown_as_text(
     hostile_page: tuple[Any, list[str]], admin_ui: RunningUi, kube: Kube, namespace: str
