@@ -167,6 +167,33 @@ def test_a_hostile_log_line_is_shown_as_text(
     assert_nothing_ran(page, dialogs)
 
 
+def test_the_csp_stops_markup_that_got_into_the_page(browser: Any, admin_ui: RunningUi) -> None:
+    """The second wall, in the browser: were a bug to put markup into the page (done here by the page itself), its
+    inline handler and inline script are blocked and reported, not run."""
+    context = browser.new_context()
+    context.add_init_script(WATCH)
+    try:
+        page = context.new_page()
+        page.set_default_timeout(UI_TIMEOUT_MS)
+        dialogs = traps(page)
+        page.goto(admin_ui.login_url)
+        expect(page.get_by_test_id("identity")).to_contain_text("acting as")
+        page.evaluate(
+            """(markup) => {
+                document.getElementById("main").insertAdjacentHTML("beforeend", markup);
+                const script = document.createElement("script");
+                script.textContent = "window.__pwned = 3";
+                document.body.append(script);
+            }""",
+            PAYLOAD,
+        )
+        page.wait_for_function("() => window.__violations.length >= 2")
+        assert dialogs == [] and page.evaluate("window.__pwned") == 0
+        assert set(page.evaluate("window.__violations")) <= {"script-src-attr", "script-src-elem"}
+    finally:
+        context.close()
+
+
 # Run in the other origin's page: every way a script there can send a changing request to the UI, with the real
 # token (the worst case: it leaked) and without. Each answer is what the script gets to see.
 CROSS_SITE = """async ([job, token]) => {
@@ -276,6 +303,8 @@ def test_every_answer_forbids_framing_and_sniffing(admin_ui: RunningUi, namespac
         ("PUT", "/api/whoami", {**token, "X-TJ-UI": "1"}, 405),
         ("POST", f"/api/namespaces/{namespace}/trainingjobs/x/suspend", token, 403),
         ("GET", "/", {"Host": "attacker.example"}, 421),
+        ("GET", "/static/..%2fserver.py", {}, 404),  # no way out of the static directory
+        ("GET", "/static/%2e%2e/server.py", {}, 404),
         ("OPTIONS", "/api/whoami", PREFLIGHT, 401),  # a preflight: granted nothing, so nothing follows it
     ]
     for method, path, headers, expected in tries:
