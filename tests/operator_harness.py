@@ -112,11 +112,13 @@ def start_operator(
     progress_port: int = 0,
     webhook_port: int = 0,
     cluster: str | None = None,
+    wait: bool = True,
 ) -> RunningOperator:
     """The operator with its webhooks on 127.0.0.1 (the API server calls them there) and its progress endpoint
     where both the tests (playing workers) and real workers on the local process nodes reach it: the pod network's
     gateway, an address of this machine too (127.0.0.1 when the cluster has no pod network). `cluster`: the local
-    cluster whose API server calls its webhooks, when it is not the session's."""
+    cluster whose API server calls its webhooks, when it is not the session's. `wait`: return once `/healthz`
+    answers (False: at once, e.g. while the API server is down, as a kubelet restarts a container)."""
     progress_host = progress_address()
     port = free_port()
     health_url = f"http://127.0.0.1:{port}/healthz"
@@ -136,7 +138,7 @@ def start_operator(
     running = RunningOperator(
         process, log_path, kubeconfig, health_url, progress_port, metrics_port, webhook_port, progress_host, extra_args
     )
-    return wait_healthy(running)
+    return wait_healthy(running) if wait else running
 
 
 def operator_arguments(

@@ -7,10 +7,24 @@ leader and log a multi-line 404 every retry; this says what is missing in one li
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
 
+import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
+
+from trainingjob.kube.backoff import doubling, jittered
+from trainingjob.operator.runtime.leader import one_line
+
+logger = logging.getLogger(__name__)
+READY_TIMEOUT = 5.0  # one /readyz request
+# 1 s doubling to 5 s: a starting replica notices the API server back within seconds; one small GET per 5 s is cheap.
+READY_BACKOFF_MAX = 5.0
+FORBIDDEN_GRACE = 30.0  # /readyz refused (401/403): an API server whose RBAC caches sync, or a cluster hiding it
 
 SETUP_HINT = "apply deploy/ (kubectl apply -k deploy/), or run with --leader-election-namespace NS of an existing one"
 
@@ -58,3 +72,52 @@ async def check_operator_namespace(api: client.ApiClient, namespace: str, lease_
         problem = explain(error, namespace, "Lease" if lease_name is not None else "Secret")
         if problem is not None:
             raise problem from None
+
+
+def api_server_not_ready(error: BaseException) -> str | None:
+    """Why the API server is not ready yet, from the failure of a request to its /readyz (None: not a sign of it)."""
+    if isinstance(error, ApiException):
+        return one_line(error) if error.status in (401, 403, 429) or error.status >= 500 else None
+    if isinstance(error, TimeoutError):
+        return f"no answer within {READY_TIMEOUT:.0f}s"
+    if isinstance(error, (OSError, aiohttp.ClientError)):
+        return str(error) or type(error).__name__
+    return None
+
+
+async def wait_for_api_server(
+    api: client.ApiClient,
+    sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> None:
+    """Return once the API server's /readyz answers 200, waiting out connection errors, timeouts, 429 and 5xx (1 s
+    doubling to 5 s, ±20 %), one warning line each; 401 and 403 for FORBIDDEN_GRACE at most.
+
+    A replica that lost its Lease in an API server outage exits, and the kubelet starts it again at once, while the
+    API server is still down: without this wait its first request (the preflight) ended the new process with a
+    traceback, and every further restart waited longer in CrashLoopBackOff (tests/integration/test_leader_outage.py).
+    Just after the API server starts, it refuses everyone's requests with 403 until its RBAC caches sync, which the
+    preflight read as a missing Role and exited 1; /readyz is readable by every authenticated user
+    (system:public-info-viewer), so a 403 there means the same. A cluster that hides /readyz costs FORBIDDEN_GRACE,
+    then the preflight's own request says what is missing.
+    """
+    failures, forbidden_since = 0, None
+    while True:
+        try:
+            response = await api.call_api(
+                "/readyz", "GET", auth_settings=["BearerToken"], _preload_content=False, _request_timeout=READY_TIMEOUT
+            )
+            await response.read()
+            return
+        except Exception as error:
+            problem = api_server_not_ready(error)
+            if problem is None:
+                return
+            if isinstance(error, ApiException) and error.status in (401, 403):
+                forbidden_since = clock() if forbidden_since is None else forbidden_since
+                if clock() - forbidden_since >= FORBIDDEN_GRACE:
+                    return
+        failures += 1
+        delay = jittered(doubling(1.0, READY_BACKOFF_MAX, failures))
+        logger.warning("the API server is not ready (%s); retrying in %.1fs", problem, delay)
+        await sleep(delay)

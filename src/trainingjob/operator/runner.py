@@ -13,7 +13,7 @@ from kubernetes_asyncio import config as k8s_config
 
 from trainingjob.config import OperatorSettings
 from trainingjob.operator.logs import configure as configure_logging
-from trainingjob.operator.preflight import PreflightError, check_operator_namespace
+from trainingjob.operator.preflight import PreflightError, check_operator_namespace, wait_for_api_server
 from trainingjob.operator.process import ProcessOptions, Startup, run
 from trainingjob.scheduling.discovery import api_client_fetch, served_gang_apis
 from trainingjob.user_agent import OPERATOR, named
@@ -65,6 +65,7 @@ async def main(options: ProcessOptions) -> None:
         await k8s_config.load_kube_config()
     config = options.config
     async with named(client.ApiClient(), OPERATOR) as api:
+        await wait_for_api_server(api)
         if config.lease_namespace is not None or options.settings.progress_port:
             lease = config.lease_name if config.lease_namespace is not None else None
             await check_operator_namespace(api, options.settings.operator_namespace, lease)
