@@ -33,6 +33,8 @@ pytestmark = pytest.mark.integration
 # a script element, and an element the page never makes (found in the DOM = parsed). No double quote or backslash,
 # so JSON shows it unchanged.
 PAYLOAD = "<img src=x onerror=window.__pwned=1;alert(1)><script>window.__pwned=2;alert(2)</script><b data-pwned=1>b</b>"
+# Text that would end the UI server's event-stream record and start one of its own, were it written raw.
+SSE_BREAK = "\n\nevent: {}\ndata: {{}}\n\n"
 WATCH = """
 window.__pwned = 0;
 window.__violations = [];
@@ -74,7 +76,7 @@ def hostile_page(browser: Any, admin_ui: RunningUi) -> Iterator[tuple[Any, list[
     context.close()
 
 
-def hostile_event(kube: Kube, namespace: str, job: dict[str, Any]) -> None:
+def hostile_event(kube: Kube, namespace: str, job: dict[str, Any], message: str) -> None:
     """A core Event on the job, as any controller (or a tenant allowed to create Events) can write one."""
     meta = job["metadata"]
     involved = {"apiVersion": k.API_VERSION, "kind": k.KIND, "name": meta["name"], "namespace": namespace}
@@ -83,7 +85,7 @@ def hostile_event(kube: Kube, namespace: str, job: dict[str, Any]) -> None:
         "involvedObject": {**involved, "uid": meta["uid"]},
         "type": "Warning",
         "reason": "Hostile",
-        "message": PAYLOAD,
+        "message": message,
         "source": {"component": "attacker"},
         "count": 1,
     }
@@ -109,7 +111,8 @@ def test_hostile_strings_are_shown_as_text_and_never_run(
     blocked["spec"]["podAnnotations"][f"{SIM}/waiting-message"] = PAYLOAD
     create_job(kube, namespace, blocked)
     wait_phase(kube, namespace, "hostile", "Running")
-    hostile_event(kube, namespace, job)
+    hostile_event(kube, namespace, job, PAYLOAD)
+    hostile_event(kube, namespace, job, f"before{SSE_BREAK.format('deleted')}after")
 
     # Worker 0 through the real progress endpoint: metric names that are markup are refused (the name pattern), a
     # string value too; a checkpoint path is free text (no control characters) and is stored as it came.
@@ -124,6 +127,8 @@ def test_hostile_strings_are_shown_as_text_and_never_run(
     page.goto(f"{admin_ui.base}/#/jobs/{namespace}/hostile")
     expect(page.get_by_test_id("checkpoints-table")).to_contain_text(PAYLOAD, timeout=UI_TIMEOUT_MS)
     expect(page.get_by_test_id("events-table")).to_contain_text(PAYLOAD, timeout=UI_TIMEOUT_MS)
+    expect(page.get_by_test_id("events-table")).to_contain_text("event: deleted")
+    expect(page.get_by_test_id("gone")).to_have_count(0)  # the message did not end the page's event stream
     expect(page.get_by_test_id("spec")).to_contain_text(f'"note": "{PAYLOAD}"')
     expect(page.get_by_test_id("spec")).to_contain_text(f'"example.com/note": "{PAYLOAD}"')
     expect(page.get_by_test_id("summary")).to_contain_text("loss=0.5")
@@ -158,12 +163,15 @@ def test_a_hostile_log_line_is_shown_as_text(
 ) -> None:
     """A worker's own output, streamed from a worker that really runs (kwok serves no logs)."""
     page, dialogs = hostile_page
-    script = f"import time\nprint({PAYLOAD!r}, flush=True)\ntime.sleep(600)\n"
+    lines = [PAYLOAD, SSE_BREAK.format("end"), "after the break"]
+    script = f"import time\nprint({chr(10).join(lines)!r}, flush=True)\ntime.sleep(600)\n"
     create_job(kube, namespace, process_node_job(kube, "printer", script))
     wait_phase(kube, namespace, "printer", "Running", timeout=120)
     page.goto(f"{admin_ui.base}/#/jobs/{namespace}/printer")
     page.get_by_test_id("log-show").click()
     expect(page.get_by_test_id("log-output")).to_contain_text(PAYLOAD, timeout=UI_TIMEOUT_MS)
+    expect(page.get_by_test_id("log-output")).to_contain_text("after the break")
+    expect(page.get_by_test_id("log-state")).to_have_text("streaming the log of printer-worker-0…")  # not ended
     assert_nothing_ran(page, dialogs)
 
 
