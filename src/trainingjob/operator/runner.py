@@ -12,6 +12,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio import config as k8s_config
 
 from trainingjob.config import OperatorSettings
+from trainingjob.kube.tls_buffers import size_tls_read_buffers
 from trainingjob.operator.logs import configure as configure_logging
 from trainingjob.operator.preflight import PreflightError, check_operator_namespace, wait_for_api_server
 from trainingjob.operator.process import ProcessOptions, Startup, run
@@ -32,6 +33,7 @@ def run_operator(settings: OperatorSettings) -> None:
     """Block until the operator is stopped (SIGINT/SIGTERM); exit 1 with one line if it could not run."""
     configure_logging(settings.log_format, getattr(logging, settings.log_level.upper()))
     options = ProcessOptions(settings.resolved(), in_cluster=in_cluster(), webhooks=webhook_settings(settings))
+    size_tls_read_buffers()  # before the first connection: each gets its buffer when it opens
     try:
         asyncio.run(main(options))
     except (PreflightError, Startup) as error:
