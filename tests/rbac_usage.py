@@ -151,8 +151,12 @@ def watch_grants() -> set[Grant]:
     from trainingjob.operator.trainingsweep.watches import REGISTRATION as SWEEPS
     from trainingjob.webhooks.upkeep import WATCHED as WEBHOOK_OBJECTS  # by name (deploy/rbac/webhooks.yaml)
 
-    resources = [w.resource for w in all_watches([registration(kueue=True), MODELS, SWEEPS, KUEUE])]
-    return {(r.group, r.plural, verb) for r in [*resources, *WEBHOOK_OBJECTS] for verb in WATCH_VERBS}
+    watches = all_watches([registration(kueue=True), MODELS, SWEEPS, KUEUE])
+    resources = [w.resource for w in watches]
+    # A gated watch waits on a watch of its resource's CRD, by name (kube/crd_gate.py).
+    gates = {("apiextensions.k8s.io", "customresourcedefinitions", verb) for w in watches if w.gated
+             for verb in ("list", "watch")}  # fmt: skip
+    return gates | {(r.group, r.plural, verb) for r in [*resources, *WEBHOOK_OBJECTS] for verb in WATCH_VERBS}
 
 
 def used_by_code() -> set[Grant]:

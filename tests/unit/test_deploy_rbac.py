@@ -131,7 +131,8 @@ OVERLAY_CLUSTER_ROLES = {
         ("kueue.x-k8s.io", resource, verb)
         for resource in ("resourceflavors", "workloadpriorityclasses")
         for verb in ("get", "list", "watch")
-    },
+    }
+    | {("apiextensions.k8s.io", "customresourcedefinitions", verb) for verb in ("list", "watch")},
 }
 
 

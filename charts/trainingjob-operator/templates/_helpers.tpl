@@ -120,6 +120,10 @@ deploy/overlays/namespaced repeats per namespace): used by the ClusterRole and b
 - apiGroups: ["kueue.x-k8s.io"]
   resources: ["resourceflavors", "workloadpriorityclasses"]
   verbs: ["get", "list", "watch"]
+- apiGroups: ["apiextensions.k8s.io"]
+  resources: ["customresourcedefinitions"]
+  resourceNames: ["workloads.kueue.x-k8s.io", "resourceflavors.kueue.x-k8s.io", "workloadpriorityclasses.kueue.x-k8s.io"]
+  verbs: ["list", "watch"]
 {{- end }}
 
 {{/* The cluster-scoped reviews: TokenReview (progress endpoint) and SubjectAccessReview (admission). */}}

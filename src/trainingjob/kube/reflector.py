@@ -25,7 +25,7 @@ import gc
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import aclosing, contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -128,6 +128,7 @@ class Reflector:
         clock: Callable[[], float] = time.monotonic,
         on_failure: Callable[[Exception, float], None] | None = None,
         not_served_is_empty: bool = False,
+        until_served: Callable[[], Awaitable[bool]] | None = None,
     ) -> None:
         self.transport = transport
         self.path = path
@@ -139,6 +140,8 @@ class Reflector:
         self.clock = clock
         self.on_failure = on_failure or self.log_failure
         self.not_served_is_empty = not_served_is_empty
+        # After a 404: wait until the resource may be served (kube/crd_gate.py); True: list again at once.
+        self.until_served = until_served
         self.synced = asyncio.Event()
         self.last_contact = clock()
         self.backing_off = False  # asleep between a failed request and the next, on purpose
@@ -166,9 +169,33 @@ class Reflector:
                 delay = watch_backoff(self.failures)
                 if self.not_served_is_empty and isinstance(error, ApiException) and error.status == 404:
                     self.not_served()
+                    if await self.wait_until_served():
+                        continue
                 else:
                     self.on_failure(error, delay)
                 await self.back_off(delay)
+
+    async def wait_until_served(self) -> bool:
+        """Wait on `until_served` (not a stall: it counts as a backoff); True when the resource may be served now.
+        A gate refused for good (403: no grant to watch its CRD) is dropped, and the backoff polls as before."""
+        if self.until_served is None:
+            return False
+        self.backing_off = True
+        try:
+            return await self.until_served()
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            if isinstance(error, ApiException) and error.status == 403:
+                logger.warning("%s: cannot watch its CRD (%s); listing it now and then instead", self.name,
+                               describe(error))  # fmt: skip
+                self.until_served = None
+            else:
+                self.on_failure(error, 0.0)
+            return False
+        finally:
+            self.backing_off = False
+            self.last_contact = max(self.last_contact, self.clock())
 
     async def back_off(self, delay: float) -> None:
         """Sleep `delay` seconds; the silence that counts (silent_seconds) starts again when the sleep ends."""

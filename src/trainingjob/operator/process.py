@@ -164,8 +164,8 @@ async def _serve(
     if given.progress_port:
         material = await ensure_tls(api, given.operator_namespace, SERVICE_NAME, url_ips(config.progress_url))
         config = dataclasses.replace(config, progress_ca_pem=material.ca_pem)
-    # Kueue's objects are always watched: without Kueue their informers find nothing and list again now and then,
-    # so Kueue installed later is used without a restart (and queued jobs say Kueue is missing meanwhile).
+    # Kueue's objects are always watched: without Kueue their informers find nothing and wait on a watch of Kueue's
+    # CRDs, so Kueue installed later is used without a restart (and queued jobs say Kueue is missing meanwhile).
     job_registration = registration(watched(options.gang_apis), kueue=True)
     registrations = (job_registration, MODELS, SWEEPS, KUEUE_REGISTRATION)
     caches = Caches(

@@ -2,8 +2,9 @@
 ResourceFlavors and WorkloadPriorityClasses (by name, lookups only: a few objects per cluster).
 
 The Workloads carry our labels (builders/common.child_metadata), so one label selector finds them all. Always
-watched: on a cluster without Kueue the listings answer 404, which counts as empty and is listed again with the
-reflector's backoff (up to 30 s), so Kueue installed later is seen without a restart (Caches.serves says when).
+watched: on a cluster without Kueue the listings answer 404, which counts as empty, and each informer then waits on
+a watch of its CRD by name (kube/crd_gate.py) instead of listing again every 30 s, so Kueue installed later is seen
+at once, without a restart (Caches.serves says when).
 """
 
 from __future__ import annotations
@@ -47,9 +48,9 @@ def priority_class(body: Mapping[str, Any]) -> Entry:
 
 
 KUEUE_WATCHES: tuple[Watch, ...] = (
-    Watch(WORKLOADS, MANAGED, {JOB_WORKLOADS: job_workload}),
-    Watch(RESOURCE_FLAVORS, "", {FLAVORS: flavor}, cluster_scoped=True),
-    Watch(PRIORITY_CLASSES, "", {PRIORITIES: priority_class}, cluster_scoped=True),
+    Watch(WORKLOADS, MANAGED, {JOB_WORKLOADS: job_workload}, gated=True),
+    Watch(RESOURCE_FLAVORS, "", {FLAVORS: flavor}, cluster_scoped=True, gated=True),
+    Watch(PRIORITY_CLASSES, "", {PRIORITIES: priority_class}, cluster_scoped=True, gated=True),
 )
 
 # For: the jobs (the TrainingJob controller's informer and index, shared). Owns: their Workloads.

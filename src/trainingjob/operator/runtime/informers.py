@@ -8,10 +8,12 @@ job or model keys by `on_change`.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from trainingjob.kube.crd_gate import wait_served
 from trainingjob.kube.reflector import ApiClientTransport, Reflector, Resource
 from trainingjob.operator.runtime.store import Index, IndexFunction, ResourceStore, Touched
 
@@ -27,6 +29,10 @@ class Watch:
     departures: Mapping[str, IndexFunction] = field(default_factory=dict)
     # A cluster-scoped resource has one informer, whatever namespaces the operator watches.
     cluster_scoped: bool = False
+    # Not served (404), the informer waits on a watch of the resource's CRD instead of listing again with the
+    # backoff (kube/crd_gate.py): for resources an optional component serves (Kueue). RBAC: list and watch of
+    # that CRD, by name.
+    gated: bool = False
 
 
 def merged(watches: Iterable[Watch]) -> tuple[Watch, ...]:
@@ -47,6 +53,7 @@ def merged(watches: Iterable[Watch]) -> tuple[Watch, ...]:
             {**known.indexes, **watch.indexes},
             {**known.departures, **watch.departures},
             watch.cluster_scoped,
+            watch.gated or known.gated,
         )
     return tuple(by_source.values())
 
@@ -81,6 +88,7 @@ class Caches:
                         watch_timeout=watch_timeout,
                         clock=clock,
                         not_served_is_empty=True,
+                        until_served=functools.partial(wait_served, transport, watch.resource) if watch.gated else None,
                     )
                 )
         self.tasks: list[asyncio.Task] = []
