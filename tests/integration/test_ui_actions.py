@@ -269,7 +269,17 @@ def test_rbac_denied_action_is_shown_with_the_api_servers_words(
         expect(page.get_by_test_id("action-error")).to_contain_text(f'User "{user}" cannot patch resource')
     finally:
         context.close()
-    assert get_job(kube, namespace, "locked")["spec"].get("suspend") in (None, False)
+    # What the page offers no button for here is refused the same way through the UI's API: the UI acts with its
+    # user's credentials, never with more.
+    job, write = f"/api/namespaces/{namespace}/trainingjobs/locked", {"X-TJ-UI": "1"}
+    status, body = ui.request(f"{job}/scale", "POST", write, {"workers": 3})
+    assert status == 403 and f'User "{user}" cannot' in body["message"], (status, body)
+    manifest = json.dumps(job_manifest("smuggled") | {"metadata": {"name": "smuggled", "namespace": namespace}})
+    status, body = ui.request("/api/trainingjobs", "POST", write, {"manifest": manifest})
+    assert status == 403 and f'User "{user}" cannot create' in body["message"], (status, body)
+    assert get_job(kube, namespace, "smuggled") is None
+    locked = get_job(kube, namespace, "locked")
+    assert locked["spec"].get("suspend") in (None, False) and locked["spec"]["workers"] == 1
 
 
 def restricted_token(ui: RunningUi) -> str:
