@@ -226,7 +226,9 @@ async def _serve(
         manager.start()
     else:
         settings = LeaseSettings(config.lease_namespace, config.lease_name, identity=config.lease_identity)
-        elector = LeaderElector(client.CoordinationV1Api(clients.lease), settings)
+        elector = LeaderElector(
+            client.CoordinationV1Api(clients.lease), settings, on_deadline_missed=stop_on_lost_lease
+        )
         election = asyncio.create_task(elector.run(manager.start_leading, stop_on_lost_lease), name="election")
         cleanup.append(elector.release)
         cleanup.append(functools.partial(_cancel, election))

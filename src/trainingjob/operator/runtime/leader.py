@@ -25,6 +25,7 @@ import json
 import logging
 import os
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -34,6 +35,8 @@ from typing import Any
 import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
+
+from trainingjob.operator.runtime.lease_deadline import RenewDeadline
 
 logger = logging.getLogger(__name__)
 
@@ -108,7 +111,10 @@ class LeaderElector:
         coordination: client.CoordinationV1Api,
         settings: LeaseSettings,
         clock: Callable[[], float] = time.monotonic,
+        on_deadline_missed: Callable[[], None] | None = None,
     ) -> None:
+        """`on_deadline_missed` (thread-safe: it is called from a thread) ends leadership at the renew deadline
+        even while the event loop is too busy to notice it (lease_deadline.py); the process's exit."""
         self.coordination = coordination
         self.settings = settings.with_identity()
         self.is_leader = False
@@ -116,6 +122,11 @@ class LeaderElector:
         self._clock = clock
         # The Lease as our last successful write returned it (its resourceVersion), for the optimistic renewal.
         self.held: client.V1Lease | None = None
+        self._on_deadline_missed = on_deadline_missed
+        self._deadline = None
+        if on_deadline_missed is not None:
+            self._deadline = RenewDeadline(settings.renew_deadline, self._missed, clock)
+        self._ended = threading.Lock()  # leadership ends once: on the loop or in the deadline's thread
 
     def _spec(self, now: datetime.datetime, transitions: int, acquired: datetime.datetime) -> client.V1LeaseSpec:
         return client.V1LeaseSpec(
@@ -181,6 +192,7 @@ class LeaderElector:
             started = self._clock()
             if await self._attempt(self.settings.renew_deadline):
                 self.is_leader = True
+                self._renewed(started)
                 logger.info(
                     "became the leader (lease %s/%s, identity %s)",
                     self.settings.namespace,
@@ -192,8 +204,19 @@ class LeaderElector:
                 await asyncio.sleep(self.settings.retry_period)
         await self._renew_until_lost(started)
         self.is_leader = False
-        logger.error("lost the leader lease %s/%s", self.settings.namespace, self.settings.name)
-        on_stopped_leading()
+        if self._ended.acquire(blocking=False):
+            logger.error("lost the leader lease %s/%s", self.settings.namespace, self.settings.name)
+            on_stopped_leading()
+
+    def _renewed(self, started: float) -> None:
+        if self._deadline is not None:
+            self._deadline.renewed(started)
+
+    def _missed(self) -> None:
+        """The deadline's thread: the loop has not recorded a renewal in time (nor noticed that it has not)."""
+        if self._ended.acquire(blocking=False) and self._on_deadline_missed is not None:
+            logger.error("lost the leader lease %s/%s", self.settings.namespace, self.settings.name)
+            self._on_deadline_missed()
 
     async def _renew_until_lost(self, last_renewal: float) -> None:
         """Renew every retry_period; return once no renewal completed within renew_deadline of the last one.
@@ -209,6 +232,7 @@ class LeaderElector:
                 return
             if await self._attempt(deadline - started):
                 last_renewal = started
+                self._renewed(started)
 
     async def _attempt(self, budget: float) -> bool:
         """One acquire or renew, abandoned after `budget` seconds: a hung request must not outlast the deadline."""
@@ -243,3 +267,5 @@ class LeaderElector:
             logger.warning("could not release the lease: %s", getattr(error, "reason", None) or repr(error))
         self.is_leader = False
         self.held = None
+        if self._deadline is not None:
+            self._deadline.stop()
