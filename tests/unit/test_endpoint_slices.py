@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from typing import Any
 
-from tests.unit.fake_api import FakeApiServer, fake_applier
-from tests.unit.test_apply import CONFIG, KEY, NS, FakeClock, job_body, settle
+from tests.unit.test_apply import CONFIG
 from tests.unit.test_planner import NOW, children, make_job, pod
 from trainingjob.api import constants as k
 from trainingjob.api.times import parse_time
@@ -19,8 +17,6 @@ from trainingjob.builders.endpoints import (
     desired_endpoint_slice,
     slice_view,
 )
-from trainingjob.operator.runtime.expectations import WRITTEN_TTL_SECONDS, Expectations
-from trainingjob.operator.trainingjob.reconciler import Reconciler
 from trainingjob.planning.actions import CreateChild, ReplaceChild
 from trainingjob.reconcile.endpoints import PARTIAL_PUBLISH_DELAY, plan_endpoints
 from trainingjob.reconcile.planner import plan
@@ -157,69 +153,6 @@ def test_the_planner_publishes_a_running_gang_and_not_a_finished_job() -> None:
     assert not any(
         getattr(a, "kind", "") == "EndpointSlice" for a in plan(done, children(done, *pods), NOW, CONFIG).actions
     )
-
-
-# --- writes the cache has not shown yet --------------------------------------------------------------------------
-
-
-def test_a_written_slice_stands_in_for_the_cache_until_the_cache_shows_it_or_a_minute_passes() -> None:
-    now = 1000.0
-    memory = Expectations()
-    old = SliceView("s", (Endpoint("h", "10.0.0.1", "p"),), ())
-    new = SliceView("s", (Endpoint("h", "10.0.0.2", "p"),), ())
-    memory.expect_written([new], now)
-    assert memory.overlay([old], now) == [new]
-    now += WRITTEN_TTL_SECONDS + 1
-    assert memory.overlay([old], now) == [old] and memory.written == {}
-    memory.expect_written([new], now)
-    assert memory.overlay([new], now) == [new] and memory.written == {}, "shown by the cache: settled"
-
-
-def test_a_starting_job_writes_its_slice_once_though_the_cache_lags() -> None:
-    async def scenario() -> None:
-        server = FakeApiServer()
-        server.add_job(job_body())
-        reconciler = Reconciler(
-            server.indexes(NS), fake_applier(server), CONFIG, clock=lambda: NOW, monotonic=FakeClock()
-        )
-        await settle(reconciler, server)
-        for index, name in enumerate(sorted(server.pods)):
-            server.pods[name]["status"] = {"phase": "Running", "podIP": f"10.0.0.{index + 1}", "startTime": STARTED}
-        writes = []
-        original = server.create_namespaced_endpoint_slice
-
-        async def counted(namespace: str, body: dict, **kwargs: Any) -> Any:
-            writes.append(body["metadata"]["name"])
-            return await original(namespace, body, **kwargs)
-
-        server.create_namespaced_endpoint_slice = counted  # type: ignore[method-assign]
-        cache_without_slices = server.indexes(NS)
-        for _ in range(3):  # pod events keep coming; the slice's own event has not arrived
-            reconciler.indexes = {
-                **server.indexes(NS),
-                "job_endpoint_slices": cache_without_slices["job_endpoint_slices"],
-            }
-            await reconciler.reconcile(KEY)
-        assert writes == ["job-workers-0"]
-        slice_body = server.endpoint_slices["job-workers-0"]
-        assert [e["addresses"] for e in slice_body["endpoints"]] == [["10.0.0.1"], ["10.0.0.2"]]
-        await settle(reconciler, server, rounds=2)
-        assert writes == ["job-workers-0"] and reconciler.memory[KEY].expectations.written == {}
-
-    asyncio.run(scenario())
-
-
-def test_a_job_that_is_gone_leaves_no_pending_slice_behind() -> None:
-    async def scenario() -> Reconciler:
-        server = FakeApiServer()
-        server.add_job(job_body())
-        reconciler = Reconciler(server.indexes(NS), fake_applier(server), CONFIG, clock=lambda: NOW)
-        reconciler.remembered(KEY).expectations.expect_written([SliceView("s", (), ())], 0.0)
-        server.jobs.clear()
-        await settle(reconciler, server, rounds=1)
-        return reconciler
-
-    assert KEY not in asyncio.run(scenario()).memory
 
 
 def test_a_slice_a_user_edited_is_put_back() -> None:

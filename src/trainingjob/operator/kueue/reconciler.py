@@ -24,6 +24,7 @@ from trainingjob.operator.kueue.decisions import is_queued, job_labels, priority
 from trainingjob.operator.kueue.watches import JOB_WORKLOADS, REGISTRATION, WORKLOADS
 from trainingjob.operator.logs import reconcile_context
 from trainingjob.operator.runtime.controller import Controller
+from trainingjob.operator.runtime.informers import stand_in
 from trainingjob.operator.runtime.store import Indexes, views
 from trainingjob.operator.runtime.writer import Outcome, Writer
 from trainingjob.operator.trainingjob.watches import TRAININGJOB_BODIES, TRAININGJOBS, WORKER_PODS
@@ -97,6 +98,8 @@ class WorkloadReconciler:
 
     async def apply(self, job: TrainingJob, body: dict[str, Any], decision: QueueDecision) -> None:
         namespace = job.namespace
+        if any(not w.uid for w in views(self.indexes, JOB_WORKLOADS, job.key)):
+            return  # one we created, not in the cache yet (a stand-in has no uid to write by): its event comes back
         if decision.delete is not None:
             await self.writer.delete_object(WORKLOADS, namespace, decision.delete.name, decision.delete.uid)
             logger.info("deleted Workload %s (%s)", decision.delete.name, "replaced")
@@ -130,4 +133,5 @@ class WorkloadReconciler:
             await self.refused(job, f"Workload {name}: {written.message}")
             self.controller.queue.add_after(job.key, REFUSED_RETRY_SECONDS)
         elif written.outcome is Outcome.DONE:
+            stand_in(self.indexes, REGISTRATION.owns, job.namespace, manifest, created=True)
             logger.info("created Workload %s in LocalQueue %s", manifest["metadata"]["name"], labels[QUEUE_LABEL])

@@ -48,7 +48,9 @@ def priority_class(body: Mapping[str, Any]) -> Entry:
 
 
 KUEUE_WATCHES: tuple[Watch, ...] = (
-    Watch(WORKLOADS, MANAGED, {JOB_WORKLOADS: job_workload}, gated=True),
+    # A Workload created stands in for the cached one until its event arrives (Watch.stands_in): a job planned in
+    # between (its status write echoing back) would create it again and meet AlreadyExists.
+    Watch(WORKLOADS, MANAGED, {JOB_WORKLOADS: job_workload}, gated=True, stands_in=True),
     Watch(RESOURCE_FLAVORS, "", {FLAVORS: flavor}, cluster_scoped=True, gated=True),
     Watch(PRIORITY_CLASSES, "", {PRIORITIES: priority_class}, cluster_scoped=True, gated=True),
 )

@@ -58,10 +58,14 @@ REGISTRATION = Registration(
     LLMMODEL_BODIES,
     owns=(
         Watch(LLMMODELS, "", {LLMMODEL_BODIES: llmmodel_body, MODELS_BY_SOURCE: model_by_source}),
-        Watch(Resource("apps", "v1", "deployments"), MODEL_CHILDREN, {MODEL_DEPLOYMENTS: model_child("Deployment")}),
-        Watch(Resource("", "v1", "services"), MANAGED, {MODEL_SERVICES: model_child("Service")}),
         Watch(
-            Resource("autoscaling", "v2", "horizontalpodautoscalers"),
+            Resource("apps", "v1", "deployments", "Deployment"),
+            MODEL_CHILDREN,
+            {MODEL_DEPLOYMENTS: model_child("Deployment")},
+        ),
+        Watch(Resource("", "v1", "services", "Service"), MANAGED, {MODEL_SERVICES: model_child("Service")}),
+        Watch(
+            Resource("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler"),
             MODEL_CHILDREN,
             {MODEL_AUTOSCALERS: model_child("HorizontalPodAutoscaler")},
         ),

@@ -4,9 +4,9 @@ yet, so that a plan made from a lagging cache neither writes it again nor waits 
 - A child created is expected by name until the watch shows it (`seen`, called from the informer's index as the
   event arrives) or a plan finds it in the cache.
 - A child deleted is expected gone by uid until the cache shows it deleting or gone.
-- A view written (an EndpointSlice) stands in for the cached one until the cache shows exactly it, or for at most
-  WRITTEN_TTL_SECONDS (after which a slice someone else changed is put right again): during a job's start every
-  pod event brings a plan, and one made before the slice watch delivered the last write would write it again.
+Children whose views hold only what the controller writes (Services, ConfigMaps, EndpointSlices, Workloads) need
+no expectation of their own: what was written stands in for the cached view in the index itself until the cache
+shows it (store.Index, informers.stand_in; Watch.stands_in says which).
 Creations and deletions expire after client-go's ExpectationsTimeout (5 minutes), so an event that never comes
 (a pod created and deleted again while the watch was cut) cannot pin one for longer.
 
@@ -19,11 +19,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 # client-go's ExpectationsTimeout: how long a write may go unseen before the cache is trusted again.
 EXPECTATION_TTL_SECONDS = 300.0
-WRITTEN_TTL_SECONDS = 60.0
 
 
 def pending(
@@ -44,11 +42,10 @@ def pending(
 
 @dataclass(slots=True)
 class Expectations:
-    """One object's expectations; empty, it costs three empty dicts."""
+    """One object's expectations; empty, it costs two empty dicts."""
 
     created: dict[str, float] = field(default_factory=dict)  # child name -> when created
     deleted: dict[str, float] = field(default_factory=dict)  # child uid -> when deleted
-    written: dict[str, tuple[Any, float]] = field(default_factory=dict)  # view name -> (view, when written)
 
     def expect_created(self, names: Iterable[str], now: float) -> None:
         self.created.update(dict.fromkeys(names, now))
@@ -67,17 +64,3 @@ class Expectations:
     def pending_deletions(self, deleting: set[str], present: set[str], now: float) -> set[str]:
         """uids deleted that the cache still shows alive (not yet deleting, and not gone)."""
         return pending(self.deleted, deleting, now, present)
-
-    def expect_written(self, views: Iterable[Any], now: float) -> None:
-        for view in views:
-            self.written[view.name] = (view, now)
-
-    def overlay(self, cached: Iterable[Any], now: float) -> list[Any]:
-        """The cached views, with our writes the cache has not caught up with in their place."""
-        seen = {view.name: view for view in cached}
-        for name, (view, at) in list(self.written.items()):
-            if seen.get(name) == view or now - at > WRITTEN_TTL_SECONDS:
-                del self.written[name]
-            else:
-                seen[name] = view
-        return list(seen.values())

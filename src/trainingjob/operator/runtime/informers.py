@@ -8,14 +8,16 @@ job or model keys by `on_change`.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from trainingjob.kube.crd_gate import wait_served
-from trainingjob.kube.reflector import ApiClientTransport, Reflector, Resource
-from trainingjob.operator.runtime.store import Index, IndexFunction, ResourceStore, Touched
+from trainingjob.kube.reflector import ApiClientTransport, Reflector, Resource, object_key
+from trainingjob.operator.runtime.store import Index, Indexes, IndexFunction, ResourceStore, Touched
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,37 @@ class Watch:
     # backoff (kube/crd_gate.py): for resources an optional component serves (Kueue). RBAC: list and watch of
     # that CRD, by name.
     gated: bool = False
+    # What its controller writes of these objects stands in for the cached views until the cache shows it
+    # (store.Index, stand_in below): for objects whose views hold only what the controller writes (a Service's
+    # ports, a ConfigMap's data, a Workload before Kueue answers), not pods, whose status is the cluster's.
+    stands_in: bool = False
+
+    def selects(self, labels: Mapping[str, str]) -> bool:
+        """Whether the watch's label selector (equality terms, "k=v,k2=v2", as the operator writes them) takes an
+        object with these labels: one it would not list must not stand in, no event would settle it."""
+        terms = [term.split("=", 1) for term in self.label_selector.split(",") if term]
+        return all(len(term) == 2 and labels.get(term[0]) == term[1] for term in terms)
+
+
+def stand_in(
+    indexes: Indexes, watches: Iterable[Watch], namespace: str, manifest: Mapping[str, Any], created: bool
+) -> None:
+    """A controller wrote `manifest` (created it, or replaced it whole): file what each index of the watch of its
+    kind would make of it, as a stand-in until the cache shows it (store.Index). Indexes that are not the
+    informers' (a unit test's plain dicts) and watches without `stands_in` take nothing."""
+    metadata = manifest.get("metadata") or {}
+    body = {**manifest, "metadata": {**metadata, "namespace": namespace}}
+    kind, api_version = manifest.get("kind"), manifest.get("apiVersion")
+    for watch in watches:
+        resource = watch.resource
+        if not watch.stands_in or (resource.kind, resource.api_version) != (kind, api_version):
+            continue
+        if not watch.selects(metadata.get("labels") or {}):
+            continue
+        for name, function in watch.indexes.items():
+            index, entry = indexes.get(name), function(body)
+            if isinstance(index, Index) and entry is not None:
+                index.stand_in(entry[0], object_key(body), entry[1], created)
 
 
 def merged(watches: Iterable[Watch]) -> tuple[Watch, ...]:
@@ -47,13 +80,12 @@ def merged(watches: Iterable[Watch]) -> tuple[Watch, ...]:
             continue
         for name in set(known.indexes) & set(watch.indexes):
             assert known.indexes[name] is watch.indexes[name], f"index {name} registered twice, differently"
-        by_source[source] = Watch(
-            watch.resource,
-            watch.label_selector,
-            {**known.indexes, **watch.indexes},
-            {**known.departures, **watch.departures},
-            watch.cluster_scoped,
-            watch.gated or known.gated,
+        by_source[source] = dataclasses.replace(
+            watch,
+            indexes={**known.indexes, **watch.indexes},
+            departures={**known.departures, **watch.departures},
+            gated=watch.gated or known.gated,
+            stands_in=known.stands_in or watch.stands_in,
         )
     return tuple(by_source.values())
 

@@ -11,7 +11,8 @@ as a list of PodViews, and a misspelt name is an unknown constant rather than a 
 
 from __future__ import annotations
 
-from collections import OrderedDict
+import time
+from collections import OrderedDict, deque
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, ValuesView
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -32,6 +33,20 @@ class IndexName(str, Generic[V]):
 
 # At most this many departures are remembered per store; the oldest goes first.
 DEPARTURES_KEPT = 1024
+# How long a written view may stand in for the cached one at most (see Index): after that, one someone else changed
+# (a slice edited by hand) is put right again, and one whose event never came (created and deleted again while the
+# watch was cut) stops hiding that it is gone.
+WRITTEN_TTL_SECONDS = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class StandIn:
+    """A view a controller wrote, filed until the cache shows it: a create is shown by any event of the object, a
+    replace only by the view written (an older event of the object may still be on its way)."""
+
+    view: Any
+    at: float
+    created: bool
 
 
 @dataclass(frozen=True)
@@ -46,32 +61,76 @@ class Index(Mapping[Hashable, ValuesView], Generic[V]):
     """key -> the views filed under it (iterable); what the reconciler reads.
 
     `on_put(key, obj)`, when set, hears of every view filed as its event is applied, before any plan reads the
-    index: the reconciler settles its expectations on it (runtime/expectations.py)."""
+    index: the reconciler settles its expectations on it (runtime/expectations.py).
 
-    def __init__(self) -> None:
+    Stand-ins (client-go's MutationCache, by view): what a controller wrote (informers.stand_in) is read in place
+    of the cached view until the object's watch event shows it, or for at most WRITTEN_TTL_SECONDS. A plan made in
+    between (a Workload's admission, a pod event, soon after a create) would otherwise create the object again and
+    meet AlreadyExists, or write a slice again."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.by_key: dict[Hashable, dict[ObjectKey, V]] = {}
         self.on_put: Callable[[Hashable, ObjectKey], None] | None = None
+        self.clock = clock
+        self.stand_ins: dict[Hashable, dict[ObjectKey, StandIn]] = {}
+        self.filed: deque[tuple[float, Hashable, ObjectKey]] = deque()  # stand-ins in the order written
 
     def __getitem__(self, key: Hashable) -> ValuesView[V]:
+        standing = self.stand_ins.get(key)
+        if standing:
+            now = self.clock()
+            for obj in [obj for obj, stand_in in standing.items() if now - stand_in.at > WRITTEN_TTL_SECONDS]:
+                self.settle(key, obj)
+            standing = self.stand_ins.get(key)
+        if standing:
+            return {**self.by_key.get(key, {}), **{obj: stand_in.view for obj, stand_in in standing.items()}}.values()
         return self.by_key[key].values()
 
     def __iter__(self) -> Iterator[Hashable]:
-        return iter(self.by_key)
+        return iter(self.by_key.keys() | self.stand_ins.keys() if self.stand_ins else self.by_key)
 
     def __len__(self) -> int:
-        return len(self.by_key)
+        return len(self.by_key.keys() | self.stand_ins.keys() if self.stand_ins else self.by_key)
 
     def put(self, key: Hashable, obj: ObjectKey, view: Any) -> None:
         self.by_key.setdefault(key, {})[obj] = view
+        stand_in = self.stand_ins.get(key, {}).get(obj)
+        if stand_in is not None and (stand_in.created or stand_in.view == view):
+            self.settle(key, obj)
         if self.on_put is not None:
             self.on_put(key, obj)
 
     def remove(self, key: Hashable, obj: ObjectKey) -> None:
+        self.settle(key, obj)  # gone from the cache after our write: the cache has moved past it
         views = self.by_key.get(key)
         if views is not None:
             views.pop(obj, None)
             if not views:
                 del self.by_key[key]
+
+    def stand_in(self, key: Hashable, obj: ObjectKey, view: Any, created: bool) -> None:
+        """`view` was just written (`created`, or replaced): read it in place of the cached one until the cache
+        shows it. Not filed when the cache shows it already: the write's event (and a newer one, a Workload
+        admitted at once) may arrive before the write's answer, and a stand-in filed after them would hide them.
+        Stand-ins whose time is over are dropped here too, read or not, so none outlives its job."""
+        cached = self.by_key.get(key, {})
+        if obj in cached and (created or cached[obj] == view):
+            return
+        now = self.clock()
+        while self.filed and now - self.filed[0][0] > WRITTEN_TTL_SECONDS:
+            at, old_key, old_obj = self.filed.popleft()
+            old = self.stand_ins.get(old_key, {}).get(old_obj)
+            if old is not None and old.at == at:
+                self.settle(old_key, old_obj)
+        self.stand_ins.setdefault(key, {})[obj] = StandIn(view, now, created)
+        self.filed.append((now, key, obj))
+
+    def settle(self, key: Hashable, obj: ObjectKey) -> None:
+        standing = self.stand_ins.get(key)
+        if standing is not None:
+            standing.pop(obj, None)
+            if not standing:
+                del self.stand_ins[key]
 
 
 Indexes = Mapping[str, Mapping[Hashable, Iterable[Any]]]  # index name -> key -> views (an Index, or a plain dict)

@@ -18,7 +18,6 @@ from trainingjob.api import constants as k
 from trainingjob.api.conversion import status_in
 from trainingjob.api.status import JobStatus
 from trainingjob.api.types import TrainingJob
-from trainingjob.builders.endpoints import SliceView, slice_view
 from trainingjob.kube.reflector import Resource
 from trainingjob.operator.runtime.writer import Outcome, Writer, Written, status_patch
 from trainingjob.operator.trainingjob.watches import TRAININGJOBS
@@ -60,8 +59,9 @@ class ApplyResult:
     existed_pods: list[str] = field(default_factory=list)
     # uids of pods and gang objects deleted here; the cache may show them alive a little longer.
     released_pods: list[str] = field(default_factory=list)
-    # EndpointSlices written here, as the cache will show them (the reconciler bridges the cache's lag with them).
-    published_slices: list[SliceView] = field(default_factory=list)
+    # Children created (True) or replaced whole (False) here, as written: they stand in for the cached ones until
+    # the cache shows them (informers.stand_in; pods are claimed instead, above).
+    written: list[tuple[Mapping[str, Any], bool]] = field(default_factory=list)
     writes: int = 0
 
 
@@ -135,12 +135,8 @@ class Applier:
             result.claimed_pods.append(action.name)
         if isinstance(action, CreateChild) and action.kind == "Pod" and outcome is Outcome.EXISTED:
             result.existed_pods.append(action.name)
-        if (
-            isinstance(action, CreateChild | ReplaceChild)
-            and action.kind == "EndpointSlice"
-            and outcome is Outcome.DONE
-        ):
-            result.published_slices.append(slice_view(action.manifest))
+        if isinstance(action, CreateChild | ReplaceChild) and outcome is Outcome.DONE:
+            result.written.append((action.manifest, isinstance(action, CreateChild)))
         if isinstance(action, DeleteChild) and action.uid and outcome in (Outcome.DONE, Outcome.GONE):
             result.released_pods.append(action.uid)  # a pod's or a gang object's: see Reconciler.observed
 

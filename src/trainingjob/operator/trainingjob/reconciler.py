@@ -25,6 +25,7 @@ from trainingjob.operator.logs import reconcile_context
 from trainingjob.operator.lookups import Lookups
 from trainingjob.operator.metrics import OperatorMetrics
 from trainingjob.operator.runtime.controller import Controller, Registration
+from trainingjob.operator.runtime.informers import stand_in
 from trainingjob.operator.runtime.store import Index, Indexes, ObjectKey, views
 from trainingjob.operator.trainingjob.apply import Applier, ApplyResult
 from trainingjob.operator.trainingjob.backoffs import admission_requeue_delay
@@ -182,7 +183,7 @@ class Reconciler:
             gang_apis=self.gang_apis,
             # A gang object we deleted stays in the cache until its watch event: deleting it again is a wasted call.
             gangs=[dataclasses.replace(g, deleting=True) if g.uid in deleted else g for g in gangs],
-            endpoint_slices=expected.overlay(views(self.indexes, JOB_ENDPOINT_SLICES, key), now),
+            endpoint_slices=views(self.indexes, JOB_ENDPOINT_SLICES, key),
         )
 
     def gang_objects(self, key: JobKey) -> list[GangView]:
@@ -342,7 +343,8 @@ class Reconciler:
         now = self.monotonic()
         memory.expectations.expect_created(outcome.claimed_pods, now)
         memory.expectations.expect_deleted(outcome.released_pods, now)
-        memory.expectations.expect_written(outcome.published_slices, now)
+        for manifest, created in outcome.written:  # read in place of the cached views until the cache shows them
+            stand_in(self.indexes, self.controller.registration.owns, key[0], manifest, created)
         if outcome.rejections:
             memory.rejections = outcome.rejections
             self.queue.add(key)

@@ -143,16 +143,18 @@ RUNTIME_WATCHES = tuple(
     for kind, resource in RUNTIME_RESOURCES.items()
 )
 CHILD_WATCHES: tuple[Watch, ...] = (
-    Watch(Resource("", "v1", "pods"), MANAGED, {WORKER_PODS: worker_pod}, {DEPARTED_PODS: disrupted_worker}),
-    Watch(Resource("", "v1", "services"), MANAGED, {WORKER_SERVICES: worker_service}),
-    Watch(Resource("", "v1", "configmaps"), MANAGED, {JOB_CONFIG_MAPS: job_config_map}),
+    Watch(Resource("", "v1", "pods", "Pod"), MANAGED, {WORKER_PODS: worker_pod}, {DEPARTED_PODS: disrupted_worker}),
+    # What the applier writes of these stands in for the cached views until their events arrive (Watch.stands_in).
+    Watch(Resource("", "v1", "services", "Service"), MANAGED, {WORKER_SERVICES: worker_service}, stands_in=True),
+    Watch(Resource("", "v1", "configmaps", "ConfigMap"), MANAGED, {JOB_CONFIG_MAPS: job_config_map}, stands_in=True),
     # Only the slices we write: kube-controller-manager copies a Service's labels onto the slices it makes.
     Watch(
-        Resource("discovery.k8s.io", "v1", "endpointslices"),
+        Resource("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice"),
         f"{MANAGED},{LABEL_SLICE_MANAGER}={SLICE_MANAGER}",
         {JOB_ENDPOINT_SLICES: job_endpoint_slice},
+        stands_in=True,
     ),
-    Watch(Resource("", "v1", "persistentvolumeclaims"), MANAGED, {JOB_CLAIMS: job_claim}),
+    Watch(Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim"), MANAGED, {JOB_CLAIMS: job_claim}),
 )
 
 
