@@ -17,8 +17,9 @@ from trainingjob.api import constants as k
 
 if TYPE_CHECKING:
     from tests.kill_points import Driver, PodHistory, Scenario
+    from tests.operator_harness import RunningOperator
 
-OWNED_KINDS = ("pods", "services", "config_maps", "endpoint_slices")
+OWNED_KINDS = ("pods", "services", "config_maps", "endpoint_slices", "persistent_volume_claims")
 
 
 def owned_children(kube: Kube, namespace: str) -> list[tuple[str, str, Any]]:
@@ -30,6 +31,7 @@ def owned_children(kube: Kube, namespace: str) -> list[tuple[str, str, Any]]:
         "services": kube.core.list_namespaced_service,
         "config_maps": kube.core.list_namespaced_config_map,
         "endpoint_slices": client.DiscoveryV1Api(kube.api).list_namespaced_endpoint_slice,
+        "persistent_volume_claims": kube.core.list_namespaced_persistent_volume_claim,  # checkpoints, when owned
     }
     found = []
     for kind in OWNED_KINDS:
@@ -98,6 +100,16 @@ def deleted_leftovers(kube: Kube, namespace: str, scenario: Scenario) -> list[st
     for pod in kube.core.list_namespaced_pod(namespace, label_selector=selector).items:
         left.append(f"{scenario.name}: pod {pod.metadata.name} left behind")
     return left
+
+
+def logged_errors(operator: RunningOperator, since: int) -> list[str]:
+    """Lines of the operator's log from offset `since` that report an error or a traceback (every operator the
+    kill points start appends to the session operator's log)."""
+    with operator.log_path.open("rb") as log:
+        log.seek(since)
+        lines = log.read().decode(errors="replace").splitlines()
+    bad = ('"level": "error"', '"level": "critical"', "Traceback")
+    return [line[:300] for line in lines if any(mark in line for mark in bad)]
 
 
 def converged_problems(kube: Kube, namespace: str, driver: Driver, history: PodHistory) -> list[str]:

@@ -23,8 +23,8 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from tests.kill_points import Driver
 from tests.kube import wait_until
 from tests.operator_harness import (
     REPO,
@@ -50,9 +50,18 @@ PRELOADED = (
 )
 
 
+class Busy(Protocol):
+    doing: dict[int, str]  # a slot (a job in flight) -> the step it is in
+
+
+def chosen_seed() -> int:
+    """TJ_KILL_SEED, or a random seed (the tests print it: it draws the scenarios and the kill instants again)."""
+    return int(os.environ.get("TJ_KILL_SEED") or random.SystemRandom().randrange(2**32))
+
+
 @dataclass(frozen=True)
 class KillPoint:
-    alive_seconds: float  # from /healthz (from its start in startup) to the SIGKILL
+    alive_seconds: float  # the drawn delay to the SIGKILL: from /healthz (its start in startup; a job's moment)
     startup: bool  # drawn from its start, not from /healthz: webhook registration, TLS, LISTs, the Lease
     leading: bool  # /readyz answered just before the kill
     steps: tuple[str, ...]  # what the driver's jobs were doing
@@ -62,7 +71,7 @@ class KillPoint:
 class Chaos:
     template: RunningOperator  # ports, log, kubeconfig and arguments of every operator started
     rng: random.Random
-    driver: Driver
+    driver: Busy  # what the jobs are doing, for the kill log: the kill points' Driver, or one real job's test
     kills: list[KillPoint] = field(default_factory=list)
     start_seconds: list[float] = field(default_factory=list)
     spares: list[RunningOperator] = field(default_factory=list)
@@ -127,14 +136,20 @@ class Chaos:
     def kill_rounds(self, count: int) -> None:
         for _ in range(count):
             in_startup = self.rng.random() < STARTUP_SHARE
-            running = self.current = self.start(healthy_first=not in_startup)
+            self.current = self.start(healthy_first=not in_startup)
             delay = self.rng.uniform(0, STARTUP_SECONDS if in_startup else MAX_ALIVE_SECONDS)
             time.sleep(delay)  # the drawn kill instant, not a wait for anything
-            leading = healthy(f"{running.metrics_url}/readyz")
-            running.process.kill()
-            running.process.wait(timeout=30)
-            steps = tuple(sorted(self.driver.doing.values()))
-            self.kills.append(KillPoint(round(delay, 2), in_startup, leading, steps))
+            self.kill_current(delay, in_startup)
+
+    def kill_current(self, delay: float, startup: bool = False) -> KillPoint:
+        """SIGKILL the operator running now (no shutdown code runs) and record the kill point."""
+        assert self.current is not None, "no operator to kill"
+        leading = healthy(f"{self.current.metrics_url}/readyz")
+        self.current.process.kill()
+        self.current.process.wait(timeout=30)
+        steps = tuple(sorted(self.driver.doing.values()))
+        self.kills.append(KillPoint(round(delay, 2), startup, leading, steps))
+        return self.kills[-1]
 
     def last_start(self) -> RunningOperator:
         """The operator that stays: started and waited for until it leads (after a round cut short, its operator

@@ -45,8 +45,10 @@ def wait_status(
     check: Callable[[dict[str, Any]], Any],
     what: str,
     timeout: float = RUN_TIMEOUT,
+    interval: float = 1.0,
 ) -> dict[str, Any]:
-    """The job's status once `check(status)` holds; the last status and every pod's log tail otherwise."""
+    """The job's status once `check(status)` holds (polled every `interval` s); the last status and every pod's
+    log tail otherwise."""
     last: dict[str, Any] = {}
 
     def reached() -> dict[str, Any] | None:
@@ -57,7 +59,7 @@ def wait_status(
         return last if check(last) else None
 
     try:
-        return wait_until(reached, timeout, f"{namespace}/{name}: {what}", interval=1.0)
+        return wait_until(reached, timeout, f"{namespace}/{name}: {what}", interval=interval)
     except AssertionError as error:
         detail = f"{error}; last status: {json.dumps(last, indent=1)}\n{log_tails(kube, namespace, name)}"
         raise AssertionError(detail) from None

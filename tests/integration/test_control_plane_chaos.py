@@ -35,7 +35,7 @@ from tests.control_plane_faults import (
     log_since,
     restart,
 )
-from tests.integration.test_kill_points import logged_errors
+from tests.kill_invariants import logged_errors
 from tests.kill_points import Driver, converge, start_scenarios
 from tests.kube import Kube, wait_until
 from tests.operator_harness import RunningOperator

@@ -31,7 +31,7 @@ import pytest
 
 from tests.control_plane_faults import RELISTED, command_line, compact_etcd, session_cluster, start_again
 from tests.integration.test_control_plane_chaos import STARTUP_REFUSAL
-from tests.integration.test_kill_points import logged_errors
+from tests.kill_invariants import logged_errors
 from tests.kill_points import converge, start_scenarios
 from tests.kube import Kube
 from tests.operator_harness import RunningOperator

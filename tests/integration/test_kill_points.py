@@ -16,8 +16,9 @@ import time
 import pytest
 
 from tests.integration.test_leader_election import adopt, lease_holder
+from tests.kill_invariants import logged_errors
 from tests.kill_points import Driver, PodHistory, converge
-from tests.kill_schedule import Chaos
+from tests.kill_schedule import Chaos, chosen_seed
 from tests.kube import Kube, wait_until
 from tests.operator_harness import RunningOperator
 
@@ -27,19 +28,6 @@ JOBS_IN_FLIGHT = 6
 
 def kill_count() -> int:
     return int(os.environ.get("TJ_KILL_POINTS") or 50)
-
-
-def chosen_seed() -> int:
-    return int(os.environ.get("TJ_KILL_SEED") or random.SystemRandom().randrange(2**32))
-
-
-def logged_errors(operator: RunningOperator, since: int) -> list[str]:
-    """Lines of the operator's log from offset `since` that report an error or a traceback."""
-    with operator.log_path.open("rb") as log:
-        log.seek(since)
-        lines = log.read().decode(errors="replace").splitlines()
-    bad = ('"level": "error"', '"level": "critical"', "Traceback")
-    return [line[:300] for line in lines if any(mark in line for mark in bad)]
 
 
 # A round takes about 3 s on an idle machine and up to 17 s at load average 25 on 2 cores.

@@ -26,8 +26,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from kubernetes.client.exceptions import ApiException
 
-from tests.integration.test_kill_points import logged_errors
 from tests.jobs import event_reasons, get_job
+from tests.kill_invariants import logged_errors
 from tests.kube import Kube, wait_until
 from tests.operator_harness import RunningOperator
 from tests.spec_strategies import specs
