@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import time
 from pathlib import Path
 
@@ -160,3 +161,28 @@ def test_the_leader_renews_its_lease_while_every_writer_connection_is_busy(kube:
     lease = client.CoordinationV1Api(kube.api).read_namespaced_lease("busy-writers", namespace).spec
     assert lease.holder_identity == "busy-writers"
     assert (lease.renew_time - lease.acquire_time).total_seconds() >= 2.5  # renewed all along, not just acquired
+
+
+def test_a_leader_stopped_by_sigterm_stops_reconciling_before_it_hands_over(
+    kube: Kube, operator: RunningOperator
+) -> None:
+    """A rollout SIGTERMs the leader; it releases its Lease so that a standby need not wait for expiry. Released
+    while its reconcilers still ran, the standby could lead beside them: the release must come after they stopped."""
+    wait_until(lambda: value(scrape(operator), "trainingjob_operator_leader") == 1, 60, "the leader to lead")
+    leader = dataclasses.replace(operator)  # adopt() below rewrites `operator` in place
+    offset = leader.log_path.stat().st_size
+    standby = start_operator(leader.kubeconfig, leader.log_path.with_name("sigterm-standby.log"))
+    try:
+        leader.stop()
+        assert leader.process.returncode == 0
+        wait_until(lambda: value(scrape(standby), "trainingjob_operator_leader") == 1, 30, "the standby to lead")
+        messages = [
+            str(json.loads(line).get("message"))
+            for line in leader.log_path.read_bytes()[offset:].decode(errors="replace").splitlines()
+            if line.startswith("{")
+        ]
+        released = f"released the leader lease {OPERATOR_NAMESPACE}/{LEASE}"
+        assert released in messages and "reconcilers stopped" in messages, messages[-10:]
+        assert messages.index("reconcilers stopped") < messages.index(released), messages[-10:]
+    finally:
+        adopt(operator, standby)

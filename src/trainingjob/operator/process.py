@@ -208,6 +208,7 @@ async def _serve(
         jobs.gpu_telemetry, tasks = telemetry
         metrics.register_cache(jobs.gpu_telemetry.collector())
         cleanup += [functools.partial(_cancel, task) for task in tasks]
+    leadership_steps = len(cleanup)  # where the Lease's steps go: the cleanup runs them after the manager stopped
     cleanup.append(manager.stop)
     barrier = asyncio.create_task(manager.open_barrier(), name="caches-synced")
     cleanup.append(functools.partial(_cancel, barrier))
@@ -230,8 +231,9 @@ async def _serve(
             client.CoordinationV1Api(clients.lease), settings, on_deadline_missed=stop_on_lost_lease
         )
         election = asyncio.create_task(elector.run(manager.start_leading, stop_on_lost_lease), name="election")
-        cleanup.append(elector.release)
-        cleanup.append(functools.partial(_cancel, election))
+        # In reverse, as the cleanup runs: the reconcilers stop, then the renewals, then the Lease is released. A
+        # Lease released first let a standby lead while the reconcilers still wrote (test_leader_election.py).
+        cleanup[leadership_steps:leadership_steps] = [elector.release, functools.partial(_cancel, election)]
     logger.info("operator started; watching %s", ", ".join(given.namespaces) or "all namespaces")
     await stop.wait()
     logger.info("stopping")

@@ -263,6 +263,7 @@ class LeaderElector:
                     lease.spec.holder_identity = None
                     lease.spec.renew_time = None
                     await self.coordination.replace_namespaced_lease(self.settings.name, self.settings.namespace, lease)
+                    logger.info("released the leader lease %s/%s", self.settings.namespace, self.settings.name)
         except (TimeoutError, ApiException, OSError) as error:
             logger.warning("could not release the lease: %s", getattr(error, "reason", None) or repr(error))
         self.is_leader = False

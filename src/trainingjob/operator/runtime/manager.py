@@ -63,6 +63,7 @@ class Manager:
 
     async def stop(self) -> None:
         await asyncio.gather(*(controller.stop() for controller in self.controllers))
+        logger.info("reconcilers stopped")
 
     @property
     def tasks(self) -> list[asyncio.Task]:
