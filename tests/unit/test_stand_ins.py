@@ -4,17 +4,21 @@ made between a create and its watch event (a Workload's admission, a pod event) 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any
 
-from tests.unit.fake_api import FakeApiServer, fake_applier
+from tests.unit.fake_api import ANSWER, Answer, FakeApiServer, fake_applier
 from tests.unit.test_apply import CONFIG, KEY, NS, FakeClock, job_body, settle
 from tests.unit.test_planner import NOW
 from trainingjob.api import constants as k
+from trainingjob.api.types import TrainingJob
 from trainingjob.builders.endpoints import slice_view
 from trainingjob.kube.reflector import Resource
+from trainingjob.operator.kueue.reconciler import WorkloadReconciler
 from trainingjob.operator.kueue.watches import JOB_WORKLOADS, KUEUE_WATCHES
 from trainingjob.operator.runtime.informers import Watch, stand_in
 from trainingjob.operator.runtime.store import WRITTEN_TTL_SECONDS, Index
+from trainingjob.operator.runtime.writer import Writer
 from trainingjob.operator.trainingjob.reconciler import Reconciler
 from trainingjob.operator.trainingjob.watches import (
     CHILD_WATCHES,
@@ -23,6 +27,8 @@ from trainingjob.operator.trainingjob.watches import (
     WORKER_PODS,
     WORKER_SERVICES,
 )
+from trainingjob.queueing.admission import WorkloadView
+from trainingjob.queueing.planner import QueueDecision
 from trainingjob.queueing.workload import API_VERSION, KIND
 
 JOB = (NS, "job")
@@ -175,3 +181,32 @@ def test_a_starting_job_creates_each_child_once_though_the_caches_lag() -> None:
         assert sorted(creates) == ["ConfigMap", "EndpointSlice", "Service"]
 
     asyncio.run(scenario())
+
+
+class RecordingCustomApi:
+    """Every custom-object write the Workload controller makes, by method name."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        async def call(*args: Any, **kwargs: Any) -> Answer:
+            self.calls.append(name)
+            return ANSWER
+
+        return call
+
+
+def test_the_workload_controller_writes_nothing_by_a_workload_the_cache_has_not_shown() -> None:
+    """A stand-in has no uid to hold a write to the right object: the Workload's event plans the job again."""
+    custom = RecordingCustomApi()
+    reconciler = WorkloadReconciler({JOB_WORKLOADS: Index()}, Writer(None, 4, core=None, custom=custom), CONFIG)
+    job = TrainingJob.from_body(job_body())
+    decision = QueueDecision(active=False, workload_status={"conditions": []})
+    standing = WorkloadView(name="w", uid="", queue="team", pod_sets_hash="h")
+    reconciler.indexes[JOB_WORKLOADS].stand_in(JOB, (NS, "w"), standing, created=True)
+    asyncio.run(reconciler.apply(job, job_body(), decision))
+    assert custom.calls == []
+    reconciler.indexes[JOB_WORKLOADS].put(JOB, (NS, "w"), dataclasses.replace(standing, uid="u1"))
+    asyncio.run(reconciler.apply(job, job_body(), decision))
+    assert sorted(custom.calls) == ["patch_namespaced_custom_object", "patch_namespaced_custom_object_status"]
