@@ -31,7 +31,7 @@ from tests.kill_points import PodHistory, Scenario
 from tests.kill_schedule import SPARES, Chaos, chosen_seed
 from tests.kube import Kube, wait_until
 from tests.operator_harness import RunningOperator
-from tests.real_roles import RUN_TIMEOUT, log_tails, wait_status
+from tests.real_roles import RUN_TIMEOUT, log_of, log_tails, status_of, wait_status
 from trainingjob.api import constants as k
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("trainingjob_crd")]
@@ -55,7 +55,7 @@ class Moment:
 
     step: str
     what: str
-    reached: Callable[[dict[str, Any]], bool]
+    reached: Callable[[Kube, str], bool]  # (kube, namespace)
     window: float
 
 
@@ -64,18 +64,24 @@ def epoch_of(status: dict[str, Any]) -> int:
 
 
 def drawn_moments(rng: random.Random) -> list[Moment]:
-    """Creation (the children being created), an epoch of training drawn from the seed, and the end: from the
-    last epoch's start the kill lands before, between or after the workers' exits, or after the job's Succeeded."""
+    """Creation (the children being created), an epoch of training drawn from the seed (as the status shows it:
+    written at most every 3 s), and the end, seen in the chief's log as it happens: from its last epoch's line the
+    kill lands before, between or after the workers' exits, or after the job's Succeeded."""
     epoch = rng.randint(1, EPOCHS - 3)
-    last = EPOCHS - 1
+    last = f"epoch {EPOCHS}/{EPOCHS} ("
     return [
-        Moment("create", "the create answered", lambda status: True, 1.5),
-        Moment("train", f"epoch {epoch} reported", lambda status: epoch_of(status) >= epoch, EPOCH_SECONDS),
+        Moment("create", "the create answered", lambda kube, namespace: True, 1.5),
+        Moment(
+            "train",
+            f"epoch {epoch} in the status",
+            lambda kube, namespace: epoch_of(status_of(kube, namespace, JOB)) >= epoch,
+            EPOCH_SECONDS,
+        ),
         Moment(
             "finish",
-            f"epoch {last} reported (or the end)",
-            lambda status: epoch_of(status) >= last or status.get("phase") in ("Succeeded", "Failed"),
-            3 * EPOCH_SECONDS,
+            f"worker 0 logged {last.rstrip(' (')}",
+            lambda kube, namespace: last in log_of(kube, namespace, f"{JOB}-worker-0"),
+            2.5,
         ),
     ]
 
@@ -120,7 +126,8 @@ def test_operator_killed_while_real_training_is_created_trains_and_ends_costs_th
             if moment.step == "create":
                 create_job(kube, namespace, real_job())
             else:
-                wait_status(kube, namespace, JOB, moment.reached, moment.what, interval=0.2)
+                seen = moment.reached
+                wait_status(kube, namespace, JOB, lambda _, seen=seen: seen(kube, namespace), moment.what, interval=0.2)
             delay, down = rng.uniform(0, moment.window), rng.uniform(0, MAX_DOWN_SECONDS)
             time.sleep(delay)  # the drawn instant, not a wait for anything
             state = job_state(kube, namespace)
