@@ -5,7 +5,9 @@ made wrong (a wrong type, out of range, too long, an unknown field).
 Numbers stay small (a spec drawn with 900 workers would make 900 pods, not a better test): integers are drawn
 within the schema's bounds but at most SMALL above the minimum; lists and maps hold at most two entries; strings
 without a pattern are short printable ASCII. What the schema cannot say (CEL rules across fields, the operator's
-own checks) is what the drawn specs find out.
+own checks) is what the drawn specs find out: tests/spec_rules.py makes "as drawn" specs satisfy the CEL rules and
+name what exists (runtimes, claims, PriorityClasses), so most of them reach the operator; the wrong ones are those
+made wrong on purpose.
 """
 
 from __future__ import annotations
@@ -16,20 +18,14 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from trainingjob.api.schema import crd_manifest
+from tests.spec_rules import World, conform, required_unless_runtime, spec_schema
 
 Schema = Mapping[str, Any]
 SMALL = 4
 TEXT = string.ascii_letters + string.digits + "-_./:= "
 # Values that break a field of any type: each is wrong for most types, and one of them is wrong for every one.
-BASE = {"framework": "pytorch", "image": "registry.example/train:1", "command": ["python", "train.py"]}
+NOTHING = World()  # no runtime, claim or PriorityClass to name: drawn references are dropped
 WRONG_VALUES = (-1, 10**12, "not-a-number", "x" * 300, {"unexpected": 1}, [1, "two"], True, "", None)
-
-
-def spec_schema(version: str) -> Schema:
-    """The `spec` schema of a served version of the TrainingJob CRD."""
-    versions = {v["name"]: v for v in crd_manifest()["spec"]["versions"]}
-    return versions[version]["schema"]["openAPIV3Schema"]["properties"]["spec"]
 
 
 def value_of(schema: Schema, depth: int = 0) -> st.SearchStrategy[Any]:
@@ -37,7 +33,10 @@ def value_of(schema: Schema, depth: int = 0) -> st.SearchStrategy[Any]:
     if "enum" in schema:
         return st.sampled_from(schema["enum"])
     if schema.get("x-kubernetes-int-or-string"):
-        return st.integers(0, SMALL) | st.sampled_from(["1", "50%", "1Gi", "500m"])
+        strings = text_of(schema) if "pattern" in schema else st.sampled_from(["1", "50%", "1Gi", "500m"])
+        return st.integers(0, SMALL) | strings
+    if schema.get("x-kubernetes-preserve-unknown-fields") and schema.get("maxProperties") == 0:
+        return scalars()  # a value the schema keeps untyped but allows no object or list in (a hyperparameter)
     kind = schema.get("type")
     if kind == "object" or "properties" in schema:
         return object_of(schema, depth)
@@ -99,9 +98,12 @@ def array_of(schema: Schema, depth: int) -> st.SearchStrategy[list[Any]]:
     return st.lists(value_of(items, depth + 1), min_size=low, max_size=high)
 
 
+def scalars() -> st.SearchStrategy[Any]:
+    return st.integers(-3, 3) | st.text(TEXT, max_size=8) | st.booleans()
+
+
 def small_json() -> st.SearchStrategy[Any]:
-    scalars = st.integers(-3, 3) | st.text(TEXT, max_size=8) | st.booleans()
-    return st.dictionaries(st.text(string.ascii_lowercase, min_size=1, max_size=6), scalars, max_size=2)
+    return st.dictionaries(st.text(string.ascii_lowercase, min_size=1, max_size=6), scalars(), max_size=2)
 
 
 def paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -117,12 +119,24 @@ def paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
 
 
 @st.composite
-def specs(draw: st.DrawFn, version: str) -> tuple[dict[str, Any], str]:
-    """A whole spec and what was done to it: "valid by type", or the one value made wrong (path and value), or an
-    unknown field added."""
-    spec = draw(value_of(spec_schema(version)))
-    if draw(st.booleans()):  # what CEL requires without a runtime; else most drawn specs stop at that rule
-        spec = {**BASE, **spec}
+def specs(draw: st.DrawFn, version: str, world: World = NOTHING) -> tuple[dict[str, Any], str]:
+    """A whole spec and what was done to it: "as drawn" (valid by type and by the cross-field rules, naming what
+    `world` holds), or the one value made wrong (path and value), or an unknown field added."""
+    schema = spec_schema(version)
+    required = required_unless_runtime(version)
+    defaults = draw(st.fixed_dictionaries({name: value_of(schema["properties"][name]) for name in required}))
+    spec = draw(value_of(schema))
+    # Every framework as often, or left to its default if it has one. sampled_from leans to the first option (what
+    # it shrinks to) in as many examples as a run has (40): a wide integer modulo the count does not.
+    framework = schema["properties"]["framework"]
+    options = [*framework["enum"], *([None] if "default" in framework else [])]
+    if (chosen := options[draw(st.integers(0, 2**32)) % len(options)]) is None:
+        spec.pop("framework", None)
+    else:
+        spec["framework"] = chosen
+    if "managedBy" in spec and draw(st.randoms(use_true_random=False)).random() < 0.75:
+        del spec["managedBy"]  # a job left to another controller tells little: about 1 in 8 keeps the field
+    spec = conform(spec, version, world, defaults)
     how = draw(st.sampled_from(("as drawn", "as drawn", "one value wrong", "unknown field")))
     if how == "one value wrong" and (places := paths(spec)):
         place = draw(st.sampled_from(places))

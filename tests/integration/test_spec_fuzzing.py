@@ -8,8 +8,10 @@ Every drawn TrainingJob, in v1alpha1 or v1, valid by type or with one value made
 - accepted, and then reconciled: the operator writes a status for its generation with a known phase (a spec only
   the operator can judge ends Failed with an InvalidSpec Event), and deleting it leaves nothing (no stuck
   finalizer).
-Throughout, the operator neither exits nor logs an error or a traceback. TJ_FUZZ_EXAMPLES (default 40) sets the
-count; a failure prints the drawn spec.
+Throughout, the operator neither exits nor logs an error or a traceback. The specs drawn "as drawn" satisfy the
+schema's cross-field rules and name what the test created (a runtime of each kind per framework, a claim, a
+PriorityClass), so most are accepted and reach the operator; at least a quarter must be. TJ_FUZZ_EXAMPLES (default 40)
+sets the count; a failure prints the drawn spec.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import json
 import os
 import time
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -26,11 +29,13 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from kubernetes.client.exceptions import ApiException
 
+from tests.integration.api_support import ensure_priority_class, existing_claims
 from tests.jobs import event_reasons, get_job
 from tests.kill_invariants import logged_errors
 from tests.kube import Kube, wait_until
 from tests.operator_harness import RunningOperator
-from tests.spec_strategies import specs
+from tests.spec_rules import World
+from tests.spec_strategies import spec_schema, specs
 from trainingjob.api import constants as k
 from trainingjob.api.managed_by import managed_here
 from trainingjob.api.status import Phase as JobPhase
@@ -41,6 +46,9 @@ PHASES = {phase.value for phase in JobPhase}
 OUTCOMES: collections.Counter[str] = collections.Counter()
 LEFT_ALONE_SECONDS = 3.0
 REFUSALS: list[str] = []  # the first few refusals' messages, for the summary
+ACCEPTED: collections.Counter[str] = collections.Counter()  # reconciled by this operator, by framework
+CREATED: list[tuple[str, str, str]] = []  # version, name and how it was drawn, of every accepted job
+ELSEWHERE: list[tuple[str, str, float]] = []  # name, how drawn and when created, of jobs managed by another
 
 
 def refusal_names_the_field(error: ApiException) -> str | None:
@@ -77,8 +85,10 @@ def try_one(kube: Kube, namespace: str, version: str, spec: dict[str, Any], how:
             REFUSALS.append(json.loads(error.body or "{}").get("message", "")[:300])
         return
     if not managed_here(body):
-        left_alone(kube, namespace, version, name, shown)
+        ELSEWHERE.append((name, shown, time.monotonic()))
+        CREATED.append((version, name, shown))
         return
+    CREATED.append((version, name, shown))
     job = wait_until(lambda: reconciled(kube, namespace, name), 120, f"the operator to reconcile {shown}")
     status = job["status"]
     assert status["phase"] in PHASES, f"phase {status['phase']} for {shown}"
@@ -87,26 +97,66 @@ def try_one(kube: Kube, namespace: str, version: str, spec: dict[str, Any], how:
         if "InvalidSpec" in reasons:
             wait_until(lambda: "InvalidSpec" in event_reasons(kube, namespace, name), 60, f"an Event for {shown}")
     OUTCOMES[f"accepted, {status['phase']}"] += 1
-    kube.custom.delete_namespaced_custom_object(k.GROUP, version, namespace, k.PLURAL, name)
-    wait_until(lambda: get_job(kube, namespace, name) is None, 120, f"{name} to be gone (finalizer cleared)")
+    ACCEPTED[job["spec"].get("framework") or "pytorch"] += 1
 
 
-def left_alone(kube: Kube, namespace: str, version: str, name: str, shown: str) -> None:
+def left_alone(kube: Kube, namespace: str) -> None:
     """A job another controller manages (spec.managedBy) gets no status, no finalizer and no child from this
-    operator, and deleting it needs nobody. The wait is the time the operator takes to reconcile any other drawn
-    job (a second or two): it would have written by then."""
-    time.sleep(LEFT_ALONE_SECONDS)
-    job = get_job(kube, namespace, name) or {}
-    assert not job.get("status") and not job["metadata"].get("finalizers"), f"{job} for {shown}"
-    pods = kube.core.list_namespaced_pod(namespace, label_selector=f"{k.LABEL_JOB_NAME}={name}").items
-    assert not pods, f"pods {[p.metadata.name for p in pods]} for {shown}"
-    OUTCOMES["accepted, left to its managedBy"] += 1
-    kube.custom.delete_namespaced_custom_object(k.GROUP, version, namespace, k.PLURAL, name)
-    wait_until(lambda: get_job(kube, namespace, name) is None, 30, f"{name} to be gone")
+    operator. Judged once all are drawn, at least LEFT_ALONE_SECONDS after the last was created: the time the
+    operator takes to reconcile any other drawn job (a second or two); it would have written by then."""
+    if ELSEWHERE:
+        time.sleep(max(0.0, LEFT_ALONE_SECONDS - (time.monotonic() - ELSEWHERE[-1][2])))
+    for name, shown, _ in ELSEWHERE:
+        job = get_job(kube, namespace, name) or {}
+        assert not job.get("status") and not job["metadata"].get("finalizers"), f"{job} for {shown}"
+        pods = kube.core.list_namespaced_pod(namespace, label_selector=f"{k.LABEL_JOB_NAME}={name}").items
+        assert not pods, f"pods {[p.metadata.name for p in pods]} for {shown}"
+        OUTCOMES["accepted, left to its managedBy"] += 1
+
+
+def all_deleted(kube: Kube, namespace: str) -> None:
+    """Every accepted job deleted at once, and each gone: no finalizer stuck (this operator's is removed; a job
+    managed elsewhere never had one). A finished job whose ttlSecondsAfterFinished passed is gone already."""
+    for version, name, _ in CREATED:
+        try:
+            kube.custom.delete_namespaced_custom_object(k.GROUP, version, namespace, k.PLURAL, name)
+        except ApiException as error:
+            if error.status != 404:
+                raise
+    for _, name, shown in CREATED:
+        wait_until(lambda n=name: get_job(kube, namespace, n) is None, 120, f"to be gone (finalizer cleared): {shown}")
+
+
+@pytest.fixture
+def world(kube: Kube, namespace: str) -> Iterator[World]:
+    """What drawn specs may name: a ClusterTrainingRuntime and a TrainingRuntime per framework (each with an image
+    and a command, so a job naming one needs neither), a PersistentVolumeClaim (unbound: the webhook only warns)
+    and a PriorityClass."""
+    tag = uuid.uuid4().hex[:6]
+    frameworks = spec_schema("v1")["properties"]["framework"]["enum"]
+    runtimes = {framework: {kind: f"fz-{tag}-{framework}" for kind in k.RUNTIME_KINDS} for framework in frameworks}
+    template = {"image": "registry.example/train:1", "command": ["python", "train.py"]}
+    for framework, by_kind in runtimes.items():
+        for kind, name in by_kind.items():
+            body = {"apiVersion": k.RUNTIME_API_VERSION, "kind": kind, "metadata": {"name": name}}
+            body["spec"] = {"framework": framework, "template": template}
+            if kind == k.CLUSTER_RUNTIME_KIND:
+                kube.custom.create_cluster_custom_object(k.GROUP, k.RUNTIME_VERSION, k.CLUSTER_RUNTIME_PLURAL, body)
+            else:
+                kube.custom.create_namespaced_custom_object(
+                    k.GROUP, k.RUNTIME_VERSION, namespace, k.NAMESPACED_RUNTIME_PLURAL, body
+                )
+    claim, priority = f"fz-{tag}-data", "fz-priority"  # the PriorityClass is left for the next run
+    existing_claims(kube, namespace, claim)
+    ensure_priority_class(kube, priority)
+    yield World(runtimes=runtimes, claims=(claim,), priority_classes=(priority,))
+    for by_kind in runtimes.values():
+        name = by_kind[k.CLUSTER_RUNTIME_KIND]
+        kube.custom.delete_cluster_custom_object(k.GROUP, k.RUNTIME_VERSION, k.CLUSTER_RUNTIME_PLURAL, name)
 
 
 def test_every_drawn_spec_is_refused_with_its_field_or_reconciled_to_a_known_phase(
-    kube: Kube, namespace: str, operator: RunningOperator
+    kube: Kube, namespace: str, operator: RunningOperator, world: World
 ) -> None:
     log_start, began = operator.log_path.stat().st_size, time.monotonic()
 
@@ -117,13 +167,19 @@ def test_every_drawn_spec_is_refused_with_its_field_or_reconciled_to_a_known_pha
         phases=(Phase.generate,),  # no shrinking: each example costs seconds of a real cluster
         suppress_health_check=list(HealthCheck),
     )
-    @given(st.sampled_from(["v1alpha1", "v1"]).flatmap(lambda v: st.tuples(st.just(v), specs(v))))
+    @given(st.sampled_from(["v1alpha1", "v1"]).flatmap(lambda v: st.tuples(st.just(v), specs(v, world))))
     def drawn(example: tuple[str, tuple[dict[str, Any], str]]) -> None:
         version, (spec, how) = example
         try_one(kube, namespace, version, spec, how)
 
     drawn()
+    left_alone(kube, namespace)
+    all_deleted(kube, namespace)
     assert operator.process.poll() is None, "the operator exited"
     errors = logged_errors(operator, log_start)
     assert not errors, "the operator logged errors:\n" + "\n".join(errors[:20])
-    print(f"spec fuzzing: {EXAMPLES} examples in {time.monotonic() - began:.0f}s: {dict(OUTCOMES)}; e.g. {REFUSALS}")
+    print(
+        f"spec fuzzing: {EXAMPLES} examples in {time.monotonic() - began:.0f}s: {dict(OUTCOMES)}; "
+        f"reconciled by framework: {dict(ACCEPTED)}; e.g. {REFUSALS}"
+    )
+    assert sum(ACCEPTED.values()) >= EXAMPLES // 4, f"too few drawn specs reached the operator: {dict(OUTCOMES)}"
