@@ -127,7 +127,7 @@ def conform(spec: Spec, version: str, world: World, defaults: Mapping[str, Any])
     for role in (spec.get("roles") or {}).values():
         if isinstance(role, dict):
             _pod_fields(role)
-    _lifecycle(spec, _default(version, "checkpoint", "enabled"))
+    _lifecycle(spec, version)
     return spec
 
 
@@ -232,10 +232,12 @@ def _reserved_env(name: str) -> bool:
     return name in c.RESERVED_ENV_NAMES or name.startswith(c.RESERVED_ENV_PREFIXES)
 
 
-def _lifecycle(spec: Spec, enabled_by_default: bool) -> None:
+def _lifecycle(spec: Spec, version: str) -> None:
     backoff = _at(spec, "failurePolicy", "backoff")
-    if isinstance(backoff, dict) and "baseSeconds" in backoff and "maxSeconds" in backoff:
-        backoff["maxSeconds"] = max(backoff["maxSeconds"], backoff["baseSeconds"])
+    if isinstance(backoff, dict) and "maxSeconds" in backoff:  # baseSeconds has a default the rule compares with
+        base = backoff.get("baseSeconds", _default(version, "failurePolicy", "backoff", "baseSeconds"))
+        backoff["maxSeconds"] = max(backoff["maxSeconds"], base)
+    enabled_by_default = _default(version, "checkpoint", "enabled")
     checkpoint = spec.get("checkpoint")
     if not isinstance(checkpoint, dict):
         return

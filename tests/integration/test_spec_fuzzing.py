@@ -92,11 +92,11 @@ def try_one(kube: Kube, namespace: str, version: str, spec: dict[str, Any], how:
     job = wait_until(lambda: reconciled(kube, namespace, name), 120, f"the operator to reconcile {shown}")
     status = job["status"]
     assert status["phase"] in PHASES, f"phase {status['phase']} for {shown}"
-    if status["phase"] == "Failed":
-        reasons = {c.get("reason") for c in status.get("conditions") or [] if c.get("status") == "True"}
-        if "InvalidSpec" in reasons:
-            wait_until(lambda: "InvalidSpec" in event_reasons(kube, namespace, name), 60, f"an Event for {shown}")
-    OUTCOMES[f"accepted, {status['phase']}"] += 1
+    reasons = {c.get("reason") for c in status.get("conditions") or [] if c.get("status") == "True"}
+    if status["phase"] == "Failed" and "InvalidSpec" in reasons:
+        wait_until(lambda: "InvalidSpec" in event_reasons(kube, namespace, name), 60, f"an Event for {shown}")
+    why = f" ({'/'.join(sorted(filter(None, reasons)))})" if status["phase"] == "Failed" else ""
+    OUTCOMES[f"accepted, {status['phase']}{why}"] += 1
     ACCEPTED[job["spec"].get("framework") or "pytorch"] += 1
 
 

@@ -78,6 +78,9 @@ def broken(spec: dict[str, Any], version: str) -> list[str]:
     for toleration in (spec.get("scheduling") or {}).get("tolerations") or ():
         if not toleration.get("key") and toleration.get("operator") != "Exists":
             problems.append("toleration without key")
+    backoff = (spec.get("failurePolicy") or {}).get("backoff") or {}
+    if backoff.get("maxSeconds", 3600) < backoff.get("baseSeconds", 10):  # baseSeconds defaults to 10
+        problems.append("backoff.maxSeconds below baseSeconds")
     checkpoint = spec.get("checkpoint") or {}
     storage = checkpoint.get("storage")
     if "checkpoint" in spec and checkpoint.get("enabled", version == "v1") and storage is None:  # v1: on by default
