@@ -290,6 +290,24 @@ INVALID = [
         {"scheduling": {"tolerations": [{"key": "k", "operator": "Exists", "value": "v"}]}},
         ("spec.scheduling.tolerations[0]", "must not set a value"),
     ),
+    # Found by the spec fuzzing (issue 41): a name with '/' reached the validating webhook's GET as a subresource
+    # path (serviceAccountName "F/HX7" read serviceaccounts/F/HX7); the names of objects it reads are DNS subdomains.
+    Invalid("serviceAccountName-path", {"serviceAccountName": "F/HX7"}, ("spec.serviceAccountName", "should match")),
+    Invalid(
+        "priorityClassName-path",
+        {"scheduling": {"priorityClassName": "high/status"}},
+        ("spec.scheduling.priorityClassName", "should match"),
+    ),
+    Invalid(
+        "dataVolume-claimName-path",
+        {"dataVolume": {"claimName": "data/status"}},
+        ("spec.dataVolume.claimName", "should match"),
+    ),
+    Invalid(
+        "checkpoint-claimName-path",
+        {"checkpoint": {"storage": {"claimName": "data/status"}}},
+        ("spec.checkpoint.storage.claimName", "should match"),
+    ),
     *LIFECYCLE_INVALID,
 ]
 

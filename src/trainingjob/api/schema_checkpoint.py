@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from trainingjob.api import constants as c
 from trainingjob.api.schema_builders import Schema, array, boolean, cel_list, integer, node, obj, rule, string
-from trainingjob.api.schema_pod import ABSOLUTE_PATH, MAX_NAME_LENGTH, MAX_PATH_LENGTH, OPERATOR_MOUNTS, QUANTITY
+from trainingjob.api.schema_pod import (
+    ABSOLUTE_PATH,
+    MAX_NAME_LENGTH,
+    MAX_PATH_LENGTH,
+    OBJECT_NAME,
+    OPERATOR_MOUNTS,
+    QUANTITY,
+)
 from trainingjob.api.versions import VersionShape
 
 CHECKPOINT_CLAIM = "<job>-checkpoints"
@@ -103,6 +110,7 @@ def _storage() -> Schema:
                 "deletes it. Mutually exclusive with size.",
                 min_length=1,
                 max_length=MAX_NAME_LENGTH,
+                pattern=OBJECT_NAME,
             ),
             "size": node(
                 None,

@@ -22,6 +22,7 @@ from trainingjob.api.schema_builders import (
     string_map,
 )
 from trainingjob.api.versions import VersionShape
+from trainingjob.kube.meta import DNS_SUBDOMAIN
 
 # The Kubernetes resource.Quantity syntax, e.g. 500m, 4Gi, 1e3.
 QUANTITY = (
@@ -40,6 +41,11 @@ MAX_RESOURCES = 32
 MAX_VOLUMES = 64
 MAX_TOLERATIONS = 32
 # Paths the operator mounts into every worker, besides dataVolume.mountPath and the checkpoint directory.
+# Names of objects the validating webhook reads (a ServiceAccount, PriorityClass, PersistentVolumeClaim): a DNS-1123
+# subdomain, as the API server requires of those objects. Without it a name such as "x/status" reached the webhook's
+# GET as a subresource path (found by the spec fuzzing: serviceAccountName "F/HX7" read serviceaccounts/F/HX7).
+OBJECT_NAME = DNS_SUBDOMAIN
+OPTIONAL_OBJECT_NAME = f"^$|{DNS_SUBDOMAIN}"  # empty: the default (ServiceAccount) or none (PriorityClass)
 OPERATOR_MOUNTS = (c.SHM_MOUNT_PATH, c.CONFIG_MOUNT_PATH)
 
 
@@ -220,7 +226,9 @@ def _scheduling() -> Schema:
                 "Node and pod (anti-)affinity, as in a Pod's affinity.",
                 preserve_unknown=True,
             ),
-            "priorityClassName": string("PriorityClass of the worker pods.", max_length=MAX_NAME_LENGTH),
+            "priorityClassName": string(
+                "PriorityClass of the worker pods.", max_length=MAX_NAME_LENGTH, pattern=OPTIONAL_OBJECT_NAME
+            ),
             "schedulerName": string(
                 "Scheduler that places the worker pods; the default scheduler when empty.", max_length=MAX_NAME_LENGTH
             ),
@@ -234,6 +242,7 @@ def _identity_fields() -> dict[str, Schema]:
         "serviceAccountName": string(
             "ServiceAccount the workers run as; the namespace's default ServiceAccount when empty.",
             max_length=MAX_NAME_LENGTH,
+            pattern=OPTIONAL_OBJECT_NAME,
         ),
         "imagePullSecrets": array(
             "Secrets holding registry credentials for pulling image.",

@@ -13,7 +13,14 @@ from trainingjob.api import constants as c
 from trainingjob.api.managed_by import managed_by_rules, managed_by_schema
 from trainingjob.api.schema_builders import Schema, array, boolean, cel_list, integer, node, obj, rule, string
 from trainingjob.api.schema_lifecycle import immutability_rules, lifecycle_fields, lifecycle_rules
-from trainingjob.api.schema_pod import ABSOLUTE_PATH, MAX_PATH_LENGTH, OPERATOR_MOUNTS, pod_fields
+from trainingjob.api.schema_pod import (
+    ABSOLUTE_PATH,
+    MAX_NAME_LENGTH,
+    MAX_PATH_LENGTH,
+    OBJECT_NAME,
+    OPERATOR_MOUNTS,
+    pod_fields,
+)
 from trainingjob.api.schema_roles import role_fields, role_rules, role_transition_rules
 from trainingjob.api.schema_runtime_ref import runtime_ref_rules, runtime_ref_schema
 from trainingjob.api.schema_tracking import tracking_spec
@@ -139,7 +146,12 @@ def _data_volume() -> Schema:
     return obj(
         "A PersistentVolumeClaim with the training data, mounted into every worker; its path is passed as DATA_DIR.",
         {
-            "claimName": string("Name of a PersistentVolumeClaim in the job's namespace.", min_length=1),
+            "claimName": string(
+                "Name of a PersistentVolumeClaim in the job's namespace.",
+                min_length=1,
+                max_length=MAX_NAME_LENGTH,
+                pattern=OBJECT_NAME,
+            ),
             "readOnly": boolean("Mount the data read-only. Defaults to true.", default=True),
             "mountPath": string(
                 f"Absolute path where the data is mounted. Defaults to {c.DEFAULT_DATA_MOUNT_PATH}; must differ "
