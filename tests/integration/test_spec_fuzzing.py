@@ -45,6 +45,7 @@ EXAMPLES = int(os.environ.get("TJ_FUZZ_EXAMPLES") or 40)
 PHASES = {phase.value for phase in JobPhase}
 OUTCOMES: collections.Counter[str] = collections.Counter()
 LEFT_ALONE_SECONDS = 3.0
+GONE = {"gone": True}  # what reconciled() returns for a job deleted before it was seen reconciled
 REFUSALS: list[str] = []  # the first few refusals' messages, for the summary
 ACCEPTED: collections.Counter[str] = collections.Counter()  # reconciled by this operator, by framework
 CREATED: list[tuple[str, str, str]] = []  # version, name and how it was drawn, of every accepted job
@@ -64,8 +65,11 @@ def refusal_names_the_field(error: ApiException) -> str | None:
 
 
 def reconciled(kube: Kube, namespace: str, name: str) -> dict[str, Any] | None:
-    """The job once the operator wrote a status for its current generation."""
-    job = get_job(kube, namespace, name) or {}
+    """The job once the operator wrote a status for its current generation; GONE once it is gone (a job that finished
+    at once, e.g. past a 1 s startupTimeoutSeconds, with ttlSecondsAfterFinished 0 is deleted before it is seen)."""
+    job = get_job(kube, namespace, name)
+    if job is None:
+        return GONE
     status = job.get("status") or {}
     generation = (job.get("metadata") or {}).get("generation")
     return job if status.get("phase") and status.get("observedGeneration") == generation else None
@@ -90,6 +94,11 @@ def try_one(kube: Kube, namespace: str, version: str, spec: dict[str, Any], how:
         return
     CREATED.append((version, name, shown))
     job = wait_until(lambda: reconciled(kube, namespace, name), 120, f"the operator to reconcile {shown}")
+    if job is GONE:
+        assert "ttlSecondsAfterFinished" in spec, f"gone before it was reconciled, without a TTL: {shown}"
+        OUTCOMES["accepted, finished and deleted by its TTL"] += 1
+        ACCEPTED[spec.get("framework") or "pytorch"] += 1
+        return
     status = job["status"]
     assert status["phase"] in PHASES, f"phase {status['phase']} for {shown}"
     reasons = {c.get("reason") for c in status.get("conditions") or [] if c.get("status") == "True"}

@@ -30,7 +30,7 @@ WORLD = World(
     claims=("data",),
     priority_classes=("high",),
 )
-FAST = settings(max_examples=40, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+FAST = settings(max_examples=20, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 
 
 @pytest.mark.parametrize("version", VERSIONS)
