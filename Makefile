@@ -78,9 +78,13 @@ mlflow-server: $(MLFLOW_STAMP)  ## install MLflow's server into its own cached v
 # The integration tests run the examples' real frameworks on the local process nodes: their runtimes (venvs of the
 # pinned examples/*/requirements.txt, about 8 GB with torch and TensorFlow) are built once into ~/.cache/trainingjob.
 # The Go builds are CPU-bound and the runtimes network-bound, so they are built side by side.
+# Two pytest-xdist workers, each a session with a cluster of its own (tests/conftest.py); a file's tests stay on
+# one worker (--dist loadfile: module fixtures, and the order a file's tests were written in). Most integration
+# tests wait on the API server, kwok or a worker's next epoch, so two sessions share the machine's cores well.
+TEST_WORKERS ?= 2
 test: lint test-packages  ## everything CI runs: system packages, tools, runtimes, then lint, unit and integration tests
 	$(MAKE) --no-print-directory -j2 tools runtimes mlflow-server
-	$(BIN)/python -m pytest tests
+	$(BIN)/python -m pytest tests -n $(TEST_WORKERS) --dist loadfile
 
 # The random kill points (tests/integration/test_kill_points.py) run 50 kills in `make test`, the control-plane
 # restarts (test_control_plane_chaos.py) 6; this runs more of both. The seeds are printed; TJ_KILL_SEED=N and

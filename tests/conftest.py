@@ -22,8 +22,13 @@ from tests.kube import Kube, wait_until
 # Several test runs can share a machine (developers, helpers): each checkout gets a cluster of its own by default
 # (two checkouts sharing one cluster would run two operators on one Lease, and the first to finish would tear the
 # cluster down under the other); TJ_TEST_CLUSTER picks one explicitly.
+# Under pytest-xdist (`make test` runs two workers) each worker is a session of its own: a cluster of its own too,
+# named after the worker (gw0, gw1), so one worker's tests never see the other's operator, CRDs or Kueue.
+_XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 TEST_CLUSTER_NAME = os.environ.get("TJ_TEST_CLUSTER") or (
-    "pytest-" + hashlib.sha1(str(Path(__file__).resolve().parents[1]).encode()).hexdigest()[:6]
+    "pytest-"
+    + hashlib.sha1(str(Path(__file__).resolve().parents[1]).encode()).hexdigest()[:6]
+    + (f"-{_XDIST_WORKER}" if _XDIST_WORKER else "")
 )
 # Beside the 4 kwok nodes, local process nodes where pods really run (tests/local_node.py targets them), each
 # with 2 fake GPUs (labelled fake; the real allocation path: tests/integration/test_local_node_gpus.py).
