@@ -49,6 +49,12 @@ def _truthy(name: str) -> bool:
 
 @pytest.fixture(scope="session")
 def cluster() -> Iterator[ClusterUnderTest]:
+    shared = _truthy("TJ_USE_EXISTING_CLUSTER") or os.environ.get("TJ_TEST_CLUSTER")
+    if shared and int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1) > 1:
+        pytest.fail(
+            "one named or existing cluster cannot serve several pytest-xdist workers (two operators would share "
+            "its Lease and webhooks): run with -n 0, or `make test TEST_WORKERS=0`"
+        )
     if _truthy("TJ_USE_EXISTING_CLUSTER"):
         kubeconfig = os.environ.get("KUBECONFIG")
         if not kubeconfig:
