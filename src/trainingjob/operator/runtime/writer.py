@@ -73,9 +73,13 @@ DELETES: dict[str, Callable[[Writer], Method]] = {
 
 
 def is_invalid_child(error: ApiException) -> bool:
-    """Rejections caused by the user's spec (not by us, not transient): invalid objects, PodSecurity violations."""
-    body = error.body or ""
-    return error.status == 422 or (error.status == 403 and "violates PodSecurity" in str(body))
+    """Rejections caused by the user's spec (not by us, not transient): invalid objects, PodSecurity violations, and
+    a body the API server cannot decode (400 "cannot be handled as a Pod": a value from the spec its schema let
+    through, e.g. a quantity the parser refuses), which no retry can change. A webhook's 400 is a denial instead."""
+    body = str(error.body or "")
+    if error.status == 400:
+        return "admission webhook" not in body
+    return error.status == 422 or (error.status == 403 and "violates PodSecurity" in body)
 
 
 def is_admission_denial(error: ApiException) -> bool:
