@@ -133,13 +133,24 @@ def test_the_namespaced_overlay_binds_no_cluster_wide_role_to_the_operator(clust
         {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
         {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},
     ]
-    # Cluster-scoped kinds only, read-only: Kueue's flavors and priority classes, the cluster's runtimes.
+    # Cluster-scoped kinds only, read-only: Kueue's flavors and priority classes, the cluster's runtimes, and
+    # Kueue's three CRDs by name (watched while Kueue is absent, kube/crd_gate.py).
     assert cluster_roles["trainingjob-operator-kueue"]["rules"] == [
         {
             "apiGroups": ["kueue.x-k8s.io"],
             "resources": ["resourceflavors", "workloadpriorityclasses"],
             "verbs": ["get", "list", "watch"],
-        }
+        },
+        {
+            "apiGroups": ["apiextensions.k8s.io"],
+            "resources": ["customresourcedefinitions"],
+            "resourceNames": [
+                "workloads.kueue.x-k8s.io",
+                "resourceflavors.kueue.x-k8s.io",
+                "workloadpriorityclasses.kueue.x-k8s.io",
+            ],
+            "verbs": ["list", "watch"],
+        },
     ]
     assert cluster_roles["trainingjob-operator-runtimes"]["rules"] == [
         {"apiGroups": ["ml.example.com"], "resources": ["clustertrainingruntimes"], "verbs": ["get", "list", "watch"]}

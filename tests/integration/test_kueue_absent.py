@@ -1,6 +1,7 @@
 """Without Kueue, the operator lists each of Kueue's resources once (404: not served) and then waits on a watch of its
 CRD by name (kube/crd_gate.py), instead of listing again with a backoff of up to 30 s; a CRD that appears is listed
-at once. Skipped where Kueue is installed (the Kueue tests install it on the session's cluster)."""
+at once. Collected first (tests/conftest.py), before any Kueue test installs Kueue on the session's cluster;
+skipped only where Kueue is installed anyway (an existing cluster)."""
 
 from __future__ import annotations
 

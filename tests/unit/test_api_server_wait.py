@@ -81,3 +81,55 @@ def test_a_forbidden_readyz_is_waited_out_while_rbac_syncs_then_left_to_the_pref
 def test_other_refusals_end_the_wait_at_once(status: int) -> None:
     assert api_server_not_ready(ApiException(status=status, reason="x")) is None
     assert waited([ApiException(status=status, reason="x")]) == (1, [])
+
+
+class ScriptedLeaseDryRun:
+    """The preflight's dry-run Lease create answering each call with the next item of `script`."""
+
+    client_side_validation = True
+
+    def __init__(self, script: list[BaseException | None]) -> None:
+        self.script = list(script)
+        self.paths: list[str] = []
+
+    async def call_api(self, path: str, method: str, *args: object, **kwargs: object) -> object:
+        self.paths.append(f"{method} {path}")
+        outcome = self.script.pop(0)
+        if outcome is not None:
+            raise outcome
+        return {}
+
+    def select_header_accept(self, accepts: list[str]) -> str:
+        return accepts[0]
+
+    def select_header_content_type(self, types: list[str], *args: object) -> str:
+        return types[0]
+
+
+def run_preflight(api: ScriptedLeaseDryRun) -> list[float]:
+    from trainingjob.operator.preflight import check_operator_namespace
+
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    asyncio.run(
+        check_operator_namespace(api, "ops", "lease", sleep=sleep, clock=lambda: sum(slept))  # type: ignore[arg-type]
+    )
+    return slept
+
+
+def test_a_lease_refused_just_after_the_api_server_started_is_asked_again() -> None:
+    api = ScriptedLeaseDryRun([ApiException(status=403), ApiException(status=403), None])
+    assert run_preflight(api) == [2.0, 2.0]
+    assert api.paths == ["POST /apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"] * 3
+
+
+def test_a_lease_still_refused_after_the_grace_is_missing_rbac() -> None:
+    from trainingjob.operator.preflight import PreflightError
+
+    api = ScriptedLeaseDryRun([ApiException(status=403)] * 100)
+    with pytest.raises(PreflightError, match="apply deploy/rbac"):
+        run_preflight(api)
+    assert len(api.paths) == FORBIDDEN_GRACE / 2.0 + 1

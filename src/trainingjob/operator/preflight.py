@@ -55,23 +55,42 @@ def explain(error: ApiException, namespace: str, what: str) -> PreflightError | 
     return PreflightError(f"cannot check namespace {namespace}: HTTP {error.status} {_message(error)}")
 
 
-async def check_operator_namespace(api: client.ApiClient, namespace: str, lease_name: str | None) -> None:
+async def check_operator_namespace(
+    api: client.ApiClient,
+    namespace: str,
+    lease_name: str | None,
+    sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> None:
     """Dry-run creates (nothing is stored) of what the operator writes in its namespace; raises PreflightError.
 
     A dry run needs no permission beyond the create the operator needs anyway, and tells a missing namespace (404)
-    from a missing RBAC (403), which reading would not.
+    from a missing RBAC (403), which reading would not. A 403 is asked again for FORBIDDEN_GRACE: an API server that
+    just started answers /readyz before its authorizer has every RoleBinding, and refused a restarted leader's
+    Lease for that (test_leader_outage failed so under load); missing RBAC is then told FORBIDDEN_GRACE later.
     """
-    try:
-        if lease_name is not None:
-            lease = client.V1Lease(metadata=client.V1ObjectMeta(name=lease_name))
-            await client.CoordinationV1Api(api).create_namespaced_lease(namespace, lease, dry_run="All")
-        else:
-            secret = client.V1Secret(metadata=client.V1ObjectMeta(name="trainingjob-progress-tls"))
-            await client.CoreV1Api(api).create_namespaced_secret(namespace, secret, dry_run="All")
-    except ApiException as error:
-        problem = explain(error, namespace, "Lease" if lease_name is not None else "Secret")
-        if problem is not None:
-            raise problem from None
+    began = clock()
+    while True:
+        try:
+            await _dry_run(api, namespace, lease_name)
+            return
+        except ApiException as error:
+            problem = explain(error, namespace, "Lease" if lease_name is not None else "Secret")
+            if problem is None:
+                return
+            if error.status != 403 or clock() - began >= FORBIDDEN_GRACE:
+                raise problem from None
+            logger.warning("%s; asking again in 2s (the API server's RBAC may still be syncing)", problem)
+            await sleep(2.0)
+
+
+async def _dry_run(api: client.ApiClient, namespace: str, lease_name: str | None) -> None:
+    if lease_name is not None:
+        lease = client.V1Lease(metadata=client.V1ObjectMeta(name=lease_name))
+        await client.CoordinationV1Api(api).create_namespaced_lease(namespace, lease, dry_run="All")
+    else:
+        secret = client.V1Secret(metadata=client.V1ObjectMeta(name="trainingjob-progress-tls"))
+        await client.CoreV1Api(api).create_namespaced_secret(namespace, secret, dry_run="All")
 
 
 def api_server_not_ready(error: BaseException) -> str | None:
