@@ -81,10 +81,13 @@ mlflow-server: $(MLFLOW_STAMP)  ## install MLflow's server into its own cached v
 # Two pytest-xdist workers, each a session with a cluster of its own (tests/conftest.py); a file's tests stay on
 # one worker (--dist loadfile: module fixtures, and the order a file's tests were written in). Most integration
 # tests wait on the API server, kwok or a worker's next epoch, so two sessions share the machine's cores well.
+# test_kueue_absent needs a cluster on which no Kueue test installed Kueue: it runs first, in a session of its own
+# (xdist gives no file a place in a worker's order).
 TEST_WORKERS ?= 2  # 0: one session in this process (needed with TJ_USE_EXISTING_CLUSTER or TJ_TEST_CLUSTER)
 test: lint test-packages  ## everything CI runs: system packages, tools, runtimes, then lint, unit and integration tests
 	$(MAKE) --no-print-directory -j2 tools runtimes mlflow-server
-	$(BIN)/python -m pytest tests -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest tests/integration/test_kueue_absent.py
+	$(BIN)/python -m pytest tests -n $(TEST_WORKERS) --dist loadfile --deselect tests/integration/test_kueue_absent.py
 
 # The random kill points (tests/integration/test_kill_points.py) run 50 kills in `make test`, the control-plane
 # restarts (test_control_plane_chaos.py) 6; this runs more of both. The seeds are printed; TJ_KILL_SEED=N and

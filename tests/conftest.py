@@ -173,12 +173,3 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_sep("-", "the session's operator at the first failed test")
         for line in failure_report.FIRST_FAILURE:
             terminalreporter.write_line(line)
-
-
-# Run first: it needs a cluster no Kueue test has installed Kueue on yet. Under pytest-xdist (--dist loadfile) the
-# first file collected is the first one the first worker runs.
-FIRST_FILES = ("tests/integration/test_kueue_absent.py",)
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    items.sort(key=lambda item: not item.nodeid.startswith(FIRST_FILES))  # stable: the rest keep their order

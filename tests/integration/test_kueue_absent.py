@@ -1,7 +1,7 @@
 """Without Kueue, the operator lists each of Kueue's resources once (404: not served) and then waits on a watch of its
 CRD by name (kube/crd_gate.py), instead of listing again with a backoff of up to 30 s; a CRD that appears is listed
-at once. Collected first (tests/conftest.py), before any Kueue test installs Kueue on the session's cluster;
-skipped only where Kueue is installed anyway (an existing cluster)."""
+at once. `make test` runs this file first, in a session of its own, before any Kueue test installs Kueue on a
+cluster; skipped only where Kueue is installed anyway (an existing cluster, or a run of the whole suite by hand)."""
 
 from __future__ import annotations
 
