@@ -106,7 +106,7 @@ class ScriptedLeaseDryRun:
         return types[0]
 
 
-def run_preflight(api: ScriptedLeaseDryRun) -> list[float]:
+def run_preflight(api: ScriptedLeaseDryRun, grace: float = FORBIDDEN_GRACE) -> list[float]:
     from trainingjob.operator.preflight import check_operator_namespace
 
     slept: list[float] = []
@@ -115,7 +115,7 @@ def run_preflight(api: ScriptedLeaseDryRun) -> list[float]:
         slept.append(seconds)
 
     asyncio.run(
-        check_operator_namespace(api, "ops", "lease", sleep=sleep, clock=lambda: sum(slept))  # type: ignore[arg-type]
+        check_operator_namespace(api, "ops", "lease", grace, sleep=sleep, clock=lambda: sum(slept))  # type: ignore[arg-type]
     )
     return slept
 
@@ -133,3 +133,12 @@ def test_a_lease_still_refused_after_the_grace_is_missing_rbac() -> None:
     with pytest.raises(PreflightError, match="apply deploy/rbac"):
         run_preflight(api)
     assert len(api.paths) == FORBIDDEN_GRACE / 2.0 + 1
+
+
+def test_against_a_ready_api_server_missing_rbac_is_told_at_once() -> None:
+    from trainingjob.operator.preflight import PreflightError
+
+    api = ScriptedLeaseDryRun([ApiException(status=403)] * 100)
+    with pytest.raises(PreflightError, match="apply deploy/rbac"):
+        run_preflight(api, grace=0.0)
+    assert len(api.paths) == 1

@@ -59,15 +59,17 @@ async def check_operator_namespace(
     api: client.ApiClient,
     namespace: str,
     lease_name: str | None,
+    forbidden_grace: float = 0.0,
     sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
     clock: Callable[[], float] = time.monotonic,
 ) -> None:
     """Dry-run creates (nothing is stored) of what the operator writes in its namespace; raises PreflightError.
 
     A dry run needs no permission beyond the create the operator needs anyway, and tells a missing namespace (404)
-    from a missing RBAC (403), which reading would not. A 403 is asked again for FORBIDDEN_GRACE: an API server that
-    just started answers /readyz before its authorizer has every RoleBinding, and refused a restarted leader's
-    Lease for that (test_leader_outage failed so under load); missing RBAC is then told FORBIDDEN_GRACE later.
+    from a missing RBAC (403), which reading would not. A 403 is asked again for `forbidden_grace`, which the caller
+    gives only when the API server was not ready at first (wait_for_api_server waited): one that just started answers
+    /readyz before its authorizer has every RoleBinding, and refused a restarted leader's Lease for that
+    (test_leader_outage failed so under load). Against a ready API server, missing RBAC is one line at once.
     """
     began = clock()
     while True:
@@ -78,7 +80,7 @@ async def check_operator_namespace(
             problem = explain(error, namespace, "Lease" if lease_name is not None else "Secret")
             if problem is None:
                 return
-            if error.status != 403 or clock() - began >= FORBIDDEN_GRACE:
+            if error.status != 403 or clock() - began >= forbidden_grace:
                 raise problem from None
             logger.warning("%s; asking again in 2s (the API server's RBAC may still be syncing)", problem)
             await sleep(2.0)
@@ -108,9 +110,10 @@ async def wait_for_api_server(
     api: client.ApiClient,
     sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
     clock: Callable[[], float] = time.monotonic,
-) -> None:
-    """Return once the API server's /readyz answers 200, waiting out connection errors, timeouts, 429 and 5xx (1 s
-    doubling to 5 s, ±20 %), one warning line each; 401 and 403 for FORBIDDEN_GRACE at most.
+) -> bool:
+    """Return once the API server's /readyz answers 200 (True: it was not ready at the first ask), waiting out
+    connection errors, timeouts, 429 and 5xx (1 s doubling to 5 s, ±20 %), one warning line each; 401 and 403 for
+    FORBIDDEN_GRACE at most.
 
     A replica that lost its Lease in an API server outage exits, and the kubelet starts it again at once, while the
     API server is still down: without this wait its first request (the preflight) ended the new process with a
@@ -127,15 +130,15 @@ async def wait_for_api_server(
                 "/readyz", "GET", auth_settings=["BearerToken"], _preload_content=False, _request_timeout=READY_TIMEOUT
             )
             await response.read()
-            return
+            return failures > 0
         except Exception as error:
             problem = api_server_not_ready(error)
             if problem is None:
-                return
+                return failures > 0
             if isinstance(error, ApiException) and error.status in (401, 403):
                 forbidden_since = clock() if forbidden_since is None else forbidden_since
                 if clock() - forbidden_since >= FORBIDDEN_GRACE:
-                    return
+                    return True
         failures += 1
         delay = jittered(doubling(1.0, READY_BACKOFF_MAX, failures))
         logger.warning("the API server is not ready (%s); retrying in %.1fs", problem, delay)

@@ -14,7 +14,12 @@ from kubernetes_asyncio import config as k8s_config
 from trainingjob.config import OperatorSettings
 from trainingjob.kube.tls_buffers import size_tls_read_buffers
 from trainingjob.operator.logs import configure as configure_logging
-from trainingjob.operator.preflight import PreflightError, check_operator_namespace, wait_for_api_server
+from trainingjob.operator.preflight import (
+    FORBIDDEN_GRACE,
+    PreflightError,
+    check_operator_namespace,
+    wait_for_api_server,
+)
 from trainingjob.operator.process import ProcessOptions, Startup, run
 from trainingjob.scheduling.discovery import api_client_fetch, served_gang_apis
 from trainingjob.user_agent import OPERATOR, named
@@ -67,10 +72,11 @@ async def main(options: ProcessOptions) -> None:
         await k8s_config.load_kube_config()
     config = options.config
     async with named(client.ApiClient(), OPERATOR) as api:
-        await wait_for_api_server(api)
+        just_started = await wait_for_api_server(api)
         if config.lease_namespace is not None or options.settings.progress_port:
             lease = config.lease_name if config.lease_namespace is not None else None
-            await check_operator_namespace(api, options.settings.operator_namespace, lease)
+            grace = FORBIDDEN_GRACE if just_started else 0.0  # its authorizer may lag its /readyz
+            await check_operator_namespace(api, options.settings.operator_namespace, lease, grace)
         # The gang scheduling APIs the cluster serves (scheduling/discovery.py), read once before watching starts.
         gang_apis = await served_gang_apis(api_client_fetch(api))
     await run(dataclasses.replace(options, gang_apis=gang_apis))
