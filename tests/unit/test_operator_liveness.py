@@ -147,3 +147,28 @@ def test_each_reconcile_is_counted_under_its_controllers_kind_failed_ones_too() 
     asyncio.run(scenario())
     assert metrics.reconciles.labels("TrainingJob")._value.get() == 2
     assert metrics.reconcile_errors.labels("RuntimeError")._value.get() == 1
+
+
+def test_an_admission_refusal_is_a_warning_with_the_api_servers_words_not_a_traceback(caplog) -> None:
+    """Quota refusing a child for now is expected and retried: no error, no stack trace in the operator's log."""
+    from trainingjob.operator.runtime.writer import AdmissionRefused
+
+    async def scenario() -> None:
+        async def refused(_: tuple[str, str]) -> None:
+            raise AdmissionRefused("exceeded quota: gpus")
+
+        controller = jobs_controller(refused, workers=1)
+        controller.synced.set()
+        controller.start()
+        controller.queue.add(("team-a", "bert"))
+        for _ in range(200):
+            if controller.queue._failures:
+                break
+            await asyncio.sleep(0.01)
+        await controller.stop()
+
+    with caplog.at_level("INFO", logger="trainingjob.operator.runtime.controller"):
+        asyncio.run(scenario())
+    records = [r for r in caplog.records if "bert" in r.getMessage()]
+    assert records and all(r.levelname == "WARNING" and r.exc_info is None for r in records)
+    assert "admission refused a child for now: exceeded quota: gpus" in records[0].getMessage()

@@ -46,3 +46,21 @@ def test_the_schemas_quantity_takes_only_what_the_api_servers_parser_takes() -> 
     # Taken by it (dry-run creates of a pod): suffixes, exponents, signs, a bare fraction.
     for taken in ("500m", "4Gi", "1e3", "1E+5", "1e-30", "+1", "1.", ".5Ei", "9" * 32, "1e999"):
         assert re.match(QUANTITY, taken), taken
+
+
+def test_a_create_in_a_namespace_being_deleted_is_gone_not_a_denial_retried_with_a_traceback() -> None:
+    """kube-apiserver's NamespaceLifecycle answer: the parent goes with its namespace, so there is nothing to retry
+    (as a 403 it once read as an admission denial, and an LLMModel's reconcile logged tracebacks while its test
+    namespace was deleted)."""
+    error = ApiException(status=403)
+    error.body = json.dumps(
+        {
+            "kind": "Status",
+            "code": 403,
+            "reason": "Forbidden",
+            "message": 'services "m" is forbidden: unable to create new content in namespace t-1 because it is being '
+            "terminated",
+            "details": {"causes": [{"type": "NamespaceTerminating", "message": "namespace t-1 is being terminated"}]},
+        }
+    )
+    assert refused_creation(error, "Service", "m").outcome is Outcome.GONE

@@ -10,14 +10,10 @@ from typing import Any
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from trainingjob.operator.llmmodel.watches import LLMMODELS
-from trainingjob.operator.runtime.writer import Outcome, Writer, Written, status_patch
+from trainingjob.operator.runtime.writer import AdmissionRefused, Outcome, Writer, Written, status_patch
 from trainingjob.planning.actions import CreateChild, DeleteChild, Event
 from trainingjob.planning.plan import Plan
 from trainingjob.serving.types import LLMModel
-
-
-class AdmissionRefused(Exception):
-    """Admission refused a child of a model for now (quota, a webhook): the reconcile is retried with backoff."""
 
 
 def creation_events(actions: Sequence[Any], outcomes: Sequence[Written]) -> list[Event]:

@@ -22,6 +22,7 @@ from trainingjob.kube.status import unavailable
 from trainingjob.operator.runtime.informers import Watch
 from trainingjob.operator.runtime.queue import WorkQueue
 from trainingjob.operator.runtime.store import Indexes, Touched
+from trainingjob.operator.runtime.writer import AdmissionRefused
 
 logger = logging.getLogger(__name__)
 Key = Hashable
@@ -139,6 +140,11 @@ class Controller:
                     logger.warning(
                         "reconcile of %s %s failed (attempt %d), the API server did not answer: %s; retrying in %.0fs",
                         *(self.kind, what, attempts, describe(error), delay),
+                    )
+                elif isinstance(error, AdmissionRefused):  # for now (quota, a webhook): expected, retried
+                    logger.warning(
+                        "reconcile of %s %s: admission refused a child for now: %s; retrying in %.0fs",
+                        *(self.kind, what, error, delay),
                     )
                 elif isinstance(error, ApiException):  # a refusal: the API server's words say it all
                     logger.error(

@@ -22,7 +22,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from trainingjob.kube.reflector import Resource
 from trainingjob.kube.status import api_message
-from trainingjob.operator.runtime.calls import MERGE_PATCH, record_event, unread
+from trainingjob.operator.runtime.calls import MERGE_PATCH, namespace_terminating, record_event, unread
 from trainingjob.planning.actions import Event
 
 _ABSENT = object()
@@ -31,7 +31,9 @@ _ABSENT = object()
 class Outcome(enum.Enum):
     DONE = "done"  # the write happened
     EXISTED = "existed"  # a create met AlreadyExists
-    GONE = "gone"  # a delete or patch met NotFound, or a uid precondition that failed (a newer namesake)
+    # A delete or patch met NotFound, or a uid precondition that failed (a newer namesake); or a create met a namespace
+    # being deleted, which takes the parent with it.
+    GONE = "gone"
     REJECTED = "rejected"  # the API server found the object invalid: the user's spec must change
     DENIED = "denied"  # admission refused the create for now (quota, LimitRange, a webhook): it may pass later
 
@@ -45,6 +47,13 @@ class Written:
 
 
 DONE, EXISTED, GONE = Written(Outcome.DONE), Written(Outcome.EXISTED), Written(Outcome.GONE)
+
+
+class AdmissionRefused(Exception):
+    """Admission refused a child for now (quota, a webhook): the reconcile is retried with backoff. Raised by an
+    applier after its other writes; the controller logs it as a warning with the API server's words, not a crash."""
+
+
 Method = Callable[..., Awaitable[Any]]
 # Which API method writes which kind of child, per verb: the one table (tests/rbac_usage.py reads the RBAC the
 # operator needs from these names). A child that is a custom object (a gang's PodGroup) is written with the Resource
@@ -94,6 +103,8 @@ def refused_creation(error: ApiException, kind: str, name: str) -> Written:
     """What a create's refusal means for the controller; raises what it cannot plan around."""
     if error.status == 409:
         return EXISTED  # the name is deterministic: ours, or a namesake that is not
+    if namespace_terminating(error):
+        return GONE  # the parent goes with its namespace: nothing to retry, nothing to report
     if is_invalid_child(error):
         return Written(Outcome.REJECTED, f"{kind} {name} was rejected: {api_message(error)}")
     if is_admission_denial(error):

@@ -13,7 +13,7 @@ from typing import Any
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from trainingjob.operator.runtime.writer import Outcome, Writer, Written, status_patch
+from trainingjob.operator.runtime.writer import AdmissionRefused, Outcome, Writer, Written, status_patch
 from trainingjob.operator.trainingjob.watches import TRAININGJOBS
 from trainingjob.operator.trainingsweep.watches import SWEEPS
 from trainingjob.planning.actions import Event
@@ -21,10 +21,6 @@ from trainingjob.reconcile.admission import ANNOTATION
 from trainingjob.sweeps.admission import sign_trial
 from trainingjob.sweeps.planner import SweepPlan, TrialWrite
 from trainingjob.sweeps.types import TrainingSweep
-
-
-class AdmissionRefused(Exception):
-    """Admission refused a trial for now (quota, a webhook): the reconcile is retried with backoff."""
 
 
 @dataclass
