@@ -31,10 +31,18 @@ leaving: it saves nothing, and the chief has had FOLLOW_SECONDS to reach its saf
 breaks first can still save the last whole state, see ``check``). And why every process, the chief too, leaves
 MARGIN_SECONDS before the grace period ends: a stop that cannot reach a safe point (a save or a collective that
 hangs) exits 143 and says why, instead of waiting for SIGKILL.
+
+Why a stop skips the interpreter's teardown: once the finally blocks and atexit handlers have run, nothing of the
+training is left to do, but tearing down a process that imported PyTorch can take seconds on a loaded node, and
+during it no Python thread runs any more, so the UNWIND_SECONDS timer cannot end it: faulthandler's deadline did,
+with exit code 1 (a failure) instead of 143 (a stop). Measured in the PyTorch example's SIGTERM test at load 6+.
+What the teardown would have done that matters is done first: MPI is finalized (mpi4py leaves that to the teardown,
+and Open MPI's finalize needs every rank) and logging is flushed; a file the script left open unflushed is not.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import faulthandler
 import logging
@@ -47,7 +55,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
-from . import _env, _s3, _safepoint, _signalwatch
+from . import _env, _mpi_abort, _s3, _safepoint, _signalwatch
 from .checkpoint import parse_checkpoint
 from .progress import flush, get_reporter
 
@@ -125,9 +133,11 @@ class GracefulStop:
     def leave(self) -> None:
         """Exit now with `exit_code`: SystemExit (finally blocks and atexit run), and should they hang (a
         collective's shutdown waiting for peers that are gone), the process ends UNWIND_SECONDS later anyway."""
+        global _leaving_with
         self._leaving = True
         if threading.current_thread() is not threading.main_thread():
             _exit_now(self.exit_code)  # SystemExit would end only this thread
+        _leaving_with = self.exit_code
         _exit_no_later_than(UNWIND_SECONDS, self.exit_code)
         raise SystemExit(self.exit_code)
 
@@ -157,6 +167,23 @@ class GracefulStop:
 
 
 _current: GracefulStop | None = None
+_leaving_with: int | None = None  # the exit code of a stop on its way out (leave), for _skip_teardown
+
+
+def _skip_teardown() -> None:
+    """Registered when the SDK is imported, so it runs after the atexit handlers registered later (the progress
+    sender's flush, the training's own): a stop ends the process here, without the interpreter's teardown (see the
+    module's docstring). A process that ends otherwise is not touched."""
+    if _leaving_with is None:
+        return
+    mpi = _mpi_abort.live_mpi()
+    if mpi is not None:
+        mpi.Finalize()  # should it hang (a rank that is gone), the unwind timer still ends the process
+    logging.shutdown()
+    _exit_now(_leaving_with)
+
+
+atexit.register(_skip_teardown)
 
 
 def on_stop(
