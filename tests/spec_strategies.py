@@ -122,17 +122,20 @@ def paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
 
 
 @st.composite
-def specs(draw: st.DrawFn, version: str, world: World = NOTHING) -> tuple[dict[str, Any], str]:
+def specs(
+    draw: st.DrawFn, version: str, world: World = NOTHING, framework: str | None = None
+) -> tuple[dict[str, Any], str]:
     """A whole spec and what was done to it: "as drawn" (valid by type and by the cross-field rules, naming what
-    `world` holds), or the one value made wrong (path and value), or an unknown field added."""
+    `world` holds), or the one value made wrong (path and value), or an unknown field added. `framework`: this one
+    (an update of a job, whose framework is immutable), else each as often."""
     schema = spec_schema(version)
     required = required_unless_runtime(version)
     defaults = draw(st.fixed_dictionaries({name: value_of(schema["properties"][name]) for name in required}))
     spec = draw(value_of(schema))
     # Every framework as often, or left to its default if it has one. sampled_from leans to the first option (what
     # it shrinks to) in as many examples as a run has (40): a wide integer modulo the count does not.
-    framework = schema["properties"]["framework"]
-    options = [*framework["enum"], *([None] if "default" in framework else [])]
+    choice = schema["properties"]["framework"]
+    options = [framework] if framework else [*choice["enum"], *([None] if "default" in choice else [])]
     if (chosen := options[draw(st.integers(0, 2**32)) % len(options)]) is None:
         spec.pop("framework", None)
     else:

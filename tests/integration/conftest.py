@@ -5,6 +5,7 @@ from tests.control_plane_faults import faulted_operator, restored_control_plane
 from tests.integration.ui_support import admin_ui, browser, other_origin, page
 from tests.kueue_support import kueue, kueue_operator, queues
 from tests.s3_support import s3_credentials, s3_server
+from tests.spec_fuzz_support import world
 
 __all__ = [
     "admin_ui",
@@ -18,4 +19,5 @@ __all__ = [
     "restored_control_plane",
     "s3_credentials",
     "s3_server",
+    "world",
 ]

@@ -99,3 +99,16 @@ def test_role_counts_count_the_pods_left() -> None:
     assert details["workers"] == 0
     assert details["roleStatuses"]["worker"] == {"replicas": 1, "pending": 0, "running": 0, "succeeded": 0, "failed": 0}
     assert details["roleStatuses"]["chief"]["succeeded"] == 0
+
+
+def test_an_edit_of_a_finished_jobs_spec_is_observed_and_changes_nothing_else() -> None:
+    """Found by the update fuzzing: an edited finished job never had a status for its new generation, so a client
+    waiting for observedGeneration waited forever; the edit is observed, and one status write is all it costs."""
+    job = make_job(failed_job_status(), restartPolicy="Never")
+    failed = pod(job, 1, "Failed", exit_code=3, reason="Error", node_name="tj-local-0")
+    settled = stored(plan(job, children(job, failed), NOW, CONFIG))  # worker 0's pod gone, as cleanup left it
+    assert settled["observedGeneration"] == 2
+    assert stored(plan(make_job(settled, restartPolicy="Never"), children(job, failed), NOW, CONFIG)) == settled
+    edited = make_job({**settled, "observedGeneration": 1}, restartPolicy="Never", workers=5, suspend=True)
+    result = plan(edited, children(job, failed), NOW, CONFIG)
+    assert stored(result) == settled and not result.actions

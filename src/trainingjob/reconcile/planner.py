@@ -148,6 +148,8 @@ def plan_finished(
 ) -> tuple[Decision, JobStatus]:
     """A finished job ignores spec changes; it only cleans up its pods (those `so_far` does not delete already)
     and, with a TTL, itself; its status's worker entries follow the pods cleanup removes (reconcile/finished.py).
+    An edit of its spec is still observed (status.observedGeneration), so a client waiting for it does not wait
+    forever: the status it reads is the answer to that spec (finished; a new ttlSecondsAfterFinished counts).
 
     The newest progress report is in its status (plan_job): the last one (100 %, the final checkpoint) often
     arrives within the progress write interval of the previous write, and is the one worth keeping.
@@ -160,7 +162,9 @@ def plan_finished(
     ]
     deleting = {a.name for a in (*so_far.actions, *cleanup) if isinstance(a, DeleteChild) and a.kind == "Pod"}
     deleting |= {p.name for p in observed.pods if p.uid in observed.released_pods}
-    status = status.replace(**finished_worker_details(status, observed.pods, deleting))
+    status = status.replace(
+        observed_generation=job.generation, **finished_worker_details(status, observed.pods, deleting)
+    )
     ttl, finished_at = job.spec.ttl_seconds_after_finished, status.completion_time
     if ttl is None or finished_at is None:
         return Decision(actions=tuple(cleanup)), status

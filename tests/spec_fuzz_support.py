@@ -1,0 +1,75 @@
+"""What both spec fuzzing tests share (tests/integration/test_spec_fuzzing.py draws creates,
+test_spec_update_fuzzing.py updates of accepted jobs): the world drawn specs may name, how a refusal must read, and
+when a job counts as reconciled."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from tests.integration.api_support import ensure_priority_class, existing_claims
+from tests.jobs import get_job
+from tests.kube import Kube
+from tests.spec_rules import World
+from tests.spec_strategies import spec_schema
+from trainingjob.api import constants as k
+from trainingjob.api.status import Phase as JobPhase
+
+PHASES = {phase.value for phase in JobPhase}
+GONE = {"gone": True}  # what reconciled() returns for a job deleted before it was seen reconciled
+
+
+def refusal_names_the_field(error: ApiException) -> str | None:
+    """None when the refusal is one a user can act on; else what is wrong with it."""
+    if error.status >= 500:
+        return f"HTTP {error.status} (a server or webhook failure, not a refusal): {error.body}"
+    if error.status not in (400, 403, 422):
+        return f"HTTP {error.status}: {error.body}"
+    message = json.loads(error.body or "{}").get("message", "")
+    if "spec" not in message and "author" not in message:  # 403 from admission names the author's missing right
+        return f"HTTP {error.status} without a field: {message}"
+    return None
+
+
+def reconciled(kube: Kube, namespace: str, name: str) -> dict[str, Any] | None:
+    """The job once the operator wrote a status for its current generation; GONE once it is gone (a job that finished
+    at once, e.g. past a 1 s startupTimeoutSeconds, with ttlSecondsAfterFinished 0 is deleted before it is seen)."""
+    job = get_job(kube, namespace, name)
+    if job is None:
+        return GONE
+    status = job.get("status") or {}
+    generation = (job.get("metadata") or {}).get("generation")
+    return job if status.get("phase") and status.get("observedGeneration") == generation else None
+
+
+@pytest.fixture
+def world(kube: Kube, namespace: str) -> Iterator[World]:
+    """What drawn specs may name: a ClusterTrainingRuntime and a TrainingRuntime per framework (each with an image
+    and a command, so a job naming one needs neither), a PersistentVolumeClaim (unbound: the webhook only warns)
+    and a PriorityClass."""
+    tag = uuid.uuid4().hex[:6]
+    frameworks = spec_schema("v1")["properties"]["framework"]["enum"]
+    runtimes = {framework: {kind: f"fz-{tag}-{framework}" for kind in k.RUNTIME_KINDS} for framework in frameworks}
+    template = {"image": "registry.example/train:1", "command": ["python", "train.py"]}
+    for framework, by_kind in runtimes.items():
+        for kind, name in by_kind.items():
+            body = {"apiVersion": k.RUNTIME_API_VERSION, "kind": kind, "metadata": {"name": name}}
+            body["spec"] = {"framework": framework, "template": template}
+            if kind == k.CLUSTER_RUNTIME_KIND:
+                kube.custom.create_cluster_custom_object(k.GROUP, k.RUNTIME_VERSION, k.CLUSTER_RUNTIME_PLURAL, body)
+            else:
+                kube.custom.create_namespaced_custom_object(
+                    k.GROUP, k.RUNTIME_VERSION, namespace, k.NAMESPACED_RUNTIME_PLURAL, body
+                )
+    claim, priority = f"fz-{tag}-data", "fz-priority"  # the PriorityClass is left for the next run
+    existing_claims(kube, namespace, claim)
+    ensure_priority_class(kube, priority)
+    yield World(runtimes=runtimes, claims=(claim,), priority_classes=(priority,))
+    for by_kind in runtimes.values():
+        name = by_kind[k.CLUSTER_RUNTIME_KIND]
+        kube.custom.delete_cluster_custom_object(k.GROUP, k.RUNTIME_VERSION, k.CLUSTER_RUNTIME_PLURAL, name)
