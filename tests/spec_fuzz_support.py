@@ -14,7 +14,7 @@ from kubernetes.client.exceptions import ApiException
 
 from tests.integration.api_support import ensure_priority_class, existing_claims
 from tests.jobs import get_job
-from tests.kube import Kube
+from tests.kube import Kube, wait_until
 from tests.spec_rules import World
 from tests.spec_strategies import spec_schema
 from trainingjob.api import constants as k
@@ -73,3 +73,16 @@ def world(kube: Kube, namespace: str) -> Iterator[World]:
     for by_kind in runtimes.values():
         name = by_kind[k.CLUSTER_RUNTIME_KIND]
         kube.custom.delete_cluster_custom_object(k.GROUP, k.RUNTIME_VERSION, k.CLUSTER_RUNTIME_PLURAL, name)
+
+
+def all_deleted(kube: Kube, namespace: str, jobs: list[tuple[str, str, str]]) -> None:
+    """Every job of (version, name, how drawn) deleted at once, and each gone: no finalizer stuck (this operator's
+    is removed; a job managed elsewhere never had one). A finished job whose TTL passed is gone already."""
+    for version, name, _ in jobs:
+        try:
+            kube.custom.delete_namespaced_custom_object(k.GROUP, version, namespace, k.PLURAL, name)
+        except ApiException as error:
+            if error.status != 404:
+                raise
+    for _, name, shown in jobs:
+        wait_until(lambda n=name: get_job(kube, namespace, n) is None, 120, f"to be gone (finalizer cleared): {shown}")

@@ -32,7 +32,7 @@ from tests.jobs import event_reasons, get_job
 from tests.kill_invariants import logged_errors
 from tests.kube import Kube, wait_until
 from tests.operator_harness import RunningOperator
-from tests.spec_fuzz_support import GONE, PHASES, reconciled, refusal_names_the_field
+from tests.spec_fuzz_support import GONE, PHASES, all_deleted, reconciled, refusal_names_the_field
 from tests.spec_rules import World
 from tests.spec_strategies import specs
 from trainingjob.api import constants as k
@@ -96,19 +96,6 @@ def left_alone(kube: Kube, namespace: str) -> None:
         OUTCOMES["accepted, left to its managedBy"] += 1
 
 
-def all_deleted(kube: Kube, namespace: str) -> None:
-    """Every accepted job deleted at once, and each gone: no finalizer stuck (this operator's is removed; a job
-    managed elsewhere never had one). A finished job whose ttlSecondsAfterFinished passed is gone already."""
-    for version, name, _ in CREATED:
-        try:
-            kube.custom.delete_namespaced_custom_object(k.GROUP, version, namespace, k.PLURAL, name)
-        except ApiException as error:
-            if error.status != 404:
-                raise
-    for _, name, shown in CREATED:
-        wait_until(lambda n=name: get_job(kube, namespace, n) is None, 120, f"to be gone (finalizer cleared): {shown}")
-
-
 def test_every_drawn_spec_is_refused_with_its_field_or_reconciled_to_a_known_phase(
     kube: Kube, namespace: str, operator: RunningOperator, world: World
 ) -> None:
@@ -128,7 +115,7 @@ def test_every_drawn_spec_is_refused_with_its_field_or_reconciled_to_a_known_pha
 
     drawn()
     left_alone(kube, namespace)
-    all_deleted(kube, namespace)
+    all_deleted(kube, namespace, CREATED)
     assert operator.process.poll() is None, "the operator exited"
     errors = logged_errors(operator, log_start)
     assert not errors, "the operator logged errors:\n" + "\n".join(errors[:20])

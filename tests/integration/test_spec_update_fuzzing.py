@@ -29,11 +29,12 @@ from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
 from kubernetes.client.exceptions import ApiException
 
+from tests.integration.v1_support import read
 from tests.jobs import event_reasons
 from tests.kill_invariants import logged_errors
 from tests.kube import Kube, wait_until
 from tests.operator_harness import RunningOperator
-from tests.spec_fuzz_support import GONE, PHASES, reconciled, refusal_names_the_field
+from tests.spec_fuzz_support import GONE, PHASES, all_deleted, reconciled, refusal_names_the_field
 from tests.spec_rules import World
 from tests.spec_strategies import specs
 from trainingjob.api import constants as k
@@ -42,17 +43,8 @@ from trainingjob.api.managed_by import managed_here
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("trainingjob_crd")]
 EXAMPLES = int(os.environ.get("TJ_UPDATE_FUZZ_EXAMPLES") or 30)
 OUTCOMES: collections.Counter[str] = collections.Counter()
-CREATED: list[tuple[str, str]] = []  # version and name of every job created
+CREATED: list[tuple[str, str, str]] = []  # version, name and spec of every job created
 LIFELONG = ("runtimeRef", "managedBy")  # kept whole (or absent) by the transition rules
-
-
-def stored(kube: Kube, namespace: str, version: str, name: str) -> dict[str, Any] | None:
-    try:
-        return kube.custom.get_namespaced_custom_object(k.GROUP, version, namespace, k.PLURAL, name)
-    except ApiException as error:
-        if error.status == 404:
-            return None
-        raise
 
 
 def keep_lifelong(update: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
@@ -88,16 +80,16 @@ def created_and_reconciled(kube: Kube, namespace: str, version: str, spec: dict[
         kube.custom.create_namespaced_custom_object(k.GROUP, version, namespace, k.PLURAL, body)
     except ApiException:
         return None
-    CREATED.append((version, name))
+    CREATED.append((version, name, json.dumps(spec)[:1500]))
     job = wait_until(lambda: reconciled(kube, namespace, name), 120, f"the operator to reconcile {json.dumps(spec)}")
-    return None if job is GONE else stored(kube, namespace, version, name)
+    return None if job is GONE else read(kube, namespace, name, version)
 
 
 def replaced(kube: Kube, namespace: str, version: str, name: str, update: dict[str, Any]) -> dict[str, Any] | None:
     """Replace the job's spec with `update` (again on a conflict with the operator's status write); the job after
     it, None when it was gone. A refusal raises."""
     for _ in range(10):
-        job = stored(kube, namespace, version, name)
+        job = read(kube, namespace, name, version)
         if job is None:
             return None
         job["spec"] = update
@@ -117,7 +109,7 @@ def update_one(kube: Kube, namespace: str, version: str, job: dict[str, Any], up
     except ApiException as error:
         problem = refusal_names_the_field(error)
         assert problem is None, f"{problem}\nfor {shown}"
-        now = stored(kube, namespace, version, name)
+        now = read(kube, namespace, name, version)
         assert now is None or now["metadata"]["generation"] == generation, f"changed though refused: {shown}"
         OUTCOMES[f"refused {error.status}"] += 1
         return
@@ -134,17 +126,6 @@ def update_one(kube: Kube, namespace: str, version: str, job: dict[str, Any], up
     if status["phase"] == "Failed" and "InvalidSpec" in reasons:
         wait_until(lambda: "InvalidSpec" in event_reasons(kube, namespace, name), 60, f"an Event for {shown}")
     OUTCOMES[f"accepted, {status['phase']}" + (" (InvalidSpec)" if "InvalidSpec" in reasons else "")] += 1
-
-
-def all_deleted(kube: Kube, namespace: str) -> None:
-    for version, name in CREATED:
-        try:
-            kube.custom.delete_namespaced_custom_object(k.GROUP, version, namespace, k.PLURAL, name)
-        except ApiException as error:
-            if error.status != 404:
-                raise
-    for version, name in CREATED:
-        wait_until(lambda v=version, n=name: stored(kube, namespace, v, n) is None, 120, f"{name} to be gone")
 
 
 def test_every_drawn_update_is_refused_with_its_field_or_reconciled_to_a_known_phase(
@@ -173,7 +154,7 @@ def test_every_drawn_update_is_refused_with_its_field_or_reconciled_to_a_known_p
         update_one(kube, namespace, version, job, update, change)
 
     drawn()
-    all_deleted(kube, namespace)
+    all_deleted(kube, namespace, CREATED)
     assert operator.process.poll() is None, "the operator exited"
     errors = logged_errors(operator, log_start)
     assert not errors, "the operator logged errors:\n" + "\n".join(errors[:20])
