@@ -41,7 +41,6 @@ from tests.kube import Kube, wait_until
 from tests.operator_harness import RunningOperator
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("trainingjob_crd")]
-JOBS_IN_FLIGHT = 4
 FAULTS = {
     "etcd and kube-apiserver": ("etcd", "kube-apiserver", "kube-scheduler"),
     "kube-apiserver": ("kube-apiserver", "kube-scheduler"),
@@ -58,6 +57,12 @@ LISTED_LINE = re.compile(r"(?P<name>[^:]+ in [^:]+): listed \d+ object\(s\) in .
 
 def restart_count() -> int:
     return int(os.environ.get("TJ_CONTROL_PLANE_RESTARTS") or 6)
+
+
+def jobs_in_flight() -> int:
+    """TJ_CONTROL_PLANE_JOBS (default 4): scenarios running at once, each starting the next job when it ends; more
+    puts the faults under load from many jobs (docs/reliability.md has a run with 40)."""
+    return int(os.environ.get("TJ_CONTROL_PLANE_JOBS") or 4)
 
 
 def chosen_seed() -> int:
@@ -119,11 +124,12 @@ def test_jobs_converge_across_control_plane_restarts_at_random_instants(
     kube: Kube, namespace: str, faulted_operator: RunningOperator, restored_control_plane: object
 ) -> None:
     seed, count = chosen_seed(), restart_count()
-    print(f"control-plane faults: TJ_CONTROL_PLANE_SEED={seed} TJ_CONTROL_PLANE_RESTARTS={count}")
+    print(f"control-plane faults: TJ_CONTROL_PLANE_SEED={seed} TJ_CONTROL_PLANE_RESTARTS={count}", end=" ")
+    print(f"TJ_CONTROL_PLANE_JOBS={jobs_in_flight()}")
     state, rng, operator = restored_control_plane, random.Random(seed), faulted_operator
     log_start = operator.log_path.stat().st_size
     gets_before, cpu_before, began = gets(operator), cpu_seconds(operator.process.pid), time.monotonic()
-    history, driver = start_scenarios(kube, namespace, seed, JOBS_IN_FLIGHT)
+    history, driver = start_scenarios(kube, namespace, seed, jobs_in_flight())
     faults: list[Fault] = []
     try:
         for _ in range(count):
