@@ -10,10 +10,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, Phase, settings
 from kubernetes.client.exceptions import ApiException
 
 from tests.integration.api_support import ensure_priority_class, existing_claims
-from tests.jobs import get_job
+from tests.jobs import event_reasons, get_job
 from tests.kube import Kube, wait_until
 from tests.spec_rules import World
 from tests.spec_strategies import spec_schema
@@ -86,3 +87,26 @@ def all_deleted(kube: Kube, namespace: str, jobs: list[tuple[str, str, str]]) ->
                 raise
     for _, name, shown in jobs:
         wait_until(lambda n=name: get_job(kube, namespace, n) is None, 120, f"to be gone (finalizer cleared): {shown}")
+
+
+def fuzz_settings(examples: int) -> settings:
+    """Hypothesis' settings for drawing against a real cluster: no shrinking (each example costs seconds of it),
+    no example database, no deadline or health check."""
+    return settings(
+        max_examples=examples,
+        deadline=None,
+        database=None,
+        phases=(Phase.generate,),
+        suppress_health_check=list(HealthCheck),
+    )
+
+
+def judged_outcome(kube: Kube, namespace: str, name: str, job: dict[str, Any], shown: str) -> tuple[str, set[str]]:
+    """A reconciled job's phase, which must be a known one, and its true conditions' reasons; a job Failed as
+    InvalidSpec must have its Event."""
+    status = job["status"]
+    assert status["phase"] in PHASES, f"phase {status['phase']} for {shown}"
+    reasons = {c.get("reason") for c in status.get("conditions") or [] if c.get("status") == "True"}
+    if status["phase"] == "Failed" and "InvalidSpec" in reasons:
+        wait_until(lambda: "InvalidSpec" in event_reasons(kube, namespace, name), 60, f"an Event for {shown}")
+    return status["phase"], reasons

@@ -24,15 +24,22 @@ import uuid
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from kubernetes.client.exceptions import ApiException
 
-from tests.jobs import event_reasons, get_job
+from tests.jobs import get_job
 from tests.kill_invariants import logged_errors
 from tests.kube import Kube, wait_until
 from tests.operator_harness import RunningOperator
-from tests.spec_fuzz_support import GONE, PHASES, all_deleted, reconciled, refusal_names_the_field
+from tests.spec_fuzz_support import (
+    GONE,
+    all_deleted,
+    fuzz_settings,
+    judged_outcome,
+    reconciled,
+    refusal_names_the_field,
+)
 from tests.spec_rules import World
 from tests.spec_strategies import specs
 from trainingjob.api import constants as k
@@ -72,13 +79,9 @@ def try_one(kube: Kube, namespace: str, version: str, spec: dict[str, Any], how:
         OUTCOMES["accepted, finished and deleted by its TTL"] += 1
         ACCEPTED[spec.get("framework") or "pytorch"] += 1
         return
-    status = job["status"]
-    assert status["phase"] in PHASES, f"phase {status['phase']} for {shown}"
-    reasons = {c.get("reason") for c in status.get("conditions") or [] if c.get("status") == "True"}
-    if status["phase"] == "Failed" and "InvalidSpec" in reasons:
-        wait_until(lambda: "InvalidSpec" in event_reasons(kube, namespace, name), 60, f"an Event for {shown}")
-    why = f" ({'/'.join(sorted(filter(None, reasons)))})" if status["phase"] == "Failed" else ""
-    OUTCOMES[f"accepted, {status['phase']}{why}"] += 1
+    phase, reasons = judged_outcome(kube, namespace, name, job, shown)
+    why = f" ({'/'.join(sorted(filter(None, reasons)))})" if phase == "Failed" else ""
+    OUTCOMES[f"accepted, {phase}{why}"] += 1
     ACCEPTED[job["spec"].get("framework") or "pytorch"] += 1
 
 
@@ -101,13 +104,7 @@ def test_every_drawn_spec_is_refused_with_its_field_or_reconciled_to_a_known_pha
 ) -> None:
     log_start, began = operator.log_path.stat().st_size, time.monotonic()
 
-    @settings(
-        max_examples=EXAMPLES,
-        deadline=None,
-        database=None,
-        phases=(Phase.generate,),  # no shrinking: each example costs seconds of a real cluster
-        suppress_health_check=list(HealthCheck),
-    )
+    @fuzz_settings(EXAMPLES)
     @given(st.sampled_from(["v1alpha1", "v1"]).flatmap(lambda v: st.tuples(st.just(v), specs(v, world))))
     def drawn(example: tuple[str, tuple[dict[str, Any], str]]) -> None:
         version, (spec, how) = example
