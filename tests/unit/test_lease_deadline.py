@@ -84,6 +84,8 @@ def test_a_held_loop_notices_the_deadline_only_when_it_is_let_go() -> None:
 
 def test_the_deadline_thread_ends_leadership_on_time_while_the_loop_is_held() -> None:
     late = lead_while_the_loop_is_held(with_thread=True)
-    assert 0 <= late["thread"] < 1.0 < late["held until"], late  # within the hold, not after it
+    # -0.1: the reference deadline is counted from `started`, a little after the acquisition the real one counts
+    # from (a fresh-clone CI saw the thread end 2.3 ms "before" it).
+    assert -0.1 <= late["thread"] < 1.0 < late["held until"], late  # within the hold, not after it
     assert "loop" not in late  # ended once: the loop, once free, found it done
     assert not [t for t in threading.enumerate() if t.name == "lease-renew-deadline" and t.is_alive()]
