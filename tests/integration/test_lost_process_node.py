@@ -17,6 +17,7 @@ import os
 import signal
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -102,6 +103,8 @@ def test_a_process_node_lost_for_good_moves_real_training_to_another_node_from_i
     first = {p.metadata.name: (p.metadata.uid, p.spec.node_name) for p in job_pods(kube, namespace, "xgb")}
     assert {node for _, node in first.values()} == {lost}, first
 
+    old_chief = worker_processes(namespace, "xgb", 0)  # the chief saves the checkpoints
+    assert old_chief, "the chief's processes must be found on this machine"
     kube.core.patch_node(spare, {"spec": {"unschedulable": False}})
     victims, crashed = crash(state, lost, namespace, "xgb", 2 if workers_die else None), time.monotonic()
     assert len(victims) > 1 or not workers_die, "the workers' processes must have been found on this machine"
@@ -122,6 +125,7 @@ def test_a_process_node_lost_for_good_moves_real_training_to_another_node_from_i
     assert node_ready(kube, lost) == "Unknown"
     assert not control_plane.component_running(state, lost), "nothing may bring the lost node back meanwhile"
 
+    fenced_after = None if workers_die else old_chief_fenced(kube, namespace, old_chief)
     done = wait_status(kube, namespace, "xgb", lambda s: s.get("phase") == "Succeeded", "Succeeded on the spare")
     chief = log_of(kube, namespace, "xgb-worker-0")
     resumed = [line for line in chief.splitlines() if "resuming from " in line]
@@ -145,4 +149,24 @@ def test_a_process_node_lost_for_good_moves_real_training_to_another_node_from_i
         f"{recreated:.0f}s after the crash, "
         f"Succeeded {time.monotonic() - crashed:.0f}s after it; disruptions {done['disruptionCount']}, "
         f"attempt {done['attempt']}; events {reasons}"
+        + ("" if fenced_after is None else f"; the old chief stopped {fenced_after:.1f}s after the new one resumed")
     )
+
+
+def old_chief_fenced(kube: Kube, namespace: str, old_chief: list[int]) -> float:
+    """Seconds from the new chief's resume (which fences the old attempt out of the checkpoint volume) to the old
+    chief's end: it trains on, unseen, and its next save must refuse and end it (sdk/_fence.py). Without the fence it
+    would save into the same names for the rest of its 60 epochs (a minute or more after the new gang started)."""
+    resumes = lambda: "resuming from " in log_of(kube, namespace, "xgb-worker-0")  # noqa: E731
+    wait_until(resumes, RUN_TIMEOUT, "the new chief's resume")
+    resumed = time.monotonic()
+    wait_until(lambda: not [pid for pid in old_chief if alive(pid)], 30, "the old chief to be fenced out", interval=0.5)
+    return time.monotonic() - resumed
+
+
+def alive(pid: int) -> bool:
+    """Whether the process runs (a zombie has ended)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False

@@ -76,6 +76,31 @@ def test_the_sdk_saves_prunes_and_loads_checkpoints_in_s3(
     assert (tmp_path / "third" / "ckpt-00000002.bin").read_bytes() == b"weights 2"
 
 
+def test_a_replaced_attempt_may_not_save_into_the_bucket_the_new_one_resumes_from(
+    s3_credentials: dict[str, str], namespace: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fence of sdk/_fence.py in S3: the old gang (its pods forced away, training on behind a partition) saves
+    nothing more once the new attempt resumed, though each has its own CHECKPOINT_DIR scratch."""
+    for name, value in s3_credentials.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("CHECKPOINT_URI", f"s3://checkpoints/{namespace}/fenced")
+    monkeypatch.setenv("CHECKPOINT_KEEP_LAST", "1")
+    monkeypatch.setenv("CHECKPOINT_DIR", str(tmp_path / "old"))
+    monkeypatch.setenv("TRAININGJOB_RESTART_COUNT", "0")
+    sdk.save_checkpoint(lambda path: path.write_bytes(b"epoch 1"), 1, suffix=".bin", report=False)
+
+    monkeypatch.setenv("CHECKPOINT_DIR", str(tmp_path / "new"))
+    monkeypatch.setenv("TRAININGJOB_RESTART_COUNT", "1")
+    monkeypatch.setenv("RESUME_FROM_CHECKPOINT", f"s3://checkpoints/{namespace}/fenced/ckpt-00000001.bin")
+    assert sdk.resume_point() == (2, tmp_path / "new" / "ckpt-00000001.bin")
+
+    monkeypatch.setenv("CHECKPOINT_DIR", str(tmp_path / "old"))
+    monkeypatch.setenv("TRAININGJOB_RESTART_COUNT", "0")
+    with pytest.raises(sdk.SupersededAttempt, match="superseded by attempt 1"):
+        sdk.save_checkpoint(lambda path: path.write_bytes(b"stale"), 2, suffix=".bin", report=False)
+    assert stored_keys(s3_credentials, f"{namespace}/fenced") == [".attempt", "ckpt-00000001.bin"], "nothing pruned"
+
+
 def xgboost_on_s3(namespace: str) -> dict[str, Any]:
     body = yaml.safe_load((REPO / "examples" / "xgboost" / "trainingjob-local.yaml").read_text())
     spec = body["spec"]
@@ -122,7 +147,10 @@ def test_an_s3_job_checkpoints_is_killed_resumes_from_s3_and_keeps_only_the_last
     pods = live_pods(kube, namespace, job) or []
     for pod in pods:  # the second attempt's pods, if they are kept: RESUME_FROM_CHECKPOINT is an s3:// URI
         assert env_of(pod)["RESUME_FROM_CHECKPOINT"].startswith(f"s3://checkpoints/{prefix}/ckpt-")
+    fence = s3_client(s3_credentials).get_object(Bucket="checkpoints", Key=f"{prefix}/.attempt")["Body"].read()
+    assert int(fence) == status["attempt"] >= 1, "the attempt that finished fenced the older ones out of the bucket"
     assert stored_keys(s3_credentials, prefix) == [
+        ".attempt",
         f"ckpt-{epochs - 1:08d}.json",
         f"ckpt-{epochs:08d}.json",
     ], "the bucket pruned to keepLast"

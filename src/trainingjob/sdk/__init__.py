@@ -22,6 +22,7 @@ name) is as good as installing it.
 
 from . import _mpi_abort
 from ._env import in_job, is_chief, rank, restart_count, world_size
+from ._fence import SupersededAttempt
 from .checkpoint import (
     CheckpointInfo,
     checkpoint_dir,
@@ -29,6 +30,7 @@ from .checkpoint import (
     checkpoint_keep_last,
     checkpoint_name,
     checkpoint_store,
+    claim_checkpoints,
     latest_checkpoint,
     list_checkpoints,
     parse_checkpoint,
@@ -48,11 +50,13 @@ __all__ = [
     "ConfigError",
     "GracefulStop",
     "ProgressReporter",
+    "SupersededAttempt",
     "checkpoint_dir",
     "checkpoint_interval",
     "checkpoint_keep_last",
     "checkpoint_name",
     "checkpoint_store",
+    "claim_checkpoints",
     "flush",
     "get_reporter",
     "hyperparameters_file",

@@ -36,8 +36,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from . import _env, _s3, _safepoint
+from . import _env, _fence, _s3, _safepoint
 from ._body import as_count
+from ._durable import fsync, fsync_tree
 from .progress import get_reporter
 
 log = logging.getLogger("trainingjob.sdk")
@@ -150,18 +151,32 @@ def save_checkpoint(
         write_fn(temp)
         if not os.path.lexists(temp):
             raise FileNotFoundError(f"write_fn did not create the checkpoint at {temp}")
-        _fsync_tree(temp)
+        fsync_tree(temp)
+        claim_checkpoints(None if store is not None else directory)  # a superseded attempt stops here
         _replace(temp, final)
     except BaseException:
         _remove(temp)
         raise
-    _fsync(directory, is_dir=True)
+    fsync(directory, is_dir=True)
     prune_checkpoints(keep_last, directory=directory, protect=final)
     reported = _upload(store, final, keep_last) if store is not None else final
     if report:
         get_reporter().report_checkpoint(reported, epoch=epoch, step=step)
     _safepoint.reached(final)  # a stop requested by SIGTERM (sdk.on_stop) ends the process here, with this one
     return final
+
+
+def claim_checkpoints(directory: str | os.PathLike[str] | None = None) -> None:
+    """Fence older attempts of this job out of its checkpoints, or raise SupersededAttempt if a newer one fenced
+    this one out (see _fence.py: a gang restarted off a lost node must not have its checkpoints replaced or pruned
+    by the old gang training on unseen). Called by every save and by a resuming attempt; nothing outside a job."""
+    if _fence.own_attempt() is None:
+        return
+    store = checkpoint_store() if directory is None else None
+    if store is not None:
+        _fence.claim_store(_s3.client(), store)
+    else:
+        _fence.claim_directory(checkpoint_dir() if directory is None else Path(directory))
 
 
 def prune_checkpoints(
@@ -259,35 +274,3 @@ def _remove(path: Path, *, strict: bool = False) -> None:
         if strict:
             raise
         log.debug("cannot remove %s", path, exc_info=True)
-
-
-def _fsync_tree(path: Path) -> None:
-    """Flush a written file, or every file and directory of a written directory tree, to stable storage."""
-    if path.is_symlink():
-        return
-    if not path.is_dir():
-        _fsync(path)
-        return
-    for root, _dirs, files in os.walk(path):
-        for name in files:
-            child = Path(root, name)
-            if not child.is_symlink():
-                _fsync(child)
-        _fsync(Path(root), is_dir=True)
-
-
-def _fsync(path: Path, *, is_dir: bool = False) -> None:
-    """fsync a file (errors propagate: the data may not be safe) or a directory (best effort: not every OS can)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        if is_dir:
-            return
-        raise
-    try:
-        os.fsync(fd)
-    except OSError:
-        if not is_dir:
-            raise
-    finally:
-        os.close(fd)

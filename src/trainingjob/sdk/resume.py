@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from . import _env
-from .checkpoint import latest_checkpoint, parse_checkpoint
+from .checkpoint import claim_checkpoints, latest_checkpoint, parse_checkpoint
 
 
 def resume_requested() -> bool:
@@ -26,10 +26,13 @@ def resume_checkpoint(directory: str | os.PathLike[str] | None = None) -> Path |
     path (spec.checkpoint.resumeFrom: another run's directory or checkpoint), this run's own newest checkpoint when
     it has one, else the newest checkpoint at that path (or the path itself when its name is a checkpoint's).
     Own checkpoints come first: they are this run's later progress, whatever it was started from.
+    Resuming fences older attempts out of this run's checkpoints first (claim_checkpoints): a gang that was replaced
+    but trains on, unseen, stops at its next save instead of replacing or pruning what this attempt saves.
     """
     value = os.environ.get(_env.RESUME_FROM_CHECKPOINT, "").strip()
     if value.lower() in ("", "false", "0", "no"):
         return None
+    claim_checkpoints(directory)
     own = latest_checkpoint(directory)
     if own is not None or value.lower() == "true":
         return own

@@ -1,0 +1,95 @@
+"""Fencing a superseded attempt out of the job's checkpoints.
+
+Why: when a node is lost behind a partition, the operator force-deletes its workers and restarts the gang elsewhere,
+but the old processes may train on, unseen, and keep saving into the same checkpoint store under the same names
+(``ckpt-<epoch>``), replacing or pruning what the new gang saved. Kubernetes cannot stop a process on a machine it
+cannot reach; the storage both gangs share can. Every attempt of a job has a number (TRAININGJOB_RESTART_COUNT, the
+job's ``status.attempt``, which never decreases), and an attempt that starts writes it into a fence in the checkpoint
+store — ``.attempt`` in CHECKPOINT_DIR, or that object under the ``s3://`` prefix. A worker whose attempt is older
+than the fence is superseded: it may not save (``SupersededAttempt`` is raised before anything is renamed into place,
+uploaded or pruned), which ends the stale script.
+
+Limits: check then act, without a lock (none works across machines on every shared file system, nor in S3): a save
+that passed its check just before the new attempt wrote the fence still lands — one checkpoint at most, whole (it is
+renamed into place) — and the new gang replaces it with its own of that epoch. Outside a TrainingJob (no
+TRAININGJOB_RESTART_COUNT) nothing is fenced and no fence is written.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+from . import _env
+
+log = logging.getLogger("trainingjob.sdk")
+
+FENCE = ".attempt"  # a dot name: never taken for a checkpoint (see checkpoint.py's naming scheme)
+_MOST = 64  # bytes of the fence read: a number, whatever else shared storage may hold there
+
+
+class SupersededAttempt(RuntimeError):
+    """A newer attempt of this job owns the checkpoint store: this worker's pod was replaced, it must not save."""
+
+
+def own_attempt() -> int | None:
+    """This worker's attempt (TRAININGJOB_RESTART_COUNT), or None outside a TrainingJob."""
+    if not os.environ.get(_env.RESTART_COUNT, "").strip():
+        return None
+    return _env.restart_count()
+
+
+def claim_directory(directory: Path) -> None:
+    """Raise SupersededAttempt if a newer attempt fenced `directory`; record this attempt there if it is newer."""
+    attempt = own_attempt()
+    if attempt is None:
+        return
+    fence = directory / FENCE
+    try:
+        with fence.open("rb") as file:
+            current = _parse(file.read(_MOST).decode(errors="replace"))
+    except (FileNotFoundError, NotADirectoryError):
+        current = None
+    _judge(attempt, current, str(directory))
+    if current is None or current < attempt:
+        directory.mkdir(parents=True, exist_ok=True)
+        temp = directory / f"{FENCE}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
+        temp.write_text(f"{attempt}\n")
+        os.replace(temp, fence)
+
+
+def claim_store(s3: Any, store: Any) -> None:
+    """The same for checkpoints in S3: the fence is the object ``.attempt`` under the store's prefix."""
+    attempt = own_attempt()
+    if attempt is None:
+        return
+    try:
+        body = s3.get_object(Bucket=store.bucket, Key=store.key(FENCE))["Body"]
+        current = _parse(body.read(_MOST).decode(errors="replace"))
+    except s3.exceptions.NoSuchKey:
+        current = None
+    _judge(attempt, current, store.uri())
+    if current is None or current < attempt:
+        s3.put_object(Bucket=store.bucket, Key=store.key(FENCE), Body=f"{attempt}\n".encode())
+
+
+def _judge(attempt: int, current: int | None, where: str) -> None:
+    if current is not None and current > attempt:
+        message = (
+            f"attempt {attempt} of this job was superseded by attempt {current} (the fence in {where}): this worker's "
+            "pod was replaced, so it may not save checkpoints any more; stopping"
+        )
+        log.error("%s", message)
+        raise SupersededAttempt(message)
+
+
+def _parse(text: str) -> int | None:
+    """The fence's attempt; None for a fence that is not a number (then the next claim rewrites it)."""
+    try:
+        value = int(text.strip())
+    except ValueError:
+        return None
+    return value if value >= 0 else None
