@@ -12,7 +12,12 @@ from tests.unit.test_apply import CONFIG, KEY, NS, FakeClock, job_body, settle
 from tests.unit.test_planner import NOW
 from trainingjob.api.status import JobStatus
 from trainingjob.operator.trainingjob.reconciler import Reconciler
-from trainingjob.reconcile.status import DETAIL_WRITE_DELAY, hold_details, only_details_changed
+from trainingjob.reconcile.status import (
+    DETAIL_WRITE_DELAY,
+    STARTING_DETAIL_WRITE_DELAY,
+    hold_details,
+    only_details_changed,
+)
 
 PENDING = {
     "phase": "Pending",
@@ -97,6 +102,9 @@ def test_details_alone_are_written_once_the_delay_is_over() -> None:
         assert server.jobs["job"]["status"]["message"] == "0/2 workers running"
         clock.now += DETAIL_WRITE_DELAY
         await settle(reconciler, server, rounds=1)
+        assert server.jobs["job"]["status"]["message"] == "0/2 workers running", "a starting gang waits longer"
+        clock.now += STARTING_DETAIL_WRITE_DELAY - DETAIL_WRITE_DELAY
+        await settle(reconciler, server, rounds=1)
         assert server.jobs["job"]["status"]["message"] == "1/2 workers running"
         assert reconciler.memory[KEY].details_since is None
 
@@ -108,9 +116,14 @@ def test_the_planner_holds_back_a_change_of_details_alone_for_the_operator() -> 
     change has waited."""
     status = JobStatus.from_dict(PENDING)
     new = JobStatus.from_dict(changed(message="1/2 workers running"))
-    assert hold_details(status, new, 0.0) == (status, DETAIL_WRITE_DELAY)
-    assert hold_details(status, new, DETAIL_WRITE_DELAY - 1) == (status, 1.0)
-    assert hold_details(status, new, DETAIL_WRITE_DELAY) == (new, None)
+    assert hold_details(status, new, 0.0) == (status, STARTING_DETAIL_WRITE_DELAY), "a gang starting: the longer"
+    assert hold_details(status, new, STARTING_DETAIL_WRITE_DELAY - 1) == (status, 1.0)
+    assert hold_details(status, new, STARTING_DETAIL_WRITE_DELAY) == (new, None)
     assert hold_details(status, new, None) == (new, None), "a plan made outside the operator holds nothing back"
     phase = JobStatus.from_dict(changed(phase="Running"))
     assert hold_details(status, phase, 0.0) == (phase, None)
+    # A running job's details (one worker of many restarted) wait the short delay only.
+    running = JobStatus.from_dict(changed(phase="Running", message="2/2 workers running"))
+    one_restarted = JobStatus.from_dict(changed(phase="Running", message="1/2 workers running"))
+    assert hold_details(running, one_restarted, 0.0) == (running, DETAIL_WRITE_DELAY)
+    assert hold_details(running, one_restarted, DETAIL_WRITE_DELAY) == (one_restarted, None)

@@ -276,6 +276,16 @@ def only_details_changed(old: JobStatus, new: JobStatus) -> bool:
 
 # A status change in worker details alone waits this long for the next significant change to carry it.
 DETAIL_WRITE_DELAY = 3.0
+# While a gang starts (Pending, Restarting), longer: its pods go Running one by one over as long as binding, pulling
+# and starting take (13 s for 8 pods of 100 jobs at once on two cores, bench/findings.md), and the phase change to
+# Running carries them all.
+STARTING_DETAIL_WRITE_DELAY = 10.0
+STARTING_PHASES = (Phase.PENDING, Phase.RESTARTING)
+
+
+def detail_write_delay(previous: JobStatus) -> float:
+    """How long a change of worker details alone may wait for a significant change to carry it."""
+    return STARTING_DETAIL_WRITE_DELAY if previous.phase in STARTING_PHASES else DETAIL_WRITE_DELAY
 
 
 def hold_details(previous: JobStatus, status: JobStatus, held_for: float | None) -> tuple[JobStatus, float | None]:
@@ -283,10 +293,10 @@ def hold_details(previous: JobStatus, status: JobStatus, held_for: float | None)
     back (it has been for `held_for` seconds, 0 when it would be news; None: nothing is held back).
 
     While a gang starts or finishes, its pods change one by one and each change would be a status write of its
-    own; the phase change that follows within a second or two carries them all in one write instead. A job whose
-    details change alone (one worker of many restarted) gets them written once the delay is over.
+    own; the phase change that follows carries them all in one write instead. A job whose details change alone
+    (one worker of many restarted, a gang slow to start) gets them written once the delay is over.
     """
     if held_for is None or not only_details_changed(previous, status):
         return status, None
-    wait = DETAIL_WRITE_DELAY - held_for
+    wait = detail_write_delay(previous) - held_for
     return (status, None) if wait <= 0 else (previous, wait)
