@@ -98,7 +98,9 @@ def test_a_replaced_attempt_may_not_save_into_the_bucket_the_new_one_resumes_fro
     monkeypatch.setenv("TRAININGJOB_RESTART_COUNT", "0")
     with pytest.raises(sdk.SupersededAttempt, match="superseded by attempt 1"):
         sdk.save_checkpoint(lambda path: path.write_bytes(b"stale"), 2, suffix=".bin", report=False)
-    assert stored_keys(s3_credentials, f"{namespace}/fenced") == [".attempt", "ckpt-00000001.bin"], "nothing pruned"
+    assert stored_keys(s3_credentials, f"{namespace}/fenced") == [".attempt-worker-0", "ckpt-00000001.bin"], (
+        "nothing pruned"
+    )
 
 
 def xgboost_on_s3(namespace: str) -> dict[str, Any]:
@@ -147,10 +149,13 @@ def test_an_s3_job_checkpoints_is_killed_resumes_from_s3_and_keeps_only_the_last
     pods = live_pods(kube, namespace, job) or []
     for pod in pods:  # the second attempt's pods, if they are kept: RESUME_FROM_CHECKPOINT is an s3:// URI
         assert env_of(pod)["RESUME_FROM_CHECKPOINT"].startswith(f"s3://checkpoints/{prefix}/ckpt-")
-    fence = s3_client(s3_credentials).get_object(Bucket="checkpoints", Key=f"{prefix}/.attempt")["Body"].read()
-    assert int(fence) == status["attempt"] >= 1, "the attempt that finished fenced the older ones out of the bucket"
+    for worker in (0, 1):  # both resumed in the attempt that finished, fencing the older ones out of the bucket
+        key = f"{prefix}/.attempt-worker-{worker}"
+        fence = s3_client(s3_credentials).get_object(Bucket="checkpoints", Key=key)["Body"].read()
+        assert int(fence) == status["attempt"] >= 1, (key, fence)
     assert stored_keys(s3_credentials, prefix) == [
-        ".attempt",
+        ".attempt-worker-0",
+        ".attempt-worker-1",
         f"ckpt-{epochs - 1:08d}.json",
         f"ckpt-{epochs:08d}.json",
     ], "the bucket pruned to keepLast"

@@ -1,17 +1,19 @@
 """Fencing a superseded attempt out of the job's checkpoints.
 
-Why: when a node is lost behind a partition, the operator force-deletes its workers and restarts the gang elsewhere,
+Why: when a node is lost behind a partition, the operator force-deletes its workers and restarts them elsewhere,
 but the old processes may train on, unseen, and keep saving into the same checkpoint store under the same names
-(``ckpt-<epoch>``), replacing or pruning what the new gang saved. Kubernetes cannot stop a process on a machine it
-cannot reach; the storage both gangs share can. Every attempt of a job has a number (TRAININGJOB_RESTART_COUNT, the
-job's ``status.attempt``, which never decreases), and an attempt that starts writes it into a fence in the checkpoint
-store — ``.attempt`` in CHECKPOINT_DIR, or that object under the ``s3://`` prefix. A worker whose attempt is older
-than the fence is superseded: it may not save (``SupersededAttempt`` is raised before anything is renamed into place,
-uploaded or pruned), which ends the stale script.
+(``ckpt-<epoch>``), replacing or pruning what their replacements saved. Kubernetes cannot stop a process on a
+machine it cannot reach; the storage both share can. Every attempt of a job has a number
+(TRAININGJOB_RESTART_COUNT, the job's ``status.attempt``, which never decreases), and a worker that starts writes
+its attempt into its own fence in the checkpoint store — ``.attempt-<role>-<index>`` in CHECKPOINT_DIR, or that
+object under the ``s3://`` prefix. A process whose attempt is older than its worker's fence has been replaced: it
+may not save (``SupersededAttempt`` is raised before anything is renamed into place, uploaded or pruned), which
+ends the stale script. One fence per worker, not per job: with ``restartStrategy: Worker`` only the failed worker
+gets the new attempt number, and the others, still the job's, must keep saving.
 
 Limits: check then act, without a lock (none works across machines on every shared file system, nor in S3): a save
-that passed its check just before the new attempt wrote the fence still lands — one checkpoint at most, whole (it is
-renamed into place) — and the new gang replaces it with its own of that epoch. Outside a TrainingJob (no
+that passed its check just before the replacement wrote the fence still lands — one checkpoint at most, whole (it
+is renamed into place) — and the new worker replaces it with its own of that epoch. Outside a TrainingJob (no
 TRAININGJOB_RESTART_COUNT) nothing is fenced and no fence is written.
 """
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import secrets
 from pathlib import Path
 from typing import Any
@@ -27,12 +30,18 @@ from . import _env
 
 log = logging.getLogger("trainingjob.sdk")
 
-FENCE = ".attempt"  # a dot name: never taken for a checkpoint (see checkpoint.py's naming scheme)
+FENCE_PREFIX = ".attempt-"  # a dot name: never taken for a checkpoint (see checkpoint.py's naming scheme)
 _MOST = 64  # bytes of the fence read: a number, whatever else shared storage may hold there
 
 
 class SupersededAttempt(RuntimeError):
-    """A newer attempt of this job owns the checkpoint store: this worker's pod was replaced, it must not save."""
+    """A newer attempt of this worker fenced the checkpoint store: this worker's pod was replaced, it must not save."""
+
+
+def fence_name() -> str:
+    """This worker's fence: ``.attempt-<role>-<index>`` (TRAININGJOB_ROLE, default worker; TRAININGJOB_WORKER_INDEX)."""
+    role = re.sub(r"[^a-z0-9]", "", os.environ.get(_env.ROLE, "").strip().lower())[:32] or "worker"
+    return f"{FENCE_PREFIX}{role}-{_env.rank()}"
 
 
 def own_attempt() -> int | None:
@@ -47,7 +56,7 @@ def claim_directory(directory: Path) -> None:
     attempt = own_attempt()
     if attempt is None:
         return
-    fence = directory / FENCE
+    fence = directory / fence_name()
     try:
         with fence.open("rb") as file:
             current = _parse(file.read(_MOST).decode(errors="replace"))
@@ -56,30 +65,30 @@ def claim_directory(directory: Path) -> None:
     _judge(attempt, current, str(directory))
     if current is None or current < attempt:
         directory.mkdir(parents=True, exist_ok=True)
-        temp = directory / f"{FENCE}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
+        temp = directory / f"{fence.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
         temp.write_text(f"{attempt}\n")
         os.replace(temp, fence)
 
 
 def claim_store(s3: Any, store: Any) -> None:
-    """The same for checkpoints in S3: the fence is the object ``.attempt`` under the store's prefix."""
+    """The same for checkpoints in S3: the fence is that object under the store's prefix."""
     attempt = own_attempt()
     if attempt is None:
         return
     try:
-        body = s3.get_object(Bucket=store.bucket, Key=store.key(FENCE))["Body"]
+        body = s3.get_object(Bucket=store.bucket, Key=store.key(fence_name()))["Body"]
         current = _parse(body.read(_MOST).decode(errors="replace"))
     except s3.exceptions.NoSuchKey:
         current = None
     _judge(attempt, current, store.uri())
     if current is None or current < attempt:
-        s3.put_object(Bucket=store.bucket, Key=store.key(FENCE), Body=f"{attempt}\n".encode())
+        s3.put_object(Bucket=store.bucket, Key=store.key(fence_name()), Body=f"{attempt}\n".encode())
 
 
 def _judge(attempt: int, current: int | None, where: str) -> None:
     if current is not None and current > attempt:
         message = (
-            f"attempt {attempt} of this job was superseded by attempt {current} (the fence in {where}): this worker's "
+            f"attempt {attempt} of this worker was superseded by attempt {current} ({fence_name()} in {where}): its "
             "pod was replaced, so it may not save checkpoints any more; stopping"
         )
         log.error("%s", message)
