@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from trainingjob.api.schema_pod import QUANTITY
@@ -64,3 +65,28 @@ def test_a_create_in_a_namespace_being_deleted_is_gone_not_a_denial_retried_with
         }
     )
     assert refused_creation(error, "Service", "m").outcome is Outcome.GONE
+
+
+def test_a_create_in_a_namespace_that_is_gone_is_gone_and_a_missing_object_is_not_mistaken_for_it() -> None:
+    """Once the namespace is gone, NamespaceLifecycle answers 404 naming the namespace: the parent went with it (a
+    fresh operator once reconciled a sweep's trials listed from a vanished namespace for minutes, logging an error
+    for every create). A 404 about anything else on a create is not that, and still raises."""
+    gone = ApiException(status=404)
+    gone.body = json.dumps(
+        {
+            "kind": "Status",
+            "code": 404,
+            "reason": "NotFound",
+            "message": 'namespaces "t-8e6b4285a3" not found',
+            "details": {"name": "t-8e6b4285a3", "kind": "namespaces"},
+        }
+    )
+    assert refused_creation(gone, "Pod", "trial-0-worker-0").outcome is Outcome.GONE
+    other = ApiException(status=404)
+    other.body = json.dumps({"kind": "Status", "code": 404, "details": {"name": "x", "kind": "leases"}})
+    with pytest.raises(ApiException):
+        refused_creation(other, "Pod", "trial-0-worker-0")
+    garbled = ApiException(status=404)
+    garbled.body = "<html>not found</html>"
+    with pytest.raises(ApiException):
+        refused_creation(garbled, "Pod", "trial-0-worker-0")

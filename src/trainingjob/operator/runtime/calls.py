@@ -4,6 +4,7 @@ how a terminating namespace refuses content."""
 from __future__ import annotations
 
 import datetime
+import json
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
@@ -42,14 +43,25 @@ async def record_event(core: client.CoreV1Api, involved: tuple[str, str, str, st
         await unread(core.create_namespaced_event, namespace, manifest)
     except ApiException as error:
         # A namespace being deleted refuses new content; its jobs go with it, so that refusal is nothing to warn of.
-        level = logging.DEBUG if namespace_terminating(error) else logging.WARNING
+        level = logging.DEBUG if namespace_refuses_content(error) else logging.WARNING
         message = "could not record event %s on %s %s/%s: %s"
         logger.log(level, message, event.reason, kind, namespace, name, error.reason)
 
 
-def namespace_terminating(error: ApiException) -> bool:
-    """The API server's NamespaceLifecycle refusal: 403, cause NamespaceTerminating."""
-    return error.status == 403 and "NamespaceTerminating" in str(error.body or "")
+def namespace_refuses_content(error: ApiException) -> bool:
+    """The API server's NamespaceLifecycle refusal of new content: 403 with cause NamespaceTerminating while the
+    namespace is being deleted, 404 naming the namespace (not the object) once it is gone. Either way the parent goes
+    with its namespace: a fresh operator listed it from a namespace that vanished under it (seen in CI: a sweep's
+    trials reconciled for minutes, every create answered `namespaces "t-…" not found`)."""
+    if error.status == 403:
+        return "NamespaceTerminating" in str(error.body or "")
+    if error.status != 404:
+        return False
+    try:
+        details = json.loads(error.body or "{}").get("details") or {}
+    except (ValueError, AttributeError):
+        return False
+    return isinstance(details, dict) and details.get("kind") == "namespaces"
 
 
 async def unread(call: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> None:

@@ -22,7 +22,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from trainingjob.kube.reflector import Resource
 from trainingjob.kube.status import api_message
-from trainingjob.operator.runtime.calls import MERGE_PATCH, namespace_terminating, record_event, unread
+from trainingjob.operator.runtime.calls import MERGE_PATCH, namespace_refuses_content, record_event, unread
 from trainingjob.planning.actions import Event
 
 _ABSENT = object()
@@ -32,7 +32,7 @@ class Outcome(enum.Enum):
     DONE = "done"  # the write happened
     EXISTED = "existed"  # a create met AlreadyExists
     # A delete or patch met NotFound, or a uid precondition that failed (a newer namesake); or a create met a namespace
-    # being deleted, which takes the parent with it.
+    # being deleted or gone, which takes the parent with it.
     GONE = "gone"
     REJECTED = "rejected"  # the API server found the object invalid: the user's spec must change
     DENIED = "denied"  # admission refused the create for now (quota, LimitRange, a webhook): it may pass later
@@ -103,7 +103,7 @@ def refused_creation(error: ApiException, kind: str, name: str) -> Written:
     """What a create's refusal means for the controller; raises what it cannot plan around."""
     if error.status == 409:
         return EXISTED  # the name is deterministic: ours, or a namesake that is not
-    if namespace_terminating(error):
+    if namespace_refuses_content(error):
         return GONE  # the parent goes with its namespace: nothing to retry, nothing to report
     if is_invalid_child(error):
         return Written(Outcome.REJECTED, f"{kind} {name} was rejected: {api_message(error)}")
