@@ -192,7 +192,9 @@ def test_a_deleted_and_resubmitted_job_starts_from_scratch_and_keeps_its_own_che
     assert "resuming from" not in log and "epoch 1/40" in log, log[-2000:]
     volume = claim_directory(kube, namespace, "again-checkpoints")
     earlier = sorted(path.name for path in (volume / first).iterdir())
-    assert len(earlier) == 3 and all(name.startswith("ckpt-") for name in earlier), earlier  # keepLast: 3, its own
+    # keepLast: 3, its own, and the chief's fence against a replaced attempt (sdk/_fence.py)
+    assert len(earlier) == 4 and earlier[0] == ".attempt-worker-0", earlier
+    assert all(name.startswith("ckpt-") for name in earlier[1:]), earlier
     print(f"tj delete --wait took {deleted_in:.1f}s")
 
 
