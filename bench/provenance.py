@@ -43,9 +43,16 @@ def memory_gib(meminfo: str) -> float:
     raise ValueError("no MemTotal in meminfo")
 
 
+# The report's own files: `--update-docs` rewrites them after every run, so the second run of one sitting would
+# otherwise find the tree dirty and every run after the first would be refused as of a modified commit.
+REPORT_FILES_EXCLUDED = tuple(
+    f":(exclude)docs/{name}" for name in ("benchmarks.md", "benchmarks.json", "benchmarks-running.png")
+)
+
+
 def git_state(repo: Path = REPO) -> dict[str, Any]:
     """The commit checked out and whether the tree differs from it (untracked files count: a new module changes what
-    runs). Outside a git checkout (a tarball), both are None rather than a guess."""
+    runs; the report's own files do not). Outside a git checkout (a tarball), both are None rather than a guess."""
 
     def git(*args: str) -> str | None:
         done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=False)
@@ -54,7 +61,7 @@ def git_state(repo: Path = REPO) -> dict[str, Any]:
     commit = git("rev-parse", "HEAD")
     if commit is None:
         return {"commit": None, "dirty": None}
-    status = git("status", "--porcelain", "--untracked-files=normal")
+    status = git("status", "--porcelain", "--untracked-files=normal", "--", ".", *REPORT_FILES_EXCLUDED)
     return {"commit": commit, "dirty": bool(status) if status is not None else None}
 
 

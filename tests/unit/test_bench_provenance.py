@@ -68,6 +68,22 @@ def test_git_state_names_the_commit_and_sees_an_untracked_file(tmp_path: Path) -
     assert git_state(tmp_path) == {"commit": head, "dirty": True}
 
 
+def test_the_reports_own_files_do_not_make_the_tree_dirty(tmp_path: Path) -> None:
+    """`--update-docs` rewrites docs/benchmarks.* after each run: the next run of the same sitting is still of a
+    clean commit. Any other change under docs/ still counts."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "benchmarks.md").write_text("old\n")
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "add", ".")
+    git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "one")
+    (tmp_path / "docs" / "benchmarks.md").write_text("new\n")
+    (tmp_path / "docs" / "benchmarks.json").write_text("{}\n")
+    (tmp_path / "docs" / "benchmarks-running.png").write_bytes(b"png")
+    assert git_state(tmp_path)["dirty"] is False
+    (tmp_path / "docs" / "other.md").write_text("x\n")
+    assert git_state(tmp_path)["dirty"] is True
+
+
 def test_outside_a_checkout_the_commit_is_unknown_not_guessed(tmp_path: Path) -> None:
     assert git_state(tmp_path / "missing") == {"commit": None, "dirty": None}
     assert commit_of({"provenance": {"commit": None}}) == UNRECORDED
