@@ -277,8 +277,8 @@ def only_details_changed(old: JobStatus, new: JobStatus) -> bool:
 # A status change in worker details alone waits this long for the next significant change to carry it.
 DETAIL_WRITE_DELAY = 3.0
 # While a gang starts (Pending, Restarting), longer: its pods go Running one by one over as long as binding, pulling
-# and starting take (13 s for 8 pods of 100 jobs at once on two cores, bench/findings.md), and the phase change to
-# Running carries them all.
+# and starting take (at 100 jobs x 8 on two cores, all pods created at 17.7 s and all Running at 32.1 s:
+# docs/benchmarks.md, commit 1737cdf), and the phase change to Running carries them all.
 STARTING_DETAIL_WRITE_DELAY = 10.0
 STARTING_PHASES = (Phase.PENDING, Phase.RESTARTING)
 

@@ -23,6 +23,7 @@ import logging
 import os
 import re
 import secrets
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -53,36 +54,50 @@ def own_attempt() -> int | None:
 
 def claim_directory(directory: Path) -> None:
     """Raise SupersededAttempt if a newer attempt fenced `directory`; record this attempt there if it is newer."""
-    attempt = own_attempt()
-    if attempt is None:
-        return
-    fence = directory / fence_name()
-    try:
-        with fence.open("rb") as file:
-            current = _parse(file.read(_MOST).decode(errors="replace"))
-    except (FileNotFoundError, NotADirectoryError):
-        current = None
-    _judge(attempt, current, str(directory))
-    if current is None or current < attempt:
+
+    def read(name: str) -> bytes | None:
+        try:
+            with (directory / name).open("rb") as file:
+                return file.read(_MOST)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+
+    def write(name: str, body: bytes) -> None:
         directory.mkdir(parents=True, exist_ok=True)
-        temp = directory / f"{fence.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
-        temp.write_text(f"{attempt}\n")
-        os.replace(temp, fence)
+        temp = directory / f"{name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
+        temp.write_bytes(body)
+        os.replace(temp, directory / name)
+
+    _claim(read, write, str(directory))
 
 
 def claim_store(s3: Any, store: Any) -> None:
     """The same for checkpoints in S3: the fence is that object under the store's prefix."""
+
+    def read(name: str) -> bytes | None:
+        try:
+            return s3.get_object(Bucket=store.bucket, Key=store.key(name))["Body"].read(_MOST)
+        except s3.exceptions.NoSuchKey:
+            return None
+
+    def write(name: str, body: bytes) -> None:
+        s3.put_object(Bucket=store.bucket, Key=store.key(name), Body=body)
+
+    _claim(read, write, store.uri())
+
+
+def _claim(read: Callable[[str], bytes | None], write: Callable[[str, bytes], None], where: str) -> None:
+    """Read this worker's fence, refuse if a newer attempt wrote it, write this attempt if it is newer: the one
+    sequence both stores follow (only how a fence is read and written differs)."""
     attempt = own_attempt()
     if attempt is None:
         return
-    try:
-        body = s3.get_object(Bucket=store.bucket, Key=store.key(fence_name()))["Body"]
-        current = _parse(body.read(_MOST).decode(errors="replace"))
-    except s3.exceptions.NoSuchKey:
-        current = None
-    _judge(attempt, current, store.uri())
+    name = fence_name()
+    body = read(name)
+    current = None if body is None else _parse(body.decode(errors="replace"))
+    _judge(attempt, current, where)
     if current is None or current < attempt:
-        s3.put_object(Bucket=store.bucket, Key=store.key(fence_name()), Body=f"{attempt}\n".encode())
+        write(name, f"{attempt}\n".encode())
 
 
 def _judge(attempt: int, current: int | None, where: str) -> None:
