@@ -2,9 +2,10 @@
 
 CI shows the end of a failed run's output; a timeout such as "waiting for the preemption to be counted" says what
 did not happen, not why. This adds, under the failure, each TrainingJob's phase, counters and conditions, the
-namespace's latest Events, the operator's log lines about the namespace or at warning level and above, and whether
-the session's operator runs and answers where the API server sends webhook calls (a dead conversion webhook fails
-every later test with the same 500), so a flake met once in CI can be understood from that run alone.
+namespace's pods (phase, node, resourceVersion) and latest Events, the operator's log lines about the namespace or
+at warning level and above, and whether the session's operator runs and answers where the API server sends webhook
+calls (a dead conversion webhook fails every later test with the same 500), so a flake met once in CI can be
+understood from that run alone.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 from trainingjob.api import constants as k
 
 EVENTS_SHOWN = 12
+PODS_SHOWN = 24
 LOG_LINES_SHOWN = 12
 LINE_WIDTH = 240
 FIRST_FAILURE: list[str] = []  # the first failed test and its operator's state, repeated in the run's summary
@@ -36,6 +38,20 @@ def job_lines(kube: Any, namespace: str) -> list[str]:
             reason, message = condition.get("reason"), condition.get("message")
             lines.append(_clip(f"  {condition['type']}={condition['status']} {reason}: {message}"))
     return lines
+
+
+def pod_lines(kube: Any, namespace: str) -> list[str]:
+    """Each pod's phase, node and resourceVersion: a pod bound to a node but still Pending, or one the operator's
+    status does not count, tells which watch (the node's or the operator's) missed its change."""
+    pods = kube.core.list_namespaced_pod(namespace).items
+    return [
+        _clip(
+            f"pod {p.metadata.name}: {p.status.phase} on {p.spec.node_name or '(no node)'} "
+            f"rv {p.metadata.resource_version} created {p.metadata.creation_timestamp:%H:%M:%S}"
+            + (" deleting" if p.metadata.deletion_timestamp else "")
+        )
+        for p in sorted(pods, key=lambda p: p.metadata.name)[:PODS_SHOWN]
+    ]
 
 
 def event_lines(kube: Any, namespace: str) -> list[str]:
@@ -98,9 +114,9 @@ def describe(funcargs: dict[str, Any], test: str = "") -> str | None:
     if kube is None or not isinstance(namespace, str):
         return None
     sections = []
-    for read in (lambda: job_lines(kube, namespace), lambda: event_lines(kube, namespace)):
+    for lines_of in (job_lines, pod_lines, event_lines):
         try:
-            sections += read()
+            sections += lines_of(kube, namespace)
         except Exception as error:  # the report must never hide the failure itself
             sections.append(f"(could not read: {error})")
     operator = funcargs.get("operator")
