@@ -29,6 +29,13 @@ $(UI_ASSETS): frontend/node_modules/.package-lock.json
 
 ui-assets: $(UI_ASSETS)  ## install the web UI's browser libraries from npm (needs Node.js and npm)
 
+# The UI's second browser (Firefox ESR, Debian's) is driven over WebDriver BiDi by Puppeteer's core (no browser
+# download), pinned by tests/browser/package-lock.json: tests/integration/test_ui_firefox.py.
+tests/browser/node_modules/.package-lock.json: tests/browser/package.json tests/browser/package-lock.json
+	cd tests/browser && npm ci --no-audit --no-fund --loglevel=error
+
+browser-tools: tests/browser/node_modules/.package-lock.json  ## install Puppeteer (core) for the Firefox UI test from npm
+
 install: $(STAMP) $(UI_ASSETS)  ## create .venv and install the package with its test tools and the UI's assets
 
 generate: install  ## write deploy/crd/ (CRD, webhook configurations) from src/trainingjob/api/
@@ -56,7 +63,7 @@ test-packages:  ## the above plus what the tests drive: Chromium (UI browser tes
 test-unit: install  ## pure tests, no cluster (tests needing built tools skip unless built)
 	TJ_PREREQUISITES=optional $(BIN)/python -m pytest tests/unit
 
-test-integration: components runtimes test-packages  ## tests against a real local control plane (started for the session)
+test-integration: components runtimes test-packages browser-tools  ## tests against a real local control plane (started for the session)
 	$(BIN)/python -m pytest tests/integration
 
 tools: install  ## control-plane binaries plus Kueue, promtool, helm and SeaweedFS (queue, alert-rule, chart and S3 tests; first use only)
@@ -85,7 +92,7 @@ mlflow-server: $(MLFLOW_STAMP)  ## install MLflow's server into its own cached v
 # (xdist gives no file a place in a worker's order).
 TEST_WORKERS ?= 2  # 0: one session in this process (needed with TJ_USE_EXISTING_CLUSTER or TJ_TEST_CLUSTER)
 test: lint test-packages  ## everything CI runs: system packages, tools, runtimes, then lint, unit and integration tests
-	$(MAKE) --no-print-directory -j2 tools runtimes mlflow-server
+	$(MAKE) --no-print-directory -j2 tools runtimes mlflow-server browser-tools
 	$(BIN)/python -m pytest tests/integration/test_kueue_absent.py
 	$(BIN)/python -m pytest tests -n $(TEST_WORKERS) --dist loadfile --deselect tests/integration/test_kueue_absent.py
 

@@ -3,7 +3,7 @@
 # README's `make demo` and `make test` with nothing else run first.
 #
 #   scripts/system-packages.sh node    what the local process nodes need (make demo, make test)
-#   scripts/system-packages.sh test    the above, plus what the tests drive (Chromium, Open MPI with mpi4py)
+#   scripts/system-packages.sh test    the above, plus what the tests drive (Chromium, Firefox ESR, Open MPI with mpi4py)
 #
 # As root, missing packages are installed with apt-get (once: a second call finds them and prints nothing). Without
 # root, one line names the command to run, and the exit status is 1, so `make` stops there instead of letting a test
@@ -30,6 +30,8 @@ need curl command -v curl
 if [ "$set_name" = test ]; then
   # The web UI's browser tests drive Debian's Chromium through Playwright (no browser is ever downloaded).
   need chromium test -x "${TJ_CHROMIUM:-/usr/bin/chromium}"
+  # ... and a second engine, Firefox ESR, through Puppeteer over WebDriver BiDi (tests/integration/test_ui_firefox.py).
+  need firefox-esr test -x "${TJ_FIREFOX:-/usr/bin/firefox-esr}"
   # The MPI example's image (examples/mpi, tests/integration/test_roles_mpi.py) is Debian's Open MPI with mpi4py.
   need openmpi-bin command -v mpirun
   need python3-mpi4py /usr/bin/python3 -c 'import mpi4py'
