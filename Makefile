@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 CLUSTER ?= default
 
-.PHONY: help install ui-assets generate components runtimes tools mlflow-server node-packages test-packages lint test test-unit test-integration chaos gpu-check demo demo-simulated demo-down bench bench-quick clean
+.PHONY: help install ui-assets browser-tools generate components runtimes tools mlflow-server node-packages test-packages lint test test-unit test-integration chaos gpu-check demo demo-simulated demo-down bench bench-quick clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
