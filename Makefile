@@ -56,7 +56,7 @@ lint: install  ## ruff
 node-packages:  ## the local process nodes' system packages (iproute2, a system Python with venv, curl)
 	scripts/system-packages.sh node
 
-test-packages:  ## the above plus what the tests drive: Chromium (UI browser tests), Open MPI and mpi4py
+test-packages:  ## the above plus what the tests drive: Chromium and Firefox ESR (UI browser tests), Open MPI and mpi4py
 	scripts/system-packages.sh test
 
 # Quick runs that build no tools: a test whose prerequisite is missing skips here, and fails under `make test`.
