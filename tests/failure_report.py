@@ -49,18 +49,35 @@ def pod_lines(kube: Any, namespace: str) -> list[str]:
             f"pod {p.metadata.name}: {p.status.phase} on {p.spec.node_name or '(no node)'} "
             f"rv {p.metadata.resource_version} created {p.metadata.creation_timestamp:%H:%M:%S}"
             + (" deleting" if p.metadata.deletion_timestamp else "")
+            + _scheduled(p)
         )
         for p in sorted(pods, key=lambda p: p.metadata.name)[:PODS_SHOWN]
     ]
+
+
+def _scheduled(pod: Any) -> str:
+    """The scheduler's word on a pod: PodScheduled's status, time and message (none while it has not tried)."""
+    for condition in pod.status.conditions or []:
+        if condition.type == "PodScheduled":
+            when = _hms(condition.last_transition_time)
+            return f"; PodScheduled={condition.status} at {when} {condition.reason or ''} {condition.message or ''}"
+    return "; no PodScheduled condition"
 
 
 def event_lines(kube: Any, namespace: str) -> list[str]:
     events = kube.core.list_namespaced_event(namespace).items
     events.sort(key=lambda e: str(e.last_timestamp or e.event_time or ""))
     return [
-        _clip(f"event {e.involved_object.kind}/{e.involved_object.name} {e.reason} x{e.count or 1}: {e.message}")
+        _clip(
+            f"event {_hms(e.last_timestamp or e.event_time)} {e.involved_object.kind}/{e.involved_object.name} "
+            f"{e.reason} x{e.count or 1}: {e.message}"
+        )
         for e in events[-EVENTS_SHOWN:]
     ]
+
+
+def _hms(moment: Any) -> str:
+    return f"{moment:%H:%M:%S}" if moment else "?"
 
 
 def operator_lines(log_path: Path, namespace: str) -> list[str]:
