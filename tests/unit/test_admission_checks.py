@@ -240,3 +240,16 @@ def test_the_reconciler_creates_no_pod_for_a_job_without_a_stamp_and_holds_it() 
     assert [c["reason"] for c in status["conditions"] if c["type"] == "Blocked"] == ["NotAdmitted"]
     assert status["observedGeneration"] == 1 and unstamped.events.count("NotAdmitted") == 1
     assert set(stamped.pods) == {"job-worker-0", "job-worker-1"}, "a stamped job runs"
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize("counts", [{"workers": 10**12}, {"framework": "mpi", "workers": 10**12}])
+def test_a_count_beyond_the_schema_is_left_unstamped_without_building_its_pods(counts: dict[str, Any]) -> None:
+    """The mutating webhook runs before the schema's check; building the author's pod for `workers: 10**12` (one
+    peer host name per pod) held the operator's event loop until its Lease ended the process. Unstamped and
+    unasked, the API server then refuses it with the schema's maximum."""
+    reviewer = Reviewer(("create", "pods", ""))
+    verdict = admitted(request(body(spec(**counts))), reviewer)
+    assert verdict.allowed and verdict.patch == [] and reviewer.asked == []
+    edge = admitted(request(body(spec(workers=k.MAX_WORKERS))), reviewer)
+    assert len(edge.patch) == 1 and reviewer.asked, "the schema's maximum itself is checked and stamped"

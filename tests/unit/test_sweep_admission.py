@@ -11,6 +11,8 @@ import copy
 import datetime
 from typing import Any
 
+import pytest
+
 from tests.sweep_support import SWEEP_UID, sweep_body, views
 from tests.unit.test_admission_checks import KEY, Reviewer
 from tests.unit.test_apply import CONFIG
@@ -170,3 +172,12 @@ def test_a_job_without_a_sweep_owner_is_checked_as_its_author_as_before() -> Non
     reviewer = Reviewer()
     verdict = asyncio.run(admit(trial_request(manifest, BOB), Verdict(), KEY, reviewer, CONFIG, NOW))
     assert not verdict.allowed and "bob may not create pods" in (verdict.message or "")
+
+
+@pytest.mark.timeout(20)
+def test_a_template_count_beyond_the_schema_is_left_unstamped_without_building_its_pods() -> None:
+    """As for a job (test_admission_checks.py): the schema refuses it after this webhook, which must not build a
+    pod with a peer host name for each of 10**12 workers first."""
+    reviewer = Reviewer(*EVERYTHING)
+    verdict = judged(sweep_request(new_sweep(numWorkers=10**12)), reviewer)
+    assert verdict.allowed and verdict.patch == [] and reviewer.asked == []

@@ -24,6 +24,8 @@ from typing import Any
 import aiohttp
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from trainingjob.api import constants as c
+from trainingjob.api.replicas import role_counts
 from trainingjob.api.types import TrainingJob
 from trainingjob.config import OperatorConfig
 from trainingjob.reconcile.admission import ANNOTATION, admission_problem, fingerprint, sign, stamp_problem
@@ -143,6 +145,8 @@ async def admit(
         return verdict
     final = _patched(request.object, verdict.patch)
     job = _job(request, final)
+    if beyond_schema(job):
+        return verdict
     try:
         stamp = trial_stamp(request, key, job, now) or kept_stamp(request, key, job, now, since)
     except TrialRefused as refused:
@@ -176,6 +180,8 @@ async def admit_sweep(
     (sweeps/admission.py); kept, unchecked, over an UPDATE that leaves the template's fingerprint as it was."""
     verdict = Verdict()
     sweep = _sweep(request, request.object)
+    if beyond_schema(template_job(sweep)):
+        return verdict
     stamp = None
     if request.old_object is not None:
         old = _sweep(request, request.old_object)
@@ -193,6 +199,14 @@ async def admit_sweep(
     if _annotations(request.object).get(ANNOTATION) != stamp:
         verdict.patch.append(annotation_patch(request.object, stamp))
     return verdict
+
+
+def beyond_schema(job: TrainingJob) -> bool:
+    """A pod count above the schema's maximum (MAX_WORKERS): left unstamped, for the API server to refuse with the
+    schema's own message. This webhook runs before the schema is checked, and the author's check builds a pod,
+    whose peers' host names are one per pod: `workers: 1000000000000` held the operator's event loop until its
+    Lease's renew deadline ended the process (found by the spec fuzzing test)."""
+    return any(count > c.MAX_WORKERS for count in role_counts(job.spec).values())
 
 
 def _sweep(request: AdmissionRequest, obj: dict[str, Any]) -> TrainingSweep:
