@@ -102,9 +102,19 @@ def replaced(kube: Kube, namespace: str, version: str, name: str, update: dict[s
         try:
             return kube.custom.replace_namespaced_custom_object(k.GROUP, version, namespace, k.PLURAL, name, job)
         except ApiException as error:
+            if error.status == 404 and _not_found_name(error) == name:
+                return None  # its TTL deleted it between the read and the replace (ttlSecondsAfterFinished: 0)
             if error.status != 409:
                 raise
     raise AssertionError(f"10 conflicts in a row replacing {name}")
+
+
+def _not_found_name(error: ApiException) -> str | None:
+    """The object a 404 says is gone (its Status's details.name)."""
+    try:
+        return (json.loads(error.body or "{}").get("details") or {}).get("name")
+    except (ValueError, AttributeError):
+        return None
 
 
 def update_one(kube: Kube, namespace: str, version: str, job: dict[str, Any], update: dict[str, Any], how: str) -> None:
