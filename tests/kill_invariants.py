@@ -8,6 +8,7 @@ module imports its types for annotations only.
 
 from __future__ import annotations
 
+import json
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -109,7 +110,18 @@ def logged_errors(operator: RunningOperator, since: int) -> list[str]:
         log.seek(since)
         lines = log.read().decode(errors="replace").splitlines()
     bad = ('"level": "error"', '"level": "critical"', "Traceback")
-    return [line[:300] for line in lines if any(mark in line for mark in bad)]
+    return [shown(line) for line in lines if any(mark in line for mark in bad)]
+
+
+def shown(line: str) -> str:
+    """A log line cut to 300 characters, with its traceback's last line (the exception) kept: CI's report of the
+    first such failure cut it off, and the cause had to be guessed."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return line[:300]
+    exception = str(record.get("exc_info", "")).strip().splitlines() if isinstance(record, dict) else []
+    return line[:300] + (f" ... raised {exception[-1][:300]}" if exception else "")
 
 
 def converged_problems(kube: Kube, namespace: str, driver: Driver, history: PodHistory) -> list[str]:

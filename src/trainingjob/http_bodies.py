@@ -23,16 +23,26 @@ class MalformedBody(ValueError):
     """A body that is no JSON document we can read; the message says why, for a 400 answer."""
 
 
+class CallerGone(ConnectionError):
+    """The connection ended before the body did (an API server killed while it sent a review): nobody is left to
+    answer, so a server counts it and moves on instead of logging the reset as an error."""
+
+
 async def read_body(request: web.Request, limit: int) -> bytes:
     """The body up to `limit` bytes, however many segments it arrives in (a single read returns only the first)."""
+    from aiohttp import ClientPayloadError  # here: see the TYPE_CHECKING import above
+
     chunks: list[bytes] = []
     size = 0
-    while size < limit:
-        chunk = await request.content.read(limit - size)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        size += len(chunk)
+    try:
+        while size < limit:
+            chunk = await request.content.read(limit - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except (OSError, ClientPayloadError) as error:
+        raise CallerGone(f"the connection ended {size} bytes into the body ({type(error).__name__})") from None
     return b"".join(chunks)
 
 

@@ -14,9 +14,12 @@ import asyncio
 import contextlib
 import datetime
 import json
+import logging
 import ssl
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
+
+import pytest
 
 from tests.unit.test_webhook_metrics import conversion, job
 from trainingjob import certs
@@ -215,3 +218,27 @@ def test_the_framer_follows_headers_bodies_and_pipelined_requests() -> None:
     huge = RequestFramer(max_header_bytes=100)
     huge.feed(b"GET / HTTP/1.1\r\nX: " + b"a" * 200)
     assert huge.lost
+
+
+def test_a_caller_that_hangs_up_mid_body_is_counted_not_logged_as_an_error(caplog: pytest.LogCaptureFixture) -> None:
+    """An API server killed while it sends a review (CI's control-plane chaos, seed 258665549): the body ends at
+    the lost connection. Nobody is left to answer; it is counted as `abandoned`, and no error is logged (before
+    the fix aiohttp logged 'Error handling request' with the ConnectionResetError from the body read)."""
+
+    async def scenario(port: int, _: WebhookServer) -> None:
+        _reader, writer = await connect(port)
+        writer.write(convert_request()[:-20])
+        await writer.drain()
+        await asyncio.sleep(0.2)
+        writer.transport.abort()
+        await asyncio.sleep(0.5)
+
+    caplog.set_level(logging.DEBUG)
+    metrics = OperatorMetrics()
+    serving(FAST, scenario, metrics=metrics)
+    errors = [record.getMessage() for record in caplog.records if record.levelno >= logging.ERROR]
+    assert not errors, errors
+    abandoned = metrics.registry.get_sample_value(
+        "trainingjob_webhook_requests_total", {"webhook": "convert", "outcome": "abandoned"}
+    )
+    assert abandoned == 1, abandoned

@@ -24,7 +24,7 @@ from aiohttp import web
 from kubernetes_asyncio import client
 
 from trainingjob.forwarding import GuardedSite
-from trainingjob.http_bodies import read_body
+from trainingjob.http_bodies import CallerGone, read_body
 from trainingjob.kube.meta import is_object_name
 from trainingjob.progress.auth import Caller, JobPod, authorize, caller_from_review, review_token
 from trainingjob.progress.limits import RateLimiter, ReviewCache, retry_after
@@ -127,6 +127,8 @@ class ProgressEndpoint:
                 raw = await read_body(request, MAX_BODY_BYTES + 1)
         except TimeoutError:
             raise ReportError(408, f"the report did not arrive within {self.limits.body_seconds:g}s") from None
+        except CallerGone as gone:
+            raise ReportError(400, str(gone)) from None  # answered to no one; not an error of ours
         if len(raw) > MAX_BODY_BYTES:
             raise ReportError(413, f"report is larger than {MAX_BODY_BYTES} bytes")
         caller = await self.review(token)

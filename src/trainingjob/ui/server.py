@@ -208,7 +208,11 @@ async def read_json(request: web.Request) -> dict[str, Any]:
     """The body as a JSON object; 400 with the reason otherwise (deep nesting made json.loads raise RecursionError,
     a 500). aiohttp refuses bodies past its client_max_size (1 MiB) with 413 before this reads them."""
     try:
-        body = parse_json(await request.read())
+        raw = await request.read()
+    except (OSError, aiohttp.ClientPayloadError):
+        raise web.HTTPBadRequest(text='{"message": "the body ended early"}', content_type="application/json") from None
+    try:
+        body = parse_json(raw)
     except MalformedBody as error:
         message = json.dumps({"message": f"the body is not JSON we can read: {error}"[:512]})
         raise web.HTTPBadRequest(text=message, content_type="application/json") from None

@@ -27,7 +27,7 @@ from aiohttp import web
 
 from trainingjob import certs
 from trainingjob.api import webhook_config as w
-from trainingjob.http_bodies import MalformedBody, parse_json, read_body
+from trainingjob.http_bodies import CallerGone, MalformedBody, parse_json, read_body
 from trainingjob.webhooks.admission import AdmissionRequest, Verdict, parse_review, review_response
 from trainingjob.webhooks.client_auth import ApiServerCallers
 from trainingjob.webhooks.connections import ConnectionLimits, FramedSite
@@ -156,6 +156,10 @@ class WebhookServer:
             except web.HTTPException as error:
                 outcome = REFUSALS.get(error.status, "error")
                 raise
+            except CallerGone as gone:
+                outcome = "abandoned"
+                logger.info("webhook %s: %s", webhook, gone)
+                raise web.HTTPBadRequest(text=str(gone)) from None  # written to no one, quietly
             finally:
                 self.observer.answered(webhook, outcome, time.perf_counter() - started)
 
