@@ -180,19 +180,20 @@ async def admit_sweep(
     (sweeps/admission.py); kept, unchecked, over an UPDATE that leaves the template's fingerprint as it was."""
     verdict = Verdict()
     sweep = _sweep(request, request.object)
-    if beyond_schema(template_job(sweep)):
+    trial = template_job(sweep)
+    if beyond_schema(trial):
         return verdict
     stamp = None
     if request.old_object is not None:
         old = _sweep(request, request.old_object)
-        same = fingerprint(template_job(old)) == fingerprint(template_job(sweep))
+        same = fingerprint(template_job(old)) == fingerprint(trial)
         problem = sweep_problem(key, old)
         if same and problem is None:
             stamp = str(old.annotations[ANNOTATION])
         elif unasked(request, not same, problem):
             return verdict
     if stamp is None:
-        denial = await author_denial(request, template_job(sweep), reviewer, config, "a TrainingSweep")
+        denial = await author_denial(request, trial, reviewer, config, "a TrainingSweep")
         if denial is not None:
             return verdict.deny(denial)
         stamp = sign_sweep(key, sweep, str((request.old_object or {}).get("metadata", {}).get("uid") or ""), now)
