@@ -14,8 +14,9 @@ from playwright.sync_api import expect
 from tests.gang_support import finish
 from tests.integration.sweep_helpers import create_sweep, sweep_manifest, wait_sweep
 from tests.integration.test_sweep_api import KWOK_TEMPLATE
+from tests.integration.test_ui_attacks import PAYLOAD, assert_nothing_ran, hostile_page  # noqa: F401 (a fixture)
 from tests.integration.ui_support import UI_TIMEOUT_MS, RunningUi, Worker0, screenshot
-from tests.jobs import wait_phase
+from tests.jobs import SIM, wait_phase
 from tests.kube import Kube
 
 pytestmark = pytest.mark.integration
@@ -61,3 +62,31 @@ def test_the_sweep_pages_list_sweeps_and_show_trials_best_trial_and_links_with_v
     best.get_by_role("link", name="look-trial-1").click()
     expect(page.get_by_test_id("summary").get_by_test_id("phase")).to_have_text("Succeeded")
     assert page.url.endswith(f"#/jobs/{namespace}/look-trial-1")
+
+
+def test_a_hostile_trial_failure_is_shown_as_text_on_the_sweep_page(
+    hostile_page: tuple[Any, list[str]],  # noqa: F811 (the fixture imported above)
+    admin_ui: RunningUi,
+    kube: Kube,
+    namespace: str,
+) -> None:
+    """Markup in a worker's termination reason (what a container, or whoever writes pods/status, reports) reaches
+    the trial's failure, the trials table's Reason and the sweep's Failed condition: shown as text, never run
+    (issue 41; test_ui_attacks.py plants the same payload on the job pages)."""
+    page, dialogs = hostile_page
+    template = copy.deepcopy(KWOK_TEMPLATE) | {"backoffLimit": 0}
+    template["podAnnotations"] = {
+        f"{SIM}/fail": "true",
+        f"{SIM}/fail-after": "1s",
+        f"{SIM}/exit-code": "1",
+        f"{SIM}/reason": PAYLOAD,
+    }
+    create_sweep(kube, namespace, sweep_manifest("hostile", template, maxTrials=1, maxFailedTrials=0))
+    status = wait_sweep(kube, namespace, "hostile", lambda s: s.get("phase") == "Failed", "the sweep to fail")
+    failed = next(c for c in status["conditions"] if c["type"] == "Failed")
+    assert PAYLOAD in failed["message"] and PAYLOAD in status["trials"][0]["reason"], status
+
+    page.goto(f"{admin_ui.base}/#/sweeps/{namespace}/hostile")
+    expect(page.get_by_test_id("trials-table")).to_contain_text(PAYLOAD, timeout=UI_TIMEOUT_MS)
+    expect(page.locator("main table").last).to_contain_text(PAYLOAD)  # the Conditions table
+    assert_nothing_ran(page, dialogs)
