@@ -38,7 +38,12 @@ def test_the_clusters_identity_writes_lists_and_reads_and_no_other_gets_in(
     s3_credentials: dict[str, str], namespace: str
 ) -> None:
     s3 = s3_client(s3_credentials)
-    assert set(BUCKETS) <= {bucket["Name"] for bucket in s3.list_buckets()["Buckets"]}
+    # SeaweedFS answers its health check before its -bucket= buckets are listed (CI saw an empty list once).
+    wait_until(
+        lambda: set(BUCKETS) <= {bucket["Name"] for bucket in s3.list_buckets()["Buckets"]},
+        30,
+        f"the buckets {BUCKETS} to be listed",
+    )
     key = f"{namespace}/hello.bin"
     s3.put_object(Bucket="checkpoints", Key=key, Body=b"\x00weights\xff")
     listed = s3.list_objects_v2(Bucket="checkpoints", Prefix=f"{namespace}/")
