@@ -28,10 +28,15 @@ class CallerGone(ConnectionError):
     answer, so a server counts it and moves on instead of logging the reset as an error."""
 
 
-async def read_body(request: web.Request, limit: int) -> bytes:
-    """The body up to `limit` bytes, however many segments it arrives in (a single read returns only the first)."""
+def _connection_lost() -> tuple[type[BaseException], ...]:
+    """What a body read raises when the caller's connection ends first."""
     from aiohttp import ClientPayloadError  # here: see the TYPE_CHECKING import above
 
+    return (OSError, ClientPayloadError)
+
+
+async def read_body(request: web.Request, limit: int) -> bytes:
+    """The body up to `limit` bytes, however many segments it arrives in (a single read returns only the first)."""
     chunks: list[bytes] = []
     size = 0
     try:
@@ -41,9 +46,17 @@ async def read_body(request: web.Request, limit: int) -> bytes:
                 break
             chunks.append(chunk)
             size += len(chunk)
-    except (OSError, ClientPayloadError) as error:
+    except _connection_lost() as error:
         raise CallerGone(f"the connection ended {size} bytes into the body ({type(error).__name__})") from None
     return b"".join(chunks)
+
+
+async def read_whole_body(request: web.Request) -> bytes:
+    """The whole body, within aiohttp's client_max_size (413 past it); CallerGone when the connection ends first."""
+    try:
+        return await request.read()
+    except _connection_lost() as error:
+        raise CallerGone(f"the connection ended before the body did ({type(error).__name__})") from None
 
 
 def parse_json(raw: bytes, max_depth: int = MAX_DEPTH) -> Any:

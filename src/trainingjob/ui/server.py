@@ -26,7 +26,7 @@ from aiohttp import web
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from trainingjob.http_bodies import MalformedBody, parse_json
+from trainingjob.http_bodies import CallerGone, MalformedBody, parse_json, read_whole_body
 from trainingjob.kube.meta import is_object_name
 from trainingjob.ui import sse
 from trainingjob.ui.kubeapi import InputError, KubeApi, error_payload, parse_manifest
@@ -208,8 +208,8 @@ async def read_json(request: web.Request) -> dict[str, Any]:
     """The body as a JSON object; 400 with the reason otherwise (deep nesting made json.loads raise RecursionError,
     a 500). aiohttp refuses bodies past its client_max_size (1 MiB) with 413 before this reads them."""
     try:
-        raw = await request.read()
-    except (OSError, aiohttp.ClientPayloadError):
+        raw = await read_whole_body(request)
+    except CallerGone:
         raise web.HTTPBadRequest(text='{"message": "the body ended early"}', content_type="application/json") from None
     try:
         body = parse_json(raw)
