@@ -15,10 +15,12 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from trainingjob.operator.runtime.leader import (
+    EXPIRY_MARGIN,
     LeaderElector,
     LeaseSettings,
     Observation,
     lease_is_free,
+    next_attempt_in,
     observe,
     one_line,
 )
@@ -263,3 +265,37 @@ def test_a_renewal_cut_off_by_the_server_is_one_failed_attempt_not_the_end_of_th
 
     asyncio.run(scenario())
     assert edges == ["started"] and leader.is_leader
+
+
+def test_a_standby_attempts_again_as_the_lease_it_watches_expires_not_a_retry_period_later() -> None:
+    """A replacement pod's takeover: the next attempt lands just past the expiry by our clock, and an attempt
+    that failed on an already expired Lease waits the whole retry period (no tight loop against the API)."""
+    seen = observe(Observation(), held_by("other", WALL).spec, 100.0)
+    assert next_attempt_in(seen, 2.0, 105.0) == 2.0  # 10 s to go: the usual period
+    assert next_attempt_in(seen, 2.0, 114.5) == pytest.approx(0.5 + EXPIRY_MARGIN)
+    assert lease_is_free(held_by("other", WALL), "me", seen, 114.5 + next_attempt_in(seen, 2.0, 114.5))
+    assert next_attempt_in(seen, 2.0, 115.0) == 2.0  # expired, yet not taken: a conflict or an error
+    assert next_attempt_in(Observation(), 2.0, 0.0) == 2.0  # nothing observed yet (an error before any read)
+
+
+def test_a_replacement_takes_over_just_past_the_lease_duration(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The elector's own loop, its sleeps on a fake clock: a 15-s Lease first seen at 1000 s is taken over just past
+    1015 s, not at 1016 s, the retry period's next tick."""
+    api, clock = FakeCoordination(held_by("dead-pod", WALL)), Clock()
+    standby = elector(api, clock)
+    real_sleep, led_at = asyncio.sleep, []
+
+    async def sleep_on_the_clock(seconds: float) -> None:
+        clock.now += seconds
+        await real_sleep(0)
+
+    monkeypatch.setattr(asyncio, "sleep", sleep_on_the_clock)
+
+    async def scenario() -> None:
+        task = asyncio.create_task(standby.run(lambda: led_at.append(clock.now), lambda: None))
+        while not led_at:
+            await real_sleep(0)
+        task.cancel()
+
+    asyncio.run(scenario())
+    assert led_at == [pytest.approx(1015 + EXPIRY_MARGIN)] and api.lease.spec.holder_identity == "me"

@@ -79,6 +79,12 @@ class Observation:
     record: tuple[Any, ...] | None = None
     time: float = 0.0
 
+    @property
+    def expires_at(self) -> float | None:
+        """When the record expires by our clock unless it changes first (None: nothing held is observed)."""
+        duration = self.record[1] if self.record is not None else None
+        return self.time + duration if duration else None
+
 
 def lease_record(spec: client.V1LeaseSpec) -> tuple[Any, ...]:
     """What a holder changes on every renewal; equal records mean nobody wrote the Lease in between."""
@@ -103,6 +109,20 @@ def lease_is_free(lease: client.V1Lease, identity: str, observed: Observation, n
     if not spec.holder_identity or spec.holder_identity == identity:
         return True
     return now - observed.time > (spec.lease_duration_seconds or 0)
+
+
+EXPIRY_MARGIN = 0.05  # seconds past the computed expiry, so the attempt finds the Lease expired by our clock
+
+
+def next_attempt_in(observed: Observation, retry_period: float, now: float) -> float:
+    """How long a standby waits before its next attempt: the retry period, or less when the Lease it watches
+    expires sooner. client-go waits the whole retry period; the takeover then comes up to that much (2 s) after
+    the holder's Lease has expired by our clock, which a replacement pod's re-observe target (the Lease + 5 s,
+    bench/findings.md) cannot spare. Expiry is judged exactly as before (lease_is_free), only looked at sooner. A
+    Lease already expired whose take-over failed (a conflict, an API error) waits the whole period: no hot loop."""
+    if observed.expires_at is None or observed.expires_at <= now:
+        return retry_period
+    return min(retry_period, observed.expires_at - now + EXPIRY_MARGIN)
 
 
 class LeaderElector:
@@ -201,7 +221,7 @@ class LeaderElector:
                 )
                 on_started_leading()
             else:
-                await asyncio.sleep(self.settings.retry_period)
+                await asyncio.sleep(next_attempt_in(self.observed, self.settings.retry_period, self._clock()))
         await self._renew_until_lost(started)
         self.is_leader = False
         if self._ended.acquire(blocking=False):
