@@ -203,7 +203,7 @@ def plot(records: list[dict[str, Any]], path: Path) -> bool:
         if (record["jobs"], record["workers"]) != largest or name in seen:
             continue
         seen.add(name)
-        times, running = zip(*record["series"], strict=True) if record["series"] else ((), ())
+        times, running = zip(*record["series"], strict=True) if record.get("series") else ((), ())  # old files: none
         axes.plot(times, running, label=LABELS[name])
     axes.set(
         xlabel="seconds since the first create",
