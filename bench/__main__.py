@@ -149,7 +149,7 @@ async def main(args: argparse.Namespace) -> int:
         write_report(records, args.out, preamble, legacy_machine, args.mix_commits)
 
     for jobs in (int(n) for n in args.jobs.split(",") if n):
-        for repeat in range(args.repeats):
+        for repeat in range(args.repeats if contenders else 0):  # `--contenders ""`: the other scenarios alone
             order = contenders[repeat % len(contenders) :] + contenders[: repeat % len(contenders)]
             for name in order:
                 say(f"{jobs}x{args.workers} repeat {repeat + 1}/{args.repeats}: {name}")
