@@ -9,7 +9,7 @@ Everything else about the API (validation, defaults, graceful deletion) belongs 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -197,5 +197,6 @@ def _job_of(child_name: str) -> str:
     return child_name.rsplit("-", 1)[0]
 
 
-def fake_applier(server: FakeApiServer) -> Applier:
-    return Applier(Writer(None, max_concurrent_writes=4, core=server, custom=server, discovery=server))
+def fake_applier(server: FakeApiServer, count_status_patch: Callable[[Iterable[str]], None] | None = None) -> Applier:
+    writer = Writer(None, max_concurrent_writes=4, core=server, custom=server, discovery=server)
+    return Applier(writer, count_status_patch)

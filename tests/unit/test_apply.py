@@ -50,10 +50,10 @@ def stray_worker(server: FakeApiServer, index: int, status: dict[str, Any] | Non
     return manifest["metadata"]["name"]
 
 
-def applied(server: FakeApiServer, body: dict[str, Any], plan: JobPlan) -> Any:
+def applied(server: FakeApiServer, body: dict[str, Any], plan: JobPlan, count: Any = None) -> Any:
     from trainingjob.api.types import TrainingJob
 
-    return asyncio.run(fake_applier(server).apply(TrainingJob.from_body(body), body, plan))
+    return asyncio.run(fake_applier(server, count).apply(TrainingJob.from_body(body), body, plan))
 
 
 def test_a_delete_with_unchanged_status_is_checked_but_is_no_write_of_the_job() -> None:
@@ -65,6 +65,31 @@ def test_a_delete_with_unchanged_status_is_checked_but_is_no_write_of_the_job() 
     assert server.status_patches, "the precondition is still checked before the delete"
     assert server.jobs["job"]["metadata"]["resourceVersion"] == body["metadata"]["resourceVersion"]
     assert not result.job_changed and not result.stale
+
+
+def test_each_status_patch_sent_is_counted_by_the_top_level_fields_it_changes() -> None:
+    """trainingjob_status_patch_fields_total: what the benchmark's writes per job break down into. An empty patch
+    (the check before a delete) is counted too, with no field; a status left as it was sends and counts nothing."""
+    server, counted = FakeApiServer(), []
+    body = server.add_job(job_body({"phase": "Pending", "message": "waiting"}))
+    applied(
+        server,
+        body,
+        JobPlan(status=JobStatus(phase=Phase.RUNNING, message="waiting")),
+        lambda f: counted.append(set(f)),
+    )
+    body = server.jobs["job"]
+    applied(
+        server,
+        body,
+        JobPlan(status=JobStatus(phase=Phase.RUNNING, message="waiting")),
+        lambda f: counted.append(set(f)),
+    )
+    pod = stray_worker(server, 0)
+    delete = JobPlan(actions=[DeleteChild("Pod", pod)], status=JobStatus(phase=Phase.RUNNING, message="waiting"))
+    applied(server, server.jobs["job"], delete, lambda f: counted.append(set(f)))
+    assert counted == [{"state"}, set()]  # in the written version's names: v1 calls the phase `state`
+    assert len(server.status_patches) == 2
 
 
 def test_a_status_change_is_a_write_of_the_job() -> None:

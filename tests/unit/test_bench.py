@@ -20,6 +20,7 @@ from bench.kubeflow import extras_like, pytorch_job
 from bench.measure import (
     audit_policy,
     cpu_seconds,
+    labelled_values,
     parse_audit_line,
     refused_by,
     requests_by,
@@ -295,6 +296,26 @@ def test_every_run_is_shown_beside_the_median_with_its_forced_watch_closes() -> 
     fast["forced_watch_closes"] = 12
     section = throughput_section((1000, 8), summarize_throughput([slow, fast])[(1000, 8)])
     assert "trainingjob-operator 354.8 s, 204.9 s (12)" in section
+
+
+def test_the_median_runs_status_patches_are_broken_down_by_the_fields_they_changed() -> None:
+    """What the writes above the floor carry: read from the operator's trainingjob_status_patch_fields_total."""
+    text = (
+        'trainingjob_status_patch_fields_total{field="conditions"} 4330.0\n'
+        'trainingjob_status_patch_fields_total{field="state"} 3000.0\n'
+        'trainingjob_status_patch_fields_created{field="state"} 1.7e9\n'
+        'trainingjob_webhook_requests_total{outcome="allowed",webhook="mutate"} 1000.0\n'
+    )
+    per_job = {
+        name: count / 1000
+        for name, count in labelled_values(text, "trainingjob_status_patch_fields_total", "field").items()
+    }
+    run = {**throughput("trainingjob-operator", 1000, 204.9, 60.0, 140.0, 14.0), "status_patch_fields_per_job": per_job}
+    section = throughput_section((1000, 8), summarize_throughput([run])[(1000, 8)])
+    assert (
+        "by the top-level status field each changed (a patch counts once for each field): conditions 4.33, state 3."
+        in section
+    )
 
 
 @pytest.mark.parametrize(

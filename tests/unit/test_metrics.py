@@ -83,3 +83,13 @@ def test_finishing_counts_the_outcome_and_the_duration_once(phase: str, counter:
     assert sample(metrics, "trainingjob_job_duration_seconds_count", framework="jax") == 1
     again = transition(finished, finished.replace(message="cleanup"))
     assert sample(again, f"trainingjob_jobs_{counter}_total", **labels) == 0
+
+
+def test_a_status_patch_counts_once_per_field_and_an_empty_one_as_none() -> None:
+    metrics = OperatorMetrics()
+    metrics.count_status_patch(["phase", "conditions"])
+    metrics.count_status_patch(["conditions"])
+    metrics.count_status_patch([])
+    assert sample(metrics, "trainingjob_status_patch_fields_total", field="conditions") == 2
+    assert sample(metrics, "trainingjob_status_patch_fields_total", field="phase") == 1
+    assert sample(metrics, "trainingjob_status_patch_fields_total", field="none") == 1

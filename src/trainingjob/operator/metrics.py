@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter as Tally
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -96,6 +96,13 @@ class OperatorMetrics:
             ["webhook", "outcome"],
             registry=self.registry,
         )
+        self.status_patch_fields = Counter(
+            "trainingjob_status_patch_fields_total",
+            "TrainingJob status patches sent, by top-level status field changed in v1's names (once per field; "
+            "'none': an empty patch, the resourceVersion check before deletes).",
+            ["field"],
+            registry=self.registry,
+        )
         self.webhook_connections_closed = Counter(
             "trainingjob_webhook_connections_closed_total",
             "Connections the webhook port closed or refused by its bounds, by reason.",
@@ -136,6 +143,11 @@ class OperatorMetrics:
 
     def register_cache(self, collector: Collector) -> None:
         self.registry.register(collector)
+
+    def count_status_patch(self, fields: Iterable[str]) -> None:
+        """What one status patch changed; the fields come from our own status schema, so the labels are bounded."""
+        for name in list(fields) or ["none"]:
+            self.status_patch_fields.labels(name).inc()
 
     def observe_transition(self, body: Mapping[str, Any], old: JobStatus, new: JobStatus) -> None:
         """Count what changed between the stored status and the one just written."""

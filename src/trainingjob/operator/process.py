@@ -178,7 +178,7 @@ async def _serve(
     kueue_served = functools.partial(caches.serves, WORKLOADS)
     jobs = Reconciler(
         caches.indexes,
-        Applier(writer),
+        Applier(writer, metrics.count_status_patch),
         config,
         metrics=metrics,
         lookups=Lookups(client.CoreV1Api(api)),

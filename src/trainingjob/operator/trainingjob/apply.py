@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,8 +68,10 @@ class ApplyResult:
 class Applier:
     """Executes TrainingJob plans: the order of the writes, the gang bursts, and what the reconciler learns."""
 
-    def __init__(self, writer: Writer) -> None:
+    def __init__(self, writer: Writer, count_status_patch: Callable[[Iterable[str]], None] | None = None) -> None:
+        """`count_status_patch` is told the top-level status fields each status patch sent changes (metrics)."""
         self.writer = writer
+        self.count_status_patch = count_status_patch
         self.gang_bursts = asyncio.Lock()
 
     async def apply(self, job: TrainingJob, body: Mapping[str, Any], plan: JobPlan) -> ApplyResult:
@@ -175,7 +177,10 @@ class Applier:
         Statuses are internal-shaped; the patch is in the shape of the version written."""
         old, new = status_in(job.status.to_dict(), k.WATCHED_VERSION), status_in(status.to_dict(), k.WATCHED_VERSION)
         patch = status_patch(old, new)
-        return await self.writer.patch_status(TRAININGJOBS, job.namespace, job.name, resource_version, patch)
+        written = await self.writer.patch_status(TRAININGJOBS, job.namespace, job.name, resource_version, patch)
+        if self.count_status_patch is not None:
+            self.count_status_patch(patch.keys())
+        return written
 
     async def apply_children(self, job: TrainingJob, actions: list) -> list[Written]:
         """Every child action at once, except that the pods joining a gang are created as one burst that no other
