@@ -69,6 +69,10 @@ class Contender:
     def reobserved(self, jobs: int) -> bool:
         return True
 
+    def final_figures(self, jobs: int) -> dict[str, Any]:
+        """What the controller's own metrics say at the end of a run, before it stops ({}: nothing asked of it)."""
+        return {}
+
     def start(self, cluster: BenchCluster) -> None:
         """Start (or restart) the controller process and wait until it is ready."""
 

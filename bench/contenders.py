@@ -19,7 +19,7 @@ from bench import kubeflow
 from bench.client import Api, create_all
 from bench.cluster import NAMESPACE, REPO, BenchCluster, free_port
 from bench.contender_base import COMMAND, CREATE_CONCURRENCY, IMAGE, Contender, scrape, sim_annotations
-from bench.measure import metric_sum
+from bench.measure import labelled_values, metric_sum
 from bench.provenance import git_state
 from trainingjob.api import constants as k
 from trainingjob.api.conversion import convert, to_internal
@@ -129,6 +129,11 @@ class Ours(Contender):
         text = scrape(self.metrics_url)
         reconciles = metric_sum(text, "trainingjob_reconcile_duration_seconds_count") or 0
         return reconciles >= jobs and metric_sum(text, "trainingjob_workqueue_depth") == 0
+
+    def final_figures(self, jobs: int) -> dict[str, Any]:
+        """Status patches per job by the top-level field they changed: what the writes above the floor carry."""
+        fields = labelled_values(scrape(self.metrics_url), "trainingjob_status_patch_fields_total", "field")
+        return {"status_patch_fields_per_job": {name: round(count / jobs, 2) for name, count in fields.items()}}
 
 
 class Kubeflow(Contender):

@@ -198,6 +198,13 @@ def metric_sum(text: str, name: str, label_filter: str = "") -> float | None:
     return sum(values) if values else None
 
 
+def labelled_values(text: str, name: str, label: str) -> dict[str, float]:
+    """Each sample of `name` by the value of its `label` (samples without it are left out), largest first."""
+    pattern = re.compile(rf'^{re.escape(name)}\{{[^}}]*\b{re.escape(label)}="([^"]*)"[^}}]*\}}\s+(\S+)$', re.MULTILINE)
+    values = {value: float(count) for value, count in pattern.findall(text)}
+    return dict(sorted(values.items(), key=lambda item: -item[1]))
+
+
 # The API server's own counters for the pods resource (since it started: the cluster is new for every run).
 POD_WATCH_METRICS = {
     "pod_watch_events_sent": "apiserver_watch_events_total",

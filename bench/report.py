@@ -84,6 +84,7 @@ def summarize_throughput(records: list[dict[str, Any]]) -> dict[tuple[int, int],
                 "writes_per_job": median(r["writes_per_job"] for r in runs),
                 "writes_per_job_without_events": median(r["writes_per_job_without_events"] for r in runs),
                 "requests": median_run(runs)["requests"],
+                "status_patch_fields": median_run(runs).get("status_patch_fields_per_job"),
                 "median_run_pods_running": median_run(runs).get("all_pods_running_s"),
                 "commits": commits(runs),
                 "each_run": [(r.get(RUNNING_KEY), r.get("forced_watch_closes"), r.get("stalled")) for r in runs],
@@ -148,6 +149,13 @@ def throughput_section(scenario: tuple[int, int], figures: dict[str, dict[str, A
         lines.append(
             f"\nOur operator's requests in its median run (all pods Running in {which}): "
             + ", ".join(f"{k} {v}" for k, v in top)
+            + ".\n"
+        )
+    if ours.get("status_patch_fields"):
+        lines.append(
+            "\nIts status patches per job in that run, by the top-level status field each changed (a patch counts "
+            "once for each field): "
+            + ", ".join(f"{name} {count:g}" for name, count in ours["status_patch_fields"].items())
             + ".\n"
         )
     measured = {c for f in figures.values() for c in f.get("commits", {})}

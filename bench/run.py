@@ -178,6 +178,7 @@ async def throughput_run(
         ended = utcnow()
         cpu = meter.stop()
         peak = peak_rss_mib(who.pid) if who.pid else None
+        own_figures = who.final_figures(jobs) if who.pid else {}
         who.stop()
         apiserver_metrics = await cluster.admin.get_text("/metrics")
         record = {
@@ -201,6 +202,7 @@ async def throughput_run(
             **pod_watch_figures(apiserver_metrics),
             **conversion_figures(apiserver_metrics),
             **who.experiment,
+            **own_figures,
             "series": series,
         }
         record.update(request_figures(cluster, who, began, ended, jobs))
