@@ -15,9 +15,12 @@ The cap (`max_connections`, default 512: far under a pod's 1024 open files, far 
 a new connection past it first sheds the oldest one still waiting for its headers, then the oldest of the address
 holding the most connections, so idle connections held by one pod cannot keep the API server out; only when every
 connection is mid-request is the new one refused. At most `waiting_per_address` connections of one address may be
-waiting for their headers at once (a new one sheds that address's oldest), so one pod opening connections fast
-cannot shed the API server's fresh ones. The TLS handshake has its own bound (asyncio's: `handshake_seconds`);
-connections still in it are not counted (see docs/reliability.md).
+waiting for their headers at once (a new one sheds that address's oldest stale one), so one pod opening connections
+fast cannot shed the API server's fresh ones. "Stale": waiting for `shed_waiting_after` (2 s) or more; a connection
+waiting for less is shed only for a new one past the cap when none is stale, because under load it is the API
+server's call whose headers are unread yet, and a call cut mid-write fails (Go does not retry a POST). The TLS
+handshake has its own bound (asyncio's: `handshake_seconds`); connections still in it are not counted (see
+docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -41,6 +44,10 @@ class ConnectionLimits:
     handshake_seconds: float = 10.0
     max_connections: int = 512
     waiting_per_address: int = 32
+    # A connection waiting for its headers for less than this is not shed to make room: under load it is the API
+    # server's call whose headers sit unread behind a busy event loop (5000 x 8: 3 of them shed, and the API server
+    # answered a create with HTTP 500 "write: broken pipe"). A slowloris is older than this long before its 10 s.
+    shed_waiting_after: float = 2.0
     max_header_bytes: int = 64 * 1024  # aiohttp refuses a field over 8190 bytes long before this
     lost_seconds: float = 30.0  # how long a connection whose framing is lost (a chunked body) lives on
 
@@ -104,11 +111,16 @@ class FramedProtocol(ForwardingProtocol):
         self.address = ""
         self.transport: asyncio.Transport | None = None
         self.deadline: asyncio.TimerHandle | None = None  # for the headers of the request being sent
+        self.waiting_since = 0.0  # the loop's time when the headers now awaited began to be awaited
         self.expiry: asyncio.TimerHandle | None = None  # for the connection, once its framing is lost
 
     @property
     def waiting(self) -> bool:
         return self.framer.waiting
+
+    def stale(self, now: float) -> bool:
+        """Waiting for its headers for long enough to be shed: not a call whose headers are merely unread yet."""
+        return self.waiting and now - self.waiting_since >= self.table.limits.shed_waiting_after
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -151,7 +163,9 @@ class FramedProtocol(ForwardingProtocol):
         if not self.waiting:
             self._untime()
         elif self.deadline is None:
-            self.deadline = asyncio.get_running_loop().call_later(self.table.limits.header_seconds, self._expire)
+            loop = asyncio.get_running_loop()
+            self.waiting_since = loop.time()
+            self.deadline = loop.call_later(self.table.limits.header_seconds, self._expire)
 
     def _untime(self) -> None:
         if self.deadline is not None:
@@ -186,11 +200,13 @@ class ConnectionTable:
         self.on_close(reason)
 
     def admit(self, new: FramedProtocol) -> bool:
+        now = asyncio.get_running_loop().time()
         waiting_here = [each for each in self.open if each.address == new.address and each.waiting]
-        if len(waiting_here) >= self.limits.waiting_per_address:
-            self._shed(waiting_here[0])
+        stale_here = next((each for each in waiting_here if each.stale(now)), None)
+        if len(waiting_here) >= self.limits.waiting_per_address and stale_here is not None:
+            self._shed(stale_here)
         if len(self.open) >= self.limits.max_connections:
-            victim = self._victim()
+            victim = self._victim(now)
             if victim is None:
                 self.closed("refused")
                 return False
@@ -201,8 +217,11 @@ class ConnectionTable:
     def release(self, connection: FramedProtocol) -> None:
         self.open.pop(connection, None)
 
-    def _victim(self) -> FramedProtocol | None:
-        waiting = next((each for each in self.open if each.waiting), None)
+    def _victim(self, now: float) -> FramedProtocol | None:
+        """The oldest connection stale with its headers; else the oldest waiting (the port is full: a fresh one
+        goes before one that finished a request); else one of the address holding the most between requests."""
+        waiting = next((each for each in self.open if each.stale(now)), None)
+        waiting = waiting or next((each for each in self.open if each.waiting), None)
         if waiting is not None:
             return waiting
         by_address = Counter(each.address for each in self.open if each.framer.body_left == 0)
