@@ -44,9 +44,10 @@ class ConnectionLimits:
     handshake_seconds: float = 10.0
     max_connections: int = 512
     waiting_per_address: int = 32
-    # A connection waiting for its headers for less than this is not shed to make room: under load it is the API
-    # server's call whose headers sit unread behind a busy event loop (5000 x 8: 3 of them shed, and the API server
-    # answered a create with HTTP 500 "write: broken pipe"). A slowloris is older than this long before its 10 s.
+    # A connection waiting for its headers for less than this is not shed for its address's sake: under load it
+    # may be the API server's call whose headers sit unread behind a busy event loop, and a call cut while the API
+    # server writes it fails the user's request (a create at 5000 x 8 got HTTP 500 "write: broken pipe"; another
+    # such run shed 3 connections). A slowloris is older than this long before its 10 s are up.
     shed_waiting_after: float = 2.0
     max_header_bytes: int = 64 * 1024  # aiohttp refuses a field over 8190 bytes long before this
     lost_seconds: float = 30.0  # how long a connection whose framing is lost (a chunked body) lives on
@@ -189,7 +190,8 @@ class ConnectionTable:
 
     limits: ConnectionLimits
     # Told of every connection the port closes or refuses, by reason: slow_headers (its headers took too long),
-    # shed (its slot went to a new connection), refused (the port was full of requests in progress), unframed
+    # shed (its slot went to a new connection past the cap), shed_per_address (its address had too many waiting
+    # for their headers, this one for 2 s or more), refused (the port was full of requests in progress), unframed
     # (a chunked body, `lost_seconds` on). The operator counts them (trainingjob_webhook_connections_closed_total).
     on_close: Callable[[str], None] = lambda _: None
     open: dict[FramedProtocol, None] = field(default_factory=dict)  # insertion order is age
@@ -204,13 +206,13 @@ class ConnectionTable:
         waiting_here = [each for each in self.open if each.address == new.address and each.waiting]
         stale_here = next((each for each in waiting_here if each.stale(now)), None)
         if len(waiting_here) >= self.limits.waiting_per_address and stale_here is not None:
-            self._shed(stale_here)
+            self._shed(stale_here, "shed_per_address")
         if len(self.open) >= self.limits.max_connections:
             victim = self._victim(now)
             if victim is None:
                 self.closed("refused")
                 return False
-            self._shed(victim)
+            self._shed(victim, "shed")
         self.open[new] = None
         return True
 
@@ -230,8 +232,8 @@ class ConnectionTable:
         busiest = by_address.most_common(1)[0][0]
         return next(each for each in self.open if each.address == busiest and each.framer.body_left == 0)
 
-    def _shed(self, connection: FramedProtocol) -> None:
-        self.closed("shed")
+    def _shed(self, connection: FramedProtocol, reason: str) -> None:
+        self.closed(reason)
         connection.shed()
 
 
