@@ -28,6 +28,7 @@ from bench.measure import (
 )
 from bench.observe import Timeline
 from bench.report import steady_section, summarize_throughput, targets, throughput_section, write_report
+from bench.scale import growth_section
 from trainingjob.api import constants as k
 
 T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
@@ -228,13 +229,37 @@ def test_targets_compare_ours_with_the_raw_limit(ours_running: float, expected: 
 
 
 def test_the_writes_target_counts_writes_without_events() -> None:
-    """Issue 12's target is W + 4 writes per job without Events: 15 with Events (12 without) meets it at W = 8."""
-    records = [throughput("trainingjob-operator", 1000, 100.0, 200.0, 120.0, 15.0)]
-    row = next(line for line in targets(summarize_throughput(records), records).splitlines() if "W + 4" in line)
-    assert "without Events" in row and "| 12 | met |" in row
+    """Issue 40's target is W + 5 writes per job without Events: 16 with Events (13 without) meets it at W = 8."""
     records = [throughput("trainingjob-operator", 1000, 100.0, 200.0, 120.0, 16.0)]
-    row = next(line for line in targets(summarize_throughput(records), records).splitlines() if "W + 4" in line)
-    assert "| 13 | **missed** |" in row
+    row = next(line for line in targets(summarize_throughput(records), records).splitlines() if "W + 5" in line)
+    assert "without Events" in row and "| 13 | met |" in row
+    records = [throughput("trainingjob-operator", 1000, 100.0, 200.0, 120.0, 17.0)]
+    row = next(line for line in targets(summarize_throughput(records), records).splitlines() if "W + 5" in line)
+    assert "| 14 | **missed** |" in row
+
+
+def test_the_1000_job_targets_stay_on_1000_jobs_when_5000_are_measured_and_5000_gets_its_own() -> None:
+    """Issue 40: ratios, writes and growth at 1000 x 8; at 5,000 x 8 every job Running and peak RSS ≤ 300 MiB;
+    and a table of how a job's cost grows from 100 to 1,000 to 5,000 jobs."""
+    records = [
+        throughput("trainingjob-operator", 100, 15.0, 10.0, 92.0, 18.0),
+        throughput("raw-pods", 100, 9.0, 0.0, 0.0, 8.0),
+        throughput("trainingjob-operator", 1000, 210.0, 90.0, 132.0, 20.0),
+        throughput("raw-pods", 1000, 105.0, 0.0, 0.0, 8.0),
+        throughput("trainingjob-operator", 5000, 1800.0, 420.0, 310.0, 21.0),
+        throughput("raw-pods", 5000, 1200.0, 0.0, 0.0, 8.0),
+    ]
+    summary = summarize_throughput(records)
+    table = targets(summary, records)
+    raw_row = next(line for line in table.splitlines() if "raw pod creation" in line)
+    assert "(1000x8) | 2x | **missed** |" in raw_row
+    assert "from 100 to 1000 jobs | 40 % | **missed** |" in table
+    assert "every job's pods Running (5000x8) | 1800 s | met |" in table
+    assert "peak RSS ≤ 300 MiB (40000 pods) | 310 MiB | **missed** |" in table
+    growth = growth_section(summary).splitlines()
+    assert growth[0] == "## Growth with scale (medians)"
+    assert "| 100 x 8 | 15 s | 0.15 s | 0.09 s | 1.67x | 92 MiB | 15 |" in growth
+    assert "| 5000 x 8 | 1800 s | 0.36 s | 0.24 s | 1.5x | 310 MiB | 18 |" in growth
 
 
 def test_summary_takes_medians_over_repeats() -> None:

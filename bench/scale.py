@@ -1,0 +1,62 @@
+"""Issue 40's scale step in the report: which scenario the 1000-job targets are judged on, the rows of the
+larger ones (5,000 x 8), and how a job's cost grows from 100 to 1,000 to 5,000 jobs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.cells import fmt, ratio, verdict
+
+TARGET_JOBS = 1000  # issue 40's ratio, writes and growth targets are set at 1000 x W
+SCALE_STEP_RSS_MIB = 300.0  # issue 40's bound on peak RSS at the next scale step (5,000 x 8)
+
+
+def target_scenario(summary: dict[tuple[int, int], dict[str, dict[str, Any]]]) -> tuple[int, int]:
+    """The scenario the 1000-job targets are judged on: 1000 x W where measured, else the largest one."""
+    at_target = [s for s in summary if s[0] == TARGET_JOBS]
+    return max(at_target) if at_target else max(summary)
+
+
+def scale_step_rows(
+    summary: dict[tuple[int, int], dict[str, dict[str, Any]]], judged: tuple[int, int]
+) -> list[tuple[str, str, str]]:
+    """Issue 40's next scale step, for each scenario larger than the one the other targets are judged on: every
+    job Running (ours) and the operator's peak RSS within 300 MiB."""
+    rows = []
+    for scenario in sorted(s for s in summary if s[0] > judged[0]):
+        ours = summary[scenario].get("ours")
+        if ours is None:
+            continue
+        where, pods = f"{scenario[0]}x{scenario[1]}", scenario[0] * scenario[1]
+        running, finished = ours.get("pods_running"), ours.get("finished", 0) > 0
+        rows.append((f"every job's pods Running ({where})", fmt(running, " s"), verdict(running is not None)))
+        rss = ours.get("rss")
+        ok = None if rss is None else rss <= SCALE_STEP_RSS_MIB
+        rows.append((f"peak RSS ≤ {SCALE_STEP_RSS_MIB:g} MiB ({pods} pods)", fmt(rss, " MiB"), verdict(ok)))
+        if not finished:
+            rows.append((f"every job Succeeded within the run's limit ({where})", "not reached", verdict(False)))
+    return rows
+
+
+def growth_section(summary: dict[tuple[int, int], dict[str, dict[str, Any]]]) -> str:
+    """How the cost of a job grows with the number of jobs (issue 40: 100 → 1,000 → 5,000), ours beside raw."""
+    scenarios = sorted(s for s in summary if "ours" in summary[s])
+    if len(scenarios) < 2:
+        return ""
+    lines = [
+        "## Growth with scale (medians)\n\n",
+        "| jobs x workers | ours: all pods Running | per job | raw: per job | ours / raw "
+        "| operator peak RSS | writes/job w/o Events |\n",
+        "|---|---|---|---|---|---|---|\n",
+    ]
+    for scenario in scenarios:
+        ours, raw = summary[scenario]["ours"], summary[scenario].get("raw", {})
+        mine, theirs = ours.get("pods_running"), raw.get("pods_running")
+        per_job = None if mine is None else round(mine / scenario[0], 4)
+        raw_per_job = None if theirs is None else round(theirs / scenario[0], 4)
+        lines.append(
+            f"| {scenario[0]} x {scenario[1]} | {fmt(mine, ' s')} | {fmt(per_job, ' s')} | {fmt(raw_per_job, ' s')} "
+            f"| {fmt(ratio(mine, theirs), 'x')} | {fmt(ours.get('rss'), ' MiB')} "
+            f"| {fmt(ours.get('writes_per_job_without_events'))} |\n"
+        )
+    return "".join(lines) + "\n"
