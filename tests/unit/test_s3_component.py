@@ -48,3 +48,12 @@ def test_a_jobs_secret_names_what_boto3_reads() -> None:
         "AWS_REGION": "us-east-1",
     }
     assert settings.health_check("127.0.0.1", PORTS).url == f"http://127.0.0.1:{PORTS['s3']}/healthz"
+
+
+def test_the_buckets_are_read_from_the_filers_listing_on_this_clusters_filer_port() -> None:
+    """`tj cluster up --with-s3` returns once the filer lists every -bucket= bucket (it answers /healthz sooner)."""
+    ports = {name: 9000 + i for i, name in enumerate(settings.PORTS)}
+    assert settings.buckets_url("10.0.0.1", ports) == f"http://10.0.0.1:{ports['s3-filer']}/buckets/"
+    listing = {"Path": "/buckets", "Entries": [{"FullPath": "/buckets/checkpoints"}, {"FullPath": "/buckets/models"}]}
+    assert settings.bucket_names(listing) == set(settings.BUCKETS)
+    assert settings.bucket_names({"Path": "/buckets", "Entries": None}) == set()

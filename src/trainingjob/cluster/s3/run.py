@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import time
+import urllib.request
 from collections.abc import Callable
+from pathlib import Path
 
 from trainingjob.cluster.build import SEAWEEDFS, ensure_seaweedfs
 from trainingjob.cluster.control_plane import ClusterState, component_running, kubectl
@@ -19,6 +22,7 @@ from trainingjob.cluster.s3 import settings
 from trainingjob.cluster.s3.settings import NAME, Credentials, S3Layout
 
 STARTUP_TIMEOUT = 120
+BUCKETS_TIMEOUT = 30.0
 
 
 def address(state: ClusterState) -> str:
@@ -66,7 +70,26 @@ def ensure_running(state: ClusterState, say: Callable[[str], None] = print) -> N
     state.pids[NAME] = start(NAME, command, layout.log, state.root)
     state.save()
     wait_healthy(NAME, state.pids[NAME], str(binary), check, state.layout.pki / "ca.crt", layout.log, STARTUP_TIMEOUT)
+    wait_for_buckets(address(state), state.ports, layout.log)
     say(f"  s3 (SeaweedFS {SEAWEEDFS.version}) ready at {settings.endpoint(address(state), state.ports)}")
+
+
+def wait_for_buckets(host: str, ports: dict[str, int], log: Path, timeout: float = BUCKETS_TIMEOUT) -> None:
+    """SeaweedFS answers its health check before the buckets of its -bucket= flag exist (a job's first checkpoint
+    in that window got NoSuchBucket; CI saw an empty ListBuckets once): return once the filer lists them all."""
+    deadline, listed = time.monotonic() + timeout, set()
+    request = urllib.request.Request(settings.buckets_url(host, ports), headers={"Accept": "application/json"})
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(request, timeout=2) as response:
+                listed = settings.bucket_names(json.load(response))
+        except (OSError, ValueError):
+            listed = set()
+        if set(settings.BUCKETS) <= listed:
+            return
+        time.sleep(0.25)
+    missing = ", ".join(sorted(set(settings.BUCKETS) - listed))
+    raise ClusterError(f"SeaweedFS did not create the buckets {missing} within {timeout:.0f} s; see {log}")
 
 
 def secret_data(state: ClusterState) -> dict[str, str]:

@@ -88,6 +88,17 @@ def endpoint(address: str, ports: dict[str, int]) -> str:
     return f"http://{address}:{ports['s3']}"
 
 
+def buckets_url(address: str, ports: dict[str, int]) -> str:
+    """The filer's listing of the buckets' folder (JSON with `Accept: application/json`): a bucket is a folder
+    there, and the S3 gateway lists what the filer has. The filer port is bound to `address` like the others."""
+    return f"http://{address}:{ports['s3-filer']}/buckets/"
+
+
+def bucket_names(listing: dict) -> set[str]:
+    """The bucket names in a filer listing ({"Entries": [{"FullPath": "/buckets/checkpoints", ...}, ...]})."""
+    return {str(entry.get("FullPath", "")).rsplit("/", 1)[-1] for entry in listing.get("Entries") or []}
+
+
 def health_check(address: str, ports: dict[str, int]) -> HealthCheck:
     return HealthCheck(f"{endpoint(address, ports)}/healthz")
 
