@@ -23,7 +23,7 @@ from bench.guard import LIST_EVERY_S, STALL_S, WaitLimits
 from bench.kueue import kueue_run
 from bench.provenance import MixedCommits, collect, git_state, refuse_mixed_commits
 from bench.queue_figures import QUEUE_LABELS
-from bench.report import write_report
+from bench.report import write_report, write_runs
 from bench.run import steady_run, throughput_run
 from bench.sweep import sweep_run
 
@@ -145,8 +145,14 @@ async def main(args: argparse.Namespace) -> int:
     limits = WaitLimits(args.timeout, args.list_every, args.stall_seconds)
 
     def save(record: dict[str, Any], provenance: dict[str, Any]) -> None:
+        """Record the run, then report; a report refused (the checkout changed commit between two runs of this
+        invocation) must not lose the run: a 5,000 x 8 run of 25 minutes was lost so once."""
         records.append({**record, "provenance": provenance})
-        write_report(records, args.out, preamble, legacy_machine, args.mix_commits)
+        try:
+            write_report(records, args.out, preamble, legacy_machine, args.mix_commits)
+        except MixedCommits as refused:
+            write_runs(records, args.out, legacy_machine)
+            say(f"  the run is kept in {args.out / 'benchmarks.json'}; no report: {refused}")
 
     for jobs in (int(n) for n in args.jobs.split(",") if n):
         for repeat in range(args.repeats if contenders else 0):  # `--contenders ""`: the other scenarios alone

@@ -301,6 +301,15 @@ def defaults_only(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [record for record in records if not any(record.get(key) for key in EXPERIMENT_KEYS)]
 
 
+def write_runs(records: list[dict[str, Any]], out: Path, legacy_machine: dict[str, str] | None = None) -> None:
+    """benchmarks.json alone: every run recorded, whether or not a report may be made of them."""
+    out.mkdir(parents=True, exist_ok=True)
+    document: dict[str, Any] = {"runs": records}
+    if legacy_machine:
+        document["machine"] = legacy_machine
+    (out / "benchmarks.json").write_text(json.dumps(document, indent=1) + "\n")
+
+
 def write_report(
     records: list[dict[str, Any]],
     out: Path,
@@ -313,11 +322,7 @@ def write_report(
     machine's). Raises MixedCommits before writing anything when the runs measured different commits, unless
     `mix_commits`. The narrative of earlier runs (bench/findings.md) is not appended: it is about other runs."""
     refuse_mixed_commits(records, mix_commits)
-    out.mkdir(parents=True, exist_ok=True)
-    document: dict[str, Any] = {"runs": records}
-    if legacy_machine:
-        document["machine"] = legacy_machine
-    (out / "benchmarks.json").write_text(json.dumps(document, indent=1) + "\n")
+    write_runs(records, out, legacy_machine)
     all_runs, records = records, defaults_only(records)
     plotted = plot(records, out / "benchmarks-running.png")
     summary = summarize_throughput(records)

@@ -180,3 +180,29 @@ def test_an_operator_run_from_another_checkout_is_an_experiment_naming_its_commi
     assert experiment["operator_commit"] == git_state()["commit"]
     monkeypatch.delenv("BENCH_OPERATOR_SRC")
     assert "operator_commit" not in contender("ours").experiment
+
+
+def test_a_run_is_kept_when_the_checkout_changed_commit_between_two_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 5,000 x 8 run of raw (25 minutes) was lost so: a commit made in the benchmark's checkout while ours ran made
+    the second run's provenance another commit, the report refused the mix and the harness died before saving."""
+    import asyncio
+
+    import bench.__main__ as entry
+    from tests.unit.test_bench import throughput
+
+    machine = {"date": "2026-11-30T09:00:00+00:00", "cpu_model": "cpu", "cpu_count": 2, "memory_gib": 23.5}
+    machine |= {"load_average": [0.1], "versions": {}}
+    states = iter([{**machine, "commit": "a" * 40, "dirty": False}, {**machine, "commit": "b" * 40, "dirty": False}])
+    monkeypatch.setattr(entry, "collect", lambda: next(states))
+
+    async def measured(name: str, jobs: int, *_: Any) -> dict[str, Any]:
+        return throughput(name, jobs, 100.0, 10.0, 90.0, 12.0)
+
+    monkeypatch.setattr(entry, "throughput_run", measured)
+    options = ["--out", str(tmp_path), "--jobs", "100", "--repeats", "1", "--contenders", "ours,raw"]
+    options += ["--steady-jobs", "0", "--gang-jobs", "0"]
+    assert asyncio.run(entry.main(entry.arguments(options))) == 0
+    kept = json.loads((tmp_path / "benchmarks.json").read_text())["runs"]
+    assert [(run["contender"], run["provenance"]["commit"][0]) for run in kept] == [("ours", "a"), ("raw", "b")]
