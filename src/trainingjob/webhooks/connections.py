@@ -11,16 +11,16 @@ headers, and never times a connection between two requests. A body is bounded wh
 (ServerLimits.body_seconds); one sent chunked cannot be followed, so that connection is closed `lost_seconds` later
 (the API server always sends Content-Length).
 
-The cap (`max_connections`, default 512: far under a pod's 1024 open files, far over what the API server opens):
-a new connection past it first sheds the oldest one still waiting for its headers, then the oldest of the address
-holding the most connections, so idle connections held by one pod cannot keep the API server out; only when every
-connection is mid-request is the new one refused. At most `waiting_per_address` connections of one address may be
-waiting for their headers at once (a new one sheds that address's oldest stale one), so one pod opening connections
-fast cannot shed the API server's fresh ones. "Stale": waiting for `shed_waiting_after` (2 s) or more; a connection
-waiting for less is shed only for a new one past the cap when none is stale, because under load it is the API
-server's call whose headers are unread yet, and a call cut mid-write fails (Go does not retry a POST). The TLS
-handshake has its own bound (asyncio's: `handshake_seconds`); connections still in it are not counted (see
-docs/reliability.md).
+The cap (`max_connections`, default 512: far under a pod's 1024 open files, far over what the API server opens): a
+new connection past it first sheds the oldest one stale with its headers (below), else the oldest still waiting for
+them, else the oldest of the address holding the most connections, so idle connections held by one pod cannot keep
+the API server out; only when every connection is mid-request is the new one refused. When `waiting_per_address`
+connections of one address wait for their headers, a new one of that address sheds its oldest stale one (a fresh one
+is never shed for this), so one pod's silent connections are bounded by its own new ones and cannot shed the API
+server's fresh ones. "Stale": waiting for `shed_waiting_after` (2 s) or more; a connection waiting for less is shed
+only for a new one past the cap when none is stale, because under load it is the API server's call whose headers are
+unread yet, and a call cut mid-write fails (Go does not retry a POST). The TLS handshake has its own bound
+(asyncio's: `handshake_seconds`); connections still in it are not counted (see docs/reliability.md).
 """
 
 from __future__ import annotations
