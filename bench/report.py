@@ -12,7 +12,7 @@ from bench.cells import fmt, ratio, verdict
 from bench.gang import gang_section
 from bench.provenance import commits, counted, provenance_lines, refuse_mixed_commits
 from bench.queue_figures import kueue_section
-from bench.scale import growth_section, scale_step_rows, target_scenario
+from bench.scale import growth_section, restart_rows, scale_step_rows, target_scenario
 from bench.sweep import sweep_section
 
 LABELS = {
@@ -22,7 +22,6 @@ LABELS = {
     "raw": "raw pod creation",
     "raw-children": "raw + the same children",
 }
-LEASE_S = 15.0  # the operator's lease_duration: a replacement pod waits it out before it leads
 NAMES = {"trainingjob-operator": "ours", "raw-pods": "raw"}
 
 
@@ -270,22 +269,7 @@ def targets(summary: dict[tuple[int, int], dict[str, dict[str, Any]]], records: 
             ))  # fmt: skip
         rows += scale_step_rows(summary, scenario)
     for r in (r for r in records if r["kind"] == "steady" and key(r) == "ours"):
-        where = f"{r['jobs']}x{r['workers']} Running"
-        idle = r["idle_writes_per_minute"]
-        rows.append((f"0 writes per minute when idle ({where}; Lease renewals apart)", fmt(idle), verdict(idle == 0)))
-        rows.append(
-            (f"restart: 0 pods recreated ({where})", str(r["pods_recreated"]), verdict(r["pods_recreated"] == 0))
-        )
-        seconds = r["restart_reobserved_s"]
-        reached = r["restart_reobserved"]
-        measured = fmt(seconds, " s") if reached else f"not within {fmt(seconds, ' s')}"
-        rows.append((f"restart: all re-observed within 15 s ({where})", measured, verdict(reached and seconds <= 15)))
-        if "replacement_ready_s" in r:
-            seconds, reached = r["replacement_reobserved_s"], r["replacement_reobserved"]
-            measured = fmt(seconds, " s") if reached else f"not within {fmt(seconds, ' s')}"
-            ok = reached and seconds <= LEASE_S + 5
-            rows.append((f"replacement pod: re-observed within the Lease + 5 s = {LEASE_S + 5:g} s ({where})",
-                         measured, verdict(ok)))  # fmt: skip
+        rows += restart_rows(r)
     lines = ["| target | measured | |\n|---|---|---|\n"]
     lines += [f"| {target} | {measured} | {state} |\n" for target, measured, state in rows]
     return "".join(lines)

@@ -9,6 +9,9 @@ from bench.cells import fmt, ratio, verdict
 
 TARGET_JOBS = 1000  # issue 40's ratio, writes and growth targets are set at 1000 x W
 SCALE_STEP_RSS_MIB = 300.0  # issue 40's bound on peak RSS at the next scale step (5,000 x 8)
+LEASE_S = 15.0  # the operator's lease_duration: a replacement pod waits it out before it leads
+RESTART_S = 15.0  # a restarted operator re-observes every job of 1000 x W within this (the earlier issues' target)
+SCALE_STEP_RESTART_S = 30.0  # issue 40: a restart at the next scale step (5,000 x 8) re-observes within this
 
 
 def target_scenario(summary: dict[tuple[int, int], dict[str, dict[str, Any]]]) -> tuple[int, int]:
@@ -60,3 +63,42 @@ def growth_section(summary: dict[tuple[int, int], dict[str, dict[str, Any]]]) ->
             f"| {fmt(ours.get('writes_per_job_without_events'))} |\n"
         )
     return "".join(lines) + "\n"
+
+
+def restart_bounds(jobs: int) -> tuple[float, float, str]:
+    """(restart bound, replacement pod bound, how the replacement's is named) for a steady run of `jobs` jobs.
+
+    Up to 1000 jobs a restart re-observes within 15 s and a replacement pod within the Lease + 5 s (issue 40,
+    "closer to the limit"); at the scale step issue 40 asks a restart to re-observe within 30 s and sets nothing
+    for a new Lease identity, so the replacement pod is held to the same 30 s rather than left unjudged."""
+    if jobs > TARGET_JOBS:
+        return (
+            SCALE_STEP_RESTART_S,
+            SCALE_STEP_RESTART_S,
+            f"{SCALE_STEP_RESTART_S:g} s (the scale step's restart bound)",
+        )
+    return RESTART_S, LEASE_S + 5, f"the Lease + 5 s = {LEASE_S + 5:g} s"
+
+
+def restart_rows(record: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """The target rows of one steady run of ours: idle writes, pods recreated, and how soon every job was
+    re-observed after a kill -9 (same identity, then a replacement pod), each against its scale's bound."""
+    where = f"{record['jobs']}x{record['workers']} Running"
+    restart_s, replacement_s, replacement_named = restart_bounds(record["jobs"])
+    idle, recreated = record["idle_writes_per_minute"], record["pods_recreated"]
+    rows = [
+        (f"0 writes per minute when idle ({where}; Lease renewals apart)", fmt(idle), verdict(idle == 0)),
+        (f"restart: 0 pods recreated ({where})", str(recreated), verdict(recreated == 0)),
+        reobserved_row(f"restart: all re-observed within {restart_s:g} s ({where})", record, "restart", restart_s),
+    ]
+    if "replacement_ready_s" in record:
+        target = f"replacement pod: re-observed within {replacement_named} ({where})"
+        rows.append(reobserved_row(target, record, "replacement", replacement_s))
+    return rows
+
+
+def reobserved_row(target: str, record: dict[str, Any], prefix: str, bound: float) -> tuple[str, str, str]:
+    """One re-observe target: a restart that never re-observed is a miss with the time it was given."""
+    seconds, reached = record[f"{prefix}_reobserved_s"], record[f"{prefix}_reobserved"]
+    measured = fmt(seconds, " s") if reached else f"not within {fmt(seconds, ' s')}"
+    return target, measured, verdict(reached and seconds <= bound)

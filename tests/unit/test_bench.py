@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -27,7 +26,7 @@ from bench.measure import (
     writes,
 )
 from bench.observe import Timeline
-from bench.report import steady_section, summarize_throughput, targets, throughput_section, write_report
+from bench.report import summarize_throughput, targets, throughput_section, write_report
 from bench.scale import growth_section
 from trainingjob.api import constants as k
 
@@ -271,41 +270,6 @@ def test_summary_takes_medians_over_repeats() -> None:
         and figures["runs"] == 3
         and figures["cpu_per_job"] == 0.2
     )
-
-
-def steady_record(**figures: Any) -> dict[str, Any]:
-    """A steady-state record of our operator at 1000x8 with `figures`."""
-    base = {"kind": "steady", "contender": "trainingjob-operator", "jobs": 1000, "workers": 8}
-    return {**base, "idle_writes_per_minute": 0.0, "pods_recreated": 0, **figures}
-
-
-def test_a_restart_that_never_re_observed_is_a_miss_not_a_gap() -> None:
-    steady = steady_record(restart_reobserved=False, restart_reobserved_s=918.2)
-    row = next(line for line in targets({}, [steady]).splitlines() if "re-observed" in line)
-    assert "not within 918.2 s" in row and "**missed**" in row
-
-
-@pytest.mark.parametrize(("seconds", "verdict"), [(18.2, "| met |"), (25.0, "| **missed** |")])
-def test_a_replacement_pods_restart_is_held_to_the_lease_plus_five_seconds(seconds: float, verdict: str) -> None:
-    steady = steady_record(
-        idle_writes_per_minute_with_lease=4.0,
-        pods_deleted_after_restart=0,
-        restart_ready_s=1.0,
-        restart_reobserved=True,
-        restart_reobserved_s=4.2,
-        restarted_peak_rss_mib=130.0,
-        replacement_ready_s=seconds - 2,
-        replacement_reobserved=True,
-        replacement_reobserved_s=seconds,
-        replacement_pods_recreated=0,
-        replacement_pods_deleted=0,
-        replacement_peak_rss_mib=131.0,
-    )
-    row = next(line for line in targets({}, [steady]).splitlines() if "replacement pod" in line)
-    assert "Lease + 5 s = 20 s" in row and f"| {seconds:g} s {verdict}" in row
-    table = steady_section([steady])
-    row = f"| trainingjob-operator, replacement pod | 1000 x 8 | — | {seconds - 2:g} s | {seconds:g} s | 0 | 0 |"
-    assert row in table
 
 
 def test_only_our_operator_has_a_replacement_pod_with_a_new_lease_identity() -> None:
