@@ -63,7 +63,7 @@ def test_volumes_and_shared_ports_fail_with_clear_messages(plain_cluster: Kube) 
     waiting = wait_for_waiting(kube, "default", "withvolume", ("CreateContainerError",))
     assert "without root" in waiting["message"] and "/scratch" in waiting["message"]
 
-    port = 20000 + uuid.uuid4().int % 20000
+    port = _free_port()
     listen = f"import socket, time; s = socket.create_server(('0.0.0.0', {port})); time.sleep(300)"
     ports = [{"containerPort": port, "protocol": "TCP"}]
     kube.core.create_namespaced_pod("default", plain_pod("first", listen, ports=ports))
@@ -73,6 +73,19 @@ def test_volumes_and_shared_ports_fail_with_clear_messages(plain_cluster: Kube) 
     waiting = wait_for_waiting(kube, "default", "second", ("CreateContainerError",))
     assert f"port {port}/TCP is already in use" in waiting["message"]
     assert pod_status(kube, "default", "first")["phase"] == "Running"
+
+
+def _free_port() -> int:
+    """A port nothing holds now, below Linux's ephemeral range (32768-60999): a random port in that range can be
+    some other connection's source port, and the node then refuses the first pod as "already in use" (the likely
+    cause, not proven, of a CI run that waited 90 s for the first pod to run while 20000-39999 was drawn from)."""
+    import socket
+
+    while True:
+        port = 20000 + uuid.uuid4().int % 12000
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) != 0:
+                return port
 
 
 def _listening(port: int) -> bool:
