@@ -79,13 +79,10 @@ def _free_port() -> int:
     """A port nothing holds now, below Linux's ephemeral range (32768-60999): a random port in that range can be
     some other connection's source port, and the node then refuses the first pod as "already in use" (the likely
     cause, not proven, of a CI run that waited 90 s for the first pod to run while 20000-39999 was drawn from)."""
-    import socket
-
     while True:
         port = 20000 + uuid.uuid4().int % 12000
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) != 0:
-                return port
+        if not _listening(port):
+            return port
 
 
 def _listening(port: int) -> bool:
