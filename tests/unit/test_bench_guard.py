@@ -106,3 +106,60 @@ def test_a_cross_check_list_the_server_does_not_answer_is_skipped_and_counted() 
     dog = Watchdog(lambda: None, line.seen_states, line.summary, listing, list_every_s=0.0)
     assert run(wait_until(lambda: False, 0.5, lambda: None, dog)) is False, "the wait ran its course"
     assert dog.failed_lists >= 1 and dog.lists == 0
+
+
+def counting_listing(calls: list[float]) -> Any:
+    async def listing() -> dict[str, tuple[str, int]]:
+        calls.append(1.0)
+        return {}
+
+    return listing
+
+
+def test_a_wait_that_does_not_cross_check_lists_nothing_and_the_next_wait_lists_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import bench.run
+
+    monkeypatch.setattr(bench.run, "SAMPLE_INTERVAL", 0.01)
+    calls: list[float] = []
+    line = timeline()
+    dog = Watchdog(lambda: None, line.seen_states, line.summary, counting_listing(calls), list_every_s=0.0)
+    assert run(wait_until(lambda: False, 0.3, lambda: None, dog.expecting(None, cross_check=False))) is False
+    assert calls == []
+    assert run(wait_until(lambda: False, 0.3, lambda: None, dog.expecting(None))) is False
+    assert calls, "an ordinary wait cross-checks again"
+
+
+class RestartingOperator:
+    """Stands in for a contender across one kill -9: re-observed on the third look at its metrics."""
+
+    pid = None
+
+    def __init__(self) -> None:
+        self.looks = 0
+        self.events: list[str] = []
+
+    def stop(self, hard: bool) -> None:
+        self.events.append(f"stop hard={hard}")
+
+    def start(self, cluster: object) -> None:
+        self.events.append("start")
+
+    def reobserved(self, jobs: int) -> bool:
+        self.looks += 1
+        return self.looks >= 3
+
+
+def test_a_restarts_reobserve_is_timed_without_a_cross_check_list(monkeypatch: pytest.MonkeyPatch) -> None:
+    import bench.run
+
+    monkeypatch.setattr(bench.run, "SAMPLE_INTERVAL", 0.01)
+    monkeypatch.setattr(bench.run, "SETTLE_AFTER_RESTART_S", 0.0)
+    calls: list[float] = []
+    line = timeline()
+    dog = Watchdog(lambda: None, line.seen_states, line.summary, counting_listing(calls), list_every_s=0.0)
+    who = RestartingOperator()
+    restart = run(bench.run.kill_and_restart(None, who, 1, 60, dog))  # type: ignore[arg-type]
+    assert who.events == ["stop hard=True", "start"] and who.looks == 3
+    assert restart.reobserved and calls == [], "a LIST was awaited between two looks at the metrics"
