@@ -62,6 +62,10 @@ def growth_section(summary: dict[tuple[int, int], dict[str, dict[str, Any]]]) ->
             f"| {fmt(ratio(mine, theirs), 'x')} | {fmt(ours.get('rss'), ' MiB')} "
             f"| {fmt(ours.get('writes_per_job_without_events'))} |\n"
         )
+    # Its rows come from several scale steps, which need not have been run at one commit (`--mix-commits`).
+    measured = {c for s in scenarios for f in summary[s].values() for c in f.get("commits", {})}
+    if len(measured) > 1:
+        lines.append(f"\nThis table mixes runs of the commits {', '.join(sorted(measured))}.\n")
     return "".join(lines) + "\n"
 
 

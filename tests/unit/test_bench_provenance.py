@@ -21,6 +21,7 @@ from bench.provenance import (
     refuse_mixed_commits,
 )
 from bench.report import median_run, summarize_throughput, throughput_section, write_report
+from bench.scale import growth_section
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -206,3 +207,12 @@ def test_a_run_is_kept_when_the_checkout_changed_commit_between_two_runs(
     assert asyncio.run(entry.main(entry.arguments(options))) == 0
     kept = json.loads((tmp_path / "benchmarks.json").read_text())["runs"]
     assert [(run["contender"], run["provenance"]["commit"][0]) for run in kept] == [("ours", "a"), ("raw", "b")]
+
+
+def test_a_growth_table_whose_scale_steps_measured_different_commits_names_them() -> None:
+    one = [run("trainingjob-operator", 5.0, "a" * 40), run("raw-pods", 4.0, "a" * 40)]
+    other = [{**r, "jobs": 100} for r in (run("trainingjob-operator", 60.0, "b" * 40), run("raw-pods", 40.0, "b" * 40))]
+    mixed = growth_section(summarize_throughput(one + other))
+    assert "This table mixes runs of the commits aaaaaaaaaa, bbbbbbbbbb." in mixed
+    same = growth_section(summarize_throughput(one + [{**r, "jobs": 100} for r in one]))
+    assert "| 100 x 2 |" in same and "mixes" not in same
