@@ -160,3 +160,9 @@ def provenance_lines(records: list[dict[str, Any]], legacy_machine: dict[str, st
         lines.append(f"\nRuns without provenance ({UNRECORDED}) were recorded before runs carried it; the file said: "
                      f"{described}.\n")  # fmt: skip
     return "".join(lines)
+
+
+def mixed_commits_line(figures: Iterable[dict[str, Any]]) -> str:
+    """The line under a table whose rows (figures with their `commits`) measured more than one commit; else ''."""
+    measured = {commit for figure in figures for commit in figure.get("commits", {})}
+    return f"\nThis table mixes runs of the commits {', '.join(sorted(measured))}.\n" if len(measured) > 1 else ""

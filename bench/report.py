@@ -10,7 +10,7 @@ from typing import Any
 
 from bench.cells import fmt, ratio, verdict
 from bench.gang import gang_section
-from bench.provenance import commits, counted, provenance_lines, refuse_mixed_commits
+from bench.provenance import commits, counted, mixed_commits_line, provenance_lines, refuse_mixed_commits
 from bench.queue_figures import kueue_section
 from bench.scale import growth_section, restart_rows, scale_step_rows, target_scenario
 from bench.sweep import sweep_section
@@ -151,9 +151,7 @@ def throughput_section(scenario: tuple[int, int], figures: dict[str, dict[str, A
             + ", ".join(f"{name} {count:g}" for name, count in ours["status_patch_fields"].items())
             + ".\n"
         )
-    measured = {c for f in figures.values() for c in f.get("commits", {})}
-    if len(measured) > 1:
-        lines.append(f"\nThis table mixes runs of the commits {', '.join(sorted(measured))}.\n")
+    lines.append(mixed_commits_line(figures.values()))
     return "".join(lines)
 
 

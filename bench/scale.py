@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.cells import fmt, ratio, verdict
+from bench.provenance import mixed_commits_line
 
 TARGET_JOBS = 1000  # issue 40's ratio, writes and growth targets are set at 1000 x W
 SCALE_STEP_RSS_MIB = 300.0  # issue 40's bound on peak RSS at the next scale step (5,000 x 8)
@@ -63,9 +64,7 @@ def growth_section(summary: dict[tuple[int, int], dict[str, dict[str, Any]]]) ->
             f"| {fmt(ours.get('writes_per_job_without_events'))} |\n"
         )
     # Its rows come from several scale steps, which need not have been run at one commit (`--mix-commits`).
-    measured = {c for s in scenarios for f in summary[s].values() for c in f.get("commits", {})}
-    if len(measured) > 1:
-        lines.append(f"\nThis table mixes runs of the commits {', '.join(sorted(measured))}.\n")
+    lines.append(mixed_commits_line(f for s in scenarios for f in summary[s].values()))
     return "".join(lines) + "\n"
 
 
